@@ -1,0 +1,173 @@
+//! The event model shared by real traces (tracefs, perf, trace-cmd) and
+//! simulator runs.
+//!
+//! A schedule is a time-ordered list of [`Event`]s, each on one CPU of a known
+//! [`Topology`]. Everything downstream (metrics, pictures, exports) reads only
+//! this model, so a simulated run and a recorded one can be compared side by
+//! side. Times are nanoseconds from the start of the trace.
+
+use serde::{Deserialize, Serialize};
+
+/// A CPU number as the kernel numbers them.
+pub type Cpu = u32;
+/// A thread id (the kernel's `pid` of a task).
+pub type Pid = u32;
+
+/// Where one logical CPU sits in the machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuPlace {
+    pub cpu: Cpu,
+    /// Physical core; SMT siblings share it. Unique across the machine.
+    pub core: u32,
+    /// Last-level cache domain. Unique across the machine.
+    pub llc: u32,
+    pub socket: u32,
+    /// NUMA node.
+    pub node: u32,
+}
+
+/// The CPUs a schedule ran on, indexed by CPU number.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    pub cpus: Vec<CpuPlace>,
+}
+
+impl Topology {
+    /// A regular machine: `sockets x cores_per_socket x threads_per_core`,
+    /// numbered the way Linux numbers most x86 servers (all first threads of
+    /// every core of every socket, then the second threads), one LLC and one
+    /// NUMA node per socket.
+    pub fn regular(sockets: u32, cores_per_socket: u32, threads_per_core: u32) -> Self {
+        let cores = sockets * cores_per_socket;
+        let cpus = (0..threads_per_core)
+            .flat_map(|thread| {
+                (0..cores).map(move |core| {
+                    let socket = core / cores_per_socket;
+                    CpuPlace {
+                        cpu: thread * cores + core,
+                        core,
+                        llc: socket,
+                        socket,
+                        node: socket,
+                    }
+                })
+            })
+            .collect();
+        Self { cpus }
+    }
+
+    pub fn nr_cpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    pub fn place(&self, cpu: Cpu) -> Option<&CpuPlace> {
+        self.cpus.get(cpu as usize)
+    }
+
+    pub fn nr_sockets(&self) -> usize {
+        self.cpus
+            .iter()
+            .map(|c| c.socket)
+            .max()
+            .map_or(0, |m| m as usize + 1)
+    }
+}
+
+/// State of the task leaving the CPU at a context switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PrevState {
+    /// Preempted or yielded: still runnable.
+    Runnable,
+    /// Went to sleep (waiting for I/O, a lock, a child, a timer...).
+    Blocked,
+    /// Exiting.
+    Dead,
+}
+
+/// Which nest a CPU belongs to (Nest's own events).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Nest {
+    None,
+    Primary,
+    Reserve,
+}
+
+/// What happened. The CPU it happened on is in [`Event::cpu`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum EventKind {
+    /// Context switch from `prev` to `next` (pid 0 is the idle task).
+    Switch {
+        prev: Pid,
+        prev_state: PrevState,
+        next: Pid,
+    },
+    /// `pid` became runnable and was placed on `target_cpu`; the event's CPU
+    /// is the waker's.
+    Wakeup { pid: Pid, target_cpu: Cpu },
+    /// `child` was forked by `parent`; the event's CPU is the parent's.
+    NewTask {
+        parent: Pid,
+        child: Pid,
+        comm: String,
+    },
+    /// `pid` ran `exec` and is now called `comm`.
+    Exec { pid: Pid, comm: String },
+    /// `pid` exited.
+    Exit { pid: Pid },
+    /// `pid` moved from `from` to `to` (the event's CPU is where the move was
+    /// decided).
+    Migrate { pid: Pid, from: Cpu, to: Cpu },
+    /// The event's CPU now runs at `khz`.
+    Frequency { khz: u32 },
+    /// The CPU entered its idle loop.
+    IdleEnter,
+    /// The CPU left its idle loop.
+    IdleExit,
+    /// The CPU joined or left a Nest nest.
+    NestChange { nest: Nest },
+    /// The CPU kept spinning to stay warm for `duration_ns`, until the end of
+    /// the spin (interrupted early when `interrupted`).
+    WarmSpin { duration_ns: u64, interrupted: bool },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub ts_ns: u64,
+    pub cpu: Cpu,
+    pub kind: EventKind,
+}
+
+/// A whole schedule: where it ran, what ran, and what happened.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Trace {
+    pub topology: Topology,
+    /// Free-form facts about the run: scheduler, kernel, machine model,
+    /// workload, seed...
+    pub meta: Vec<(String, String)>,
+    /// Events in time order (ties keep the order they were produced in).
+    pub events: Vec<Event>,
+}
+
+impl Trace {
+    /// Time of the last event, or 0 for an empty trace.
+    pub fn end_ns(&self) -> u64 {
+        self.events.last().map_or(0, |e| e.ts_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regular_topology_numbers_smt_siblings_last() {
+        let topo = Topology::regular(2, 4, 2);
+        assert_eq!(topo.nr_cpus(), 16);
+        assert_eq!(topo.nr_sockets(), 2);
+        // CPU 0 and CPU 8 are the two threads of core 0 on socket 0.
+        assert_eq!(topo.place(0).unwrap().core, topo.place(8).unwrap().core);
+        assert_eq!(topo.place(4).unwrap().socket, 1);
+        assert_eq!(topo.place(12).unwrap().socket, 1);
+        assert!(topo.place(16).is_none());
+    }
+}
