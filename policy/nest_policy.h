@@ -54,8 +54,6 @@ enum nest_mechanism {
 	NEST_MECH_EXIT_DEMOTION = 1 << 4,
 	/* Fallback searches every socket before giving up. */
 	NEST_MECH_WIDE_FALLBACK = 1 << 5,
-	/* Idle primary CPUs spin for up to S_max to stay warm. */
-	NEST_MECH_WARM_SPIN = 1 << 6,
 };
 
 /* How a placement was decided, and other countable policy events. */

@@ -6,7 +6,10 @@
 //! host (a test, the simulator) implements [`Platform`] and calls
 //! [`NestPolicy`] at the same points where the kernel calls the scheduler.
 
+mod duration;
 mod ffi;
+
+pub use duration::parse_duration_ns;
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
@@ -42,18 +45,16 @@ pub enum Mechanism {
     Compaction,
     ExitDemotion,
     WideFallback,
-    WarmSpin,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 7] = [
+    pub const ALL: [Mechanism; 6] = [
         Mechanism::Attach,
         Mechanism::Reserve,
         Mechanism::Impatience,
         Mechanism::Compaction,
         Mechanism::ExitDemotion,
         Mechanism::WideFallback,
-        Mechanism::WarmSpin,
     ];
 
     /// The bit of `enum nest_mechanism`.
@@ -70,7 +71,6 @@ impl Mechanism {
             Mechanism::Compaction => "compaction",
             Mechanism::ExitDemotion => "exit-demotion",
             Mechanism::WideFallback => "wide-fallback",
-            Mechanism::WarmSpin => "warm-spin",
         }
     }
 
