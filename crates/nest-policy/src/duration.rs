@@ -2,14 +2,14 @@
 
 use crate::TICK_NS;
 
-const UNITS: [(&str, u64); 7] = [
+/// Longer suffixes first: "ticks" must not be read as "tick" + "s".
+const UNITS: [(&str, u64); 6] = [
+    ("ticks", TICK_NS),
+    ("tick", TICK_NS),
     ("ns", 1),
     ("us", 1_000),
     ("ms", 1_000_000),
     ("s", 1_000_000_000),
-    ("ticks", TICK_NS),
-    ("tick", TICK_NS),
-    ("", 0),
 ];
 
 /// Parse `<number><unit>`, unit one of ns, us, ms, s, tick(s) (a tick is
@@ -20,7 +20,7 @@ pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
         .iter()
         .find_map(|&(unit, scale)| {
             text.strip_suffix(unit)
-                .filter(|n| !n.is_empty() && !unit.is_empty())
+                .filter(|n| !n.is_empty())
                 .map(|n| (n.trim(), scale))
         })
         .ok_or_else(|| {
