@@ -28,9 +28,22 @@
  * idle, the CPU leaves the primary nest at once.
  *
  * The includer defines the platform interface (see nest_policy.h), the
- * integer types, bool, READ_ONCE/WRITE_ONCE and bpf_for() first.
+ * integer types, bool, READ_ONCE/WRITE_ONCE and bpf_for() first, and calls
+ * the nest_* entry points at the end of this file with a struct nest_ctx.
  */
 #include "nest_policy.h"
+
+/*
+ * Everything one policy call works with. BPF functions take at most five
+ * arguments, so the shared pieces travel together.
+ */
+struct nest_ctx {
+	struct nest_state *st;
+	const struct nest_config *cfg;
+	nest_env_t env;
+	/* Time of the call, in ns. */
+	u64 now;
+};
 
 static bool mech_on(const struct nest_config *cfg, u32 mech)
 {
@@ -70,25 +83,36 @@ static bool mask_clear(u64 *mask, s32 cpu)
 	return old & cpu_bit(cpu);
 }
 
+/*
+ * Array indexes are masked after the range check: the BPF verifier does not
+ * always see a signed range check survive compiler optimisation, but it
+ * always understands a mask.
+ */
+static u32 cpu_index(s32 cpu)
+{
+	return (u32)cpu & (NEST_MAX_CPUS - 1);
+}
+
 static struct nest_cpu *nest_cpu(struct nest_state *st, s32 cpu)
 {
 	if (cpu < 0 || cpu >= NEST_MAX_CPUS)
 		return NULL;
-	return &st->cpus[cpu];
+	return &st->cpus[cpu_index(cpu)];
 }
 
 static u32 cpu_llc(const struct nest_config *cfg, s32 cpu)
 {
 	if (cpu < 0 || cpu >= NEST_MAX_CPUS)
 		return 0;
-	return cfg->cpu_llc[cpu];
+	return cfg->cpu_llc[cpu_index(cpu)];
 }
 
 /* Add @cpu to the reserve if it has room; false if it was full. */
-static bool reserve_add(struct nest_state *st, const struct nest_config *cfg,
-			s32 cpu)
+static bool reserve_add(const struct nest_ctx *ctx, s32 cpu)
 {
-	if (__sync_fetch_and_add(&st->nr_reserve, 1) >= (s32)cfg->r_max) {
+	struct nest_state *st = ctx->st;
+
+	if (__sync_fetch_and_add(&st->nr_reserve, 1) >= (s32)ctx->cfg->r_max) {
 		__sync_fetch_and_add(&st->nr_reserve, -1);
 		return false;
 	}
@@ -107,35 +131,33 @@ static void reserve_remove(struct nest_state *st, s32 cpu)
  * Move @cpu from the primary nest to the reserve (or out of both nests when
  * the reserve is full). @why is the statistic to count.
  */
-static void demote(struct nest_state *st, const struct nest_config *cfg,
-		   nest_env_t env, s32 cpu, enum nest_stat why)
+static void demote(const struct nest_ctx *ctx, s32 cpu, enum nest_stat why)
 {
-	if (!mask_clear(st->primary, cpu))
+	if (!mask_clear(ctx->st->primary, cpu))
 		return;
-	plat_count(env, why);
-	if (mech_on(cfg, NEST_MECH_RESERVE) && !reserve_add(st, cfg, cpu))
-		plat_count(env, NEST_STAT_RESERVE_FULL);
+	plat_count(ctx->env, why);
+	if (mech_on(ctx->cfg, NEST_MECH_RESERVE) && !reserve_add(ctx, cpu))
+		plat_count(ctx->env, NEST_STAT_RESERVE_FULL);
 }
 
-static void promote(struct nest_state *st, nest_env_t env, s32 cpu)
+static void promote(const struct nest_ctx *ctx, s32 cpu)
 {
-	reserve_remove(st, cpu);
-	if (mask_set(st->primary, cpu))
-		plat_count(env, NEST_STAT_PROMOTED);
+	reserve_remove(ctx->st, cpu);
+	if (mask_set(ctx->st->primary, cpu))
+		plat_count(ctx->env, NEST_STAT_PROMOTED);
 }
 
 /* Has primary CPU @cpu been idle for longer than P_remove? */
-static bool due_for_compaction(struct nest_state *st,
-			       const struct nest_config *cfg, s32 cpu, u64 now)
+static bool due_for_compaction(const struct nest_ctx *ctx, s32 cpu)
 {
-	struct nest_cpu *c = nest_cpu(st, cpu);
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 	u64 idle_since;
 
-	if (!c || !mech_on(cfg, NEST_MECH_COMPACTION))
+	if (!c || !mech_on(ctx->cfg, NEST_MECH_COMPACTION))
 		return false;
 	idle_since = READ_ONCE(c->idle_since);
-	return idle_since && now > idle_since &&
-	       now - idle_since > cfg->p_remove_ns;
+	return idle_since && ctx->now > idle_since &&
+	       ctx->now - idle_since > ctx->cfg->p_remove_ns;
 }
 
 static bool try_claim(nest_env_t env, s32 cpu)
@@ -149,10 +171,10 @@ static bool try_claim(nest_env_t env, s32 cpu)
  * CPUs idle for longer than P_remove are demoted instead of used.
  * Returns the claimed CPU or -1.
  */
-static s32 scan_nest(struct nest_state *st, const struct nest_config *cfg,
-		     nest_env_t env, u64 *mask, s32 start, u32 llc,
-		     bool compact, u64 now)
+static s32 scan_nest(const struct nest_ctx *ctx, u64 *mask, s32 start, u32 llc,
+		     bool compact)
 {
+	const struct nest_config *cfg = ctx->cfg;
 	s32 nr_cpus = cfg->nr_cpus;
 	s32 pass, i;
 
@@ -169,11 +191,11 @@ static s32 scan_nest(struct nest_state *st, const struct nest_config *cfg,
 				continue;
 			if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
 				continue;
-			if (compact && due_for_compaction(st, cfg, cpu, now)) {
-				demote(st, cfg, env, cpu, NEST_STAT_COMPACTED);
+			if (compact && due_for_compaction(ctx, cpu)) {
+				demote(ctx, cpu, NEST_STAT_COMPACTED);
 				continue;
 			}
-			if (try_claim(env, cpu))
+			if (try_claim(ctx->env, cpu))
 				return cpu;
 		}
 	}
@@ -196,43 +218,43 @@ static bool task_impatient(const struct nest_config *cfg,
 }
 
 /* Put a CPU found by the fallback into a nest. */
-static void adopt_fallback_cpu(struct nest_state *st,
-			       const struct nest_config *cfg, nest_env_t env,
-			       s32 cpu, bool impatient)
+static void adopt_fallback_cpu(const struct nest_ctx *ctx, s32 cpu,
+			       bool impatient)
 {
-	if (!cpu_valid(cfg, cpu) || mask_test(st->primary, cpu))
+	struct nest_state *st = ctx->st;
+
+	if (!cpu_valid(ctx->cfg, cpu) || mask_test(st->primary, cpu))
 		return;
-	if (impatient || !mech_on(cfg, NEST_MECH_RESERVE)) {
+	if (impatient || !mech_on(ctx->cfg, NEST_MECH_RESERVE)) {
 		reserve_remove(st, cpu);
 		mask_set(st->primary, cpu);
-		plat_count(env, NEST_STAT_JOINED_PRIMARY);
+		plat_count(ctx->env, NEST_STAT_JOINED_PRIMARY);
 	} else if (mask_test(st->reserve, cpu)) {
 		/* Already in the reserve: nothing to add. */
-	} else if (reserve_add(st, cfg, cpu)) {
-		plat_count(env, NEST_STAT_JOINED_RESERVE);
+	} else if (reserve_add(ctx, cpu)) {
+		plat_count(ctx->env, NEST_STAT_JOINED_RESERVE);
 	} else {
-		plat_count(env, NEST_STAT_RESERVE_FULL);
+		plat_count(ctx->env, NEST_STAT_RESERVE_FULL);
 	}
 }
 
 /* Steps 1 to 3: the nests. Returns the claimed CPU or -1. */
-static s32 search_nests(struct nest_state *st, const struct nest_config *cfg,
-			nest_env_t env, struct nest_task *t, s32 prev_cpu,
-			bool impatient, u32 *how)
+static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
+			s32 prev_cpu, bool impatient, u32 *how)
 {
+	const struct nest_config *cfg = ctx->cfg;
+	struct nest_state *st = ctx->st;
 	u32 llc = cpu_llc(cfg, prev_cpu);
-	u64 now = plat_now(env);
 	s32 cpu = attached_cpu(t);
 
 	if (mech_on(cfg, NEST_MECH_ATTACH) && cpu_valid(cfg, cpu) &&
-	    mask_test(st->primary, cpu) && try_claim(env, cpu)) {
+	    mask_test(st->primary, cpu) && try_claim(ctx->env, cpu)) {
 		*how = NEST_STAT_ATTACHED;
 		return cpu;
 	}
 
 	if (!impatient) {
-		cpu = scan_nest(st, cfg, env, st->primary, prev_cpu, llc, true,
-				now);
+		cpu = scan_nest(ctx, st->primary, prev_cpu, llc, true);
 		if (cpu >= 0) {
 			*how = cpu == prev_cpu ? NEST_STAT_PREV :
 						 NEST_STAT_PRIMARY;
@@ -241,10 +263,10 @@ static s32 search_nests(struct nest_state *st, const struct nest_config *cfg,
 	}
 
 	if (mech_on(cfg, NEST_MECH_RESERVE)) {
-		cpu = scan_nest(st, cfg, env, st->reserve, cfg->reserve_start,
-				llc, false, now);
+		cpu = scan_nest(ctx, st->reserve, cfg->reserve_start, llc,
+				false);
 		if (cpu >= 0) {
-			promote(st, env, cpu);
+			promote(ctx, cpu);
 			*how = NEST_STAT_RESERVE;
 			return cpu;
 		}
@@ -253,18 +275,17 @@ static s32 search_nests(struct nest_state *st, const struct nest_config *cfg,
 }
 
 /* Step 4: the default placement, then every socket. */
-static s32 search_fallback(const struct nest_config *cfg, nest_env_t env,
-			   s32 prev_cpu, u32 *how)
+static s32 search_fallback(const struct nest_ctx *ctx, s32 prev_cpu, u32 *how)
 {
 	bool idle = false;
-	s32 cpu = plat_default_cpu(env, prev_cpu, &idle);
+	s32 cpu = plat_default_cpu(ctx->env, prev_cpu, &idle);
 
 	if (idle) {
 		*how = NEST_STAT_FALLBACK;
 		return cpu;
 	}
-	if (mech_on(cfg, NEST_MECH_WIDE_FALLBACK)) {
-		cpu = plat_pick_any_idle(env);
+	if (mech_on(ctx->cfg, NEST_MECH_WIDE_FALLBACK)) {
+		cpu = plat_pick_any_idle(ctx->env);
 		if (cpu >= 0) {
 			*how = NEST_STAT_FALLBACK_WIDE;
 			return cpu;
@@ -278,25 +299,23 @@ static s32 search_fallback(const struct nest_config *cfg, nest_env_t env,
  * the parent's CPU) is @prev_cpu. Fills @out; out->idle tells whether an
  * idle CPU was claimed (otherwise the task should be queued).
  */
-static void nest_select_cpu(struct nest_state *st,
-			    const struct nest_config *cfg, nest_env_t env,
-			    struct nest_task *t, s32 prev_cpu,
-			    struct nest_choice *out)
+static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
+			    s32 prev_cpu, struct nest_choice *out)
 {
-	bool impatient = task_impatient(cfg, t);
+	bool impatient = task_impatient(ctx->cfg, t);
 	u32 how = NEST_STAT_NO_IDLE;
 	s32 cpu;
 
 	if (impatient)
-		plat_count(env, NEST_STAT_IMPATIENT);
+		plat_count(ctx->env, NEST_STAT_IMPATIENT);
 
-	cpu = search_nests(st, cfg, env, t, prev_cpu, impatient, &how);
+	cpu = search_nests(ctx, t, prev_cpu, impatient, &how);
 	if (cpu < 0) {
-		cpu = search_fallback(cfg, env, prev_cpu, &how);
+		cpu = search_fallback(ctx, prev_cpu, &how);
 		if (cpu >= 0)
-			adopt_fallback_cpu(st, cfg, env, cpu, impatient);
+			adopt_fallback_cpu(ctx, cpu, impatient);
 	}
-	plat_count(env, how);
+	plat_count(ctx->env, how);
 
 	if (cpu == prev_cpu)
 		t->prev_misses = 0;
@@ -332,21 +351,20 @@ static void nest_task_exiting(struct nest_state *st, s32 cpu)
 }
 
 /*
- * @cpu went idle at @now. If the last task to run there exited, the CPU
+ * @cpu went idle at ctx->now. If the last task to run there exited, the CPU
  * leaves the primary nest at once.
  */
-static void nest_cpu_idle(struct nest_state *st, const struct nest_config *cfg,
-			  nest_env_t env, s32 cpu, u64 now)
+static void nest_cpu_idle(const struct nest_ctx *ctx, s32 cpu)
 {
-	struct nest_cpu *c = nest_cpu(st, cpu);
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 
 	if (!c)
 		return;
-	WRITE_ONCE(c->idle_since, now ? now : 1);
+	WRITE_ONCE(c->idle_since, ctx->now ? ctx->now : 1);
 	if (READ_ONCE(c->task_exited)) {
 		WRITE_ONCE(c->task_exited, 0);
-		if (mech_on(cfg, NEST_MECH_EXIT_DEMOTION))
-			demote(st, cfg, env, cpu, NEST_STAT_EXIT_DEMOTED);
+		if (mech_on(ctx->cfg, NEST_MECH_EXIT_DEMOTION))
+			demote(ctx, cpu, NEST_STAT_EXIT_DEMOTED);
 	}
 }
 

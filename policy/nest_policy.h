@@ -25,8 +25,6 @@
  *	idle and has been claimed.
  *   s32 plat_pick_any_idle(nest_env_t env);
  *	Claim any idle CPU the task may use, on any socket; -1 if none.
- *   u64 plat_now(nest_env_t env);
- *	Monotonic time in ns.
  *   void plat_count(nest_env_t env, enum nest_stat stat);
  *	Count one occurrence of @stat.
  */

@@ -14,7 +14,6 @@ mod pingpong;
 mod process;
 
 use std::process::ExitCode;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -91,25 +90,38 @@ pub fn spin_for(work: Duration) {
     }
 }
 
+/// Run `load` in a child process that prints its summary line: separate
+/// processes keep one load's forks (and their TLB shootdowns, very slow
+/// under emulation) from slowing another's threads.
+fn in_child(load: impl FnOnce() -> Result<String>) -> Result<libc::pid_t> {
+    process::fork(|| match load() {
+        Ok(line) => {
+            println!("{line}");
+            0
+        }
+        Err(err) => {
+            eprintln!("nest-load: {err:#}");
+            1
+        }
+    })
+}
+
 fn mixed(seconds: f64, hogs: Option<usize>) -> Result<Vec<String>> {
     let until = deadline(seconds)?;
     let nr_hogs = match hogs {
         Some(n) => n,
         None => cpus::allowed()?.len().div_ceil(2),
     };
-    thread::scope(|s| {
-        let hogs = s.spawn(move || hogs::run(until, nr_hogs));
-        let churn = s.spawn(move || churn::run(Stop::At(until), CHURN_WORK));
-        let pingpong = s.spawn(move || pingpong::run(until));
-        let affinity = s.spawn(move || affinity::run(until));
-        [hogs, churn, pingpong, affinity]
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("a load thread panicked"))?
-            })
-            .collect()
-    })
+    let children = [
+        in_child(move || hogs::run(until, nr_hogs))?,
+        in_child(move || churn::run(Stop::At(until), CHURN_WORK))?,
+        in_child(move || pingpong::run(until))?,
+        in_child(move || affinity::run(until))?,
+    ];
+    for pid in children {
+        process::wait_ok(pid)?;
+    }
+    Ok(Vec::new())
 }
 
 fn run(cli: Cli) -> Result<Vec<String>> {

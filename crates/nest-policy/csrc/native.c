@@ -22,24 +22,24 @@ bool nest_plat_claim_idle(nest_env_t env, s32 cpu);
 bool nest_plat_task_allowed(nest_env_t env, s32 cpu);
 s32 nest_plat_default_cpu(nest_env_t env, s32 prev_cpu, bool *idle);
 s32 nest_plat_pick_any_idle(nest_env_t env);
-u64 nest_plat_now(nest_env_t env);
 void nest_plat_count(nest_env_t env, u32 stat);
 
 #define plat_claim_idle nest_plat_claim_idle
 #define plat_task_allowed nest_plat_task_allowed
 #define plat_default_cpu nest_plat_default_cpu
 #define plat_pick_any_idle nest_plat_pick_any_idle
-#define plat_now nest_plat_now
 #define plat_count nest_plat_count
 
 #include "nest_policy.c"
 
 void nest_native_select_cpu(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
-			    struct nest_task *t, s32 prev_cpu,
+			    u64 now, struct nest_task *t, s32 prev_cpu,
 			    struct nest_choice *out)
 {
-	nest_select_cpu(st, cfg, env, t, prev_cpu, out);
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	nest_select_cpu(&ctx, t, prev_cpu, out);
 }
 
 void nest_native_task_init(struct nest_task *t)
@@ -61,7 +61,9 @@ void nest_native_task_exiting(struct nest_state *st, s32 cpu)
 void nest_native_cpu_idle(struct nest_state *st, const struct nest_config *cfg,
 			  nest_env_t env, s32 cpu, u64 now)
 {
-	nest_cpu_idle(st, cfg, env, cpu, now);
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	nest_cpu_idle(&ctx, cpu);
 }
 
 void nest_native_cpu_busy(struct nest_state *st, s32 cpu)

@@ -98,6 +98,7 @@ unsafe extern "C" {
         st: *mut NestState,
         cfg: *const NestConfig,
         env: *mut std::ffi::c_void,
+        now: u64,
         t: *mut NestTask,
         prev_cpu: i32,
         out: *mut NestChoice,

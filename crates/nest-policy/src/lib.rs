@@ -32,7 +32,7 @@ pub trait Platform {
     fn default_cpu(&mut self, prev: u32) -> (u32, bool);
     /// Claim any idle CPU the task may use, on any socket.
     fn pick_any_idle(&mut self) -> Option<u32>;
-    /// Monotonic time in ns.
+    /// Monotonic time in ns (read once per placement).
     fn now_ns(&self) -> u64;
 }
 
@@ -268,6 +268,7 @@ impl NestPolicy {
         task: &mut TaskState,
         prev_cpu: u32,
     ) -> Choice {
+        let now = plat.now_ns();
         let mut env = self.env(Some(plat));
         let mut out = ffi::NestChoice::default();
         // SAFETY: all pointers are valid for the call; shared state is
@@ -277,6 +278,7 @@ impl NestPolicy {
                 self.state_ptr(),
                 &*self.cfg,
                 &mut env as *mut Env as *mut c_void,
+                now,
                 &mut task.0,
                 prev_cpu as i32,
                 &mut out,
@@ -390,11 +392,6 @@ extern "C" fn nest_plat_default_cpu(env: *mut c_void, prev_cpu: i32, idle: *mut 
 #[unsafe(no_mangle)]
 extern "C" fn nest_plat_pick_any_idle(env: *mut c_void) -> i32 {
     plat_of(env).pick_any_idle().map_or(-1, |cpu| cpu as i32)
-}
-
-#[unsafe(no_mangle)]
-extern "C" fn nest_plat_now(env: *mut c_void) -> u64 {
-    plat_of(env).now_ns()
 }
 
 #[unsafe(no_mangle)]

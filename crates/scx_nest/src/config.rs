@@ -177,12 +177,12 @@ impl SchedConfig {
             );
         }
         let topo = Topology::new().context("cannot read the CPU topology from sysfs")?;
-        let rodata = skel
+        let bss = skel
             .maps
-            .rodata_data
+            .bss_data
             .as_mut()
-            .context("the BPF object has no .rodata")?;
-        let cfg = &mut rodata.nest_cfg;
+            .context("the BPF object has no .bss")?;
+        let cfg = &mut bss.nest_cfg;
         cfg.p_remove_ns = self.params.p_remove_ns;
         cfg.s_max_ns = self.params.s_max_ns;
         cfg.r_max = self.params.r_max;
@@ -200,6 +200,11 @@ impl SchedConfig {
         for (cpu, sibling) in topo.sibling_cpus().into_iter().enumerate().take(nr_cpus) {
             cfg.cpu_sibling[cpu] = sibling;
         }
+        let rodata = skel
+            .maps
+            .rodata_data
+            .as_mut()
+            .context("the BPF object has no .rodata")?;
         rodata.slice_ns = self.slice_ns;
         if let Some(comm) = &self.stall_comm {
             for (dst, &src) in rodata.stall_comm.iter_mut().zip(comm) {

@@ -33,8 +33,13 @@ char _license[] SEC("license") = "GPL";
 
 UEI_DEFINE(uei);
 
-/* Policy configuration, filled in by user space before loading. */
-const volatile struct nest_config nest_cfg;
+/*
+ * Policy configuration, filled in by user space before loading. Not in
+ * .rodata: the policy reads it through a plain const pointer, and a
+ * zero-initialised const object read that way may be folded to zeros by
+ * the compiler.
+ */
+struct nest_config nest_cfg;
 /* Time slice of a task, in ns. */
 const volatile u64 slice_ns = 4000000;
 /*
@@ -53,9 +58,16 @@ struct {
 	__type(value, struct nest_task);
 } task_ctx SEC(".maps");
 
-static const struct nest_config *cfg(void)
+static struct nest_ctx policy_ctx(struct nest_bpf_env *env)
 {
-	return (const struct nest_config *)&nest_cfg;
+	struct nest_ctx ctx = {
+		.st = &nest_state,
+		.cfg = &nest_cfg,
+		.env = env,
+		.now = scx_bpf_now(),
+	};
+
+	return ctx;
 }
 
 static struct nest_task *lookup_task(struct task_struct *p)
@@ -82,13 +94,14 @@ s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
 	struct nest_bpf_env env = { .p = p, .wake_flags = wake_flags };
+	struct nest_ctx pctx = policy_ctx(&env);
 	struct nest_choice choice = {};
 	struct nest_task *t = lookup_task(p);
 
 	if (!t || is_stall_target(p))
 		return prev_cpu;
 
-	nest_select_cpu(&nest_state, cfg(), &env, t, prev_cpu, &choice);
+	nest_select_cpu(&pctx, t, prev_cpu, &choice);
 	if (choice.idle)
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 	return choice.cpu;
@@ -150,9 +163,10 @@ void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 void BPF_STRUCT_OPS(nest_update_idle, s32 cpu, bool idle)
 {
 	struct nest_bpf_env env = {};
+	struct nest_ctx pctx = policy_ctx(&env);
 
 	if (idle)
-		nest_cpu_idle(&nest_state, cfg(), &env, cpu, scx_bpf_now());
+		nest_cpu_idle(&pctx, cpu);
 	else
 		nest_cpu_busy(&nest_state, cpu);
 }

@@ -75,9 +75,4 @@ static s32 plat_pick_any_idle(nest_env_t env)
 	return scx_bpf_pick_idle_cpu(env->p->cpus_ptr, 0);
 }
 
-static u64 plat_now(nest_env_t env)
-{
-	return scx_bpf_now();
-}
-
 #endif /* __NEST_PLATFORM_BPF_H */

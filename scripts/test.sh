@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up everything the tests need (idempotently), then run every test:
+# formatting, lints, host tests (policy, simulator, trace tools), and the
+# VM suite, which boots a sched_ext kernel under QEMU and runs scx_nest in it.
+#
+# Usage: scripts/test.sh [--host-only]
+#   --host-only  skip the guest kernel and the VM suite (quick local loop)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+host_only=false
+for arg in "$@"; do
+	case $arg in
+	--host-only) host_only=true ;;
+	-h | --help) sed -n '2,8s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	*) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+	esac
+done
+
+step() { printf '\n==> %s\n' "$*"; }
+started=$SECONDS
+
+step "setup (system packages, Rust toolchain)"
+scripts/setup.sh
+# shellcheck source=/dev/null
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+
+if ! $host_only; then
+	step "guest kernel with sched_ext"
+	NEST_KERNEL_DIR=$(scripts/guest-kernel.sh | tail -n 1)
+	export NEST_KERNEL_DIR
+	echo "using $NEST_KERNEL_DIR"
+fi
+
+step "rustfmt"
+cargo fmt --all --check
+
+step "clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "host tests"
+cargo test --workspace
+
+if ! $host_only; then
+	step "VM suite (QEMU guests, software emulation)"
+	cargo build -p scx_nest -p nest-load
+	cargo test -p vm-tests -- --ignored --test-threads=1
+fi
+
+step "all tests passed in $((SECONDS - started)) s"
