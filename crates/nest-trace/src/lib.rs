@@ -16,6 +16,7 @@
 pub mod error;
 pub mod format;
 pub mod model;
+pub mod readers;
 
 pub use error::ParseError;
 pub use model::*;
