@@ -17,6 +17,7 @@ pub mod error;
 pub mod format;
 pub mod model;
 pub mod readers;
+pub mod topology;
 
 pub use error::ParseError;
 pub use model::*;
