@@ -15,8 +15,11 @@
 
 pub mod error;
 pub mod format;
+pub mod metrics;
 pub mod model;
 pub mod readers;
+pub mod table;
+pub mod timeline;
 pub mod topology;
 
 pub use error::ParseError;
