@@ -18,6 +18,8 @@ pub mod format;
 pub mod metrics;
 pub mod model;
 pub mod readers;
+pub mod report;
+pub mod svg;
 pub mod table;
 pub mod timeline;
 pub mod topology;

@@ -16,63 +16,13 @@
 //! t=90  cpu0: task 2 blocks -> idle
 //! ```
 
+mod common;
+
+use common::scenario;
+use nest_trace::Trace;
 use nest_trace::metrics::{self, FreqBands};
 use nest_trace::table::{Cell, Table};
 use nest_trace::timeline::Timeline;
-use nest_trace::{Event, EventKind, PrevState, Topology, Trace};
-
-fn scenario() -> Trace {
-    use EventKind::*;
-    use PrevState::*;
-    let ev = |ts_ns, cpu, kind| Event { ts_ns, cpu, kind };
-    let sw = |prev, prev_state, next| Switch {
-        prev,
-        prev_state,
-        next,
-    };
-    Trace {
-        topology: Topology::regular(2, 1, 1),
-        meta: vec![],
-        events: vec![
-            ev(0, 0, sw(0, Runnable, 1)),
-            ev(0, 1, sw(9, Blocked, 0)),
-            ev(0, 0, Frequency { khz: 2_000_000 }),
-            ev(
-                10,
-                0,
-                Wakeup {
-                    pid: 2,
-                    target_cpu: 0,
-                },
-            ),
-            ev(30, 0, sw(1, Runnable, 2)),
-            ev(
-                40,
-                0,
-                Migrate {
-                    pid: 1,
-                    from: 0,
-                    to: 1,
-                },
-            ),
-            ev(45, 1, sw(0, Runnable, 1)),
-            ev(45, 0, sw(2, Blocked, 0)),
-            ev(60, 0, Frequency { khz: 3_000_000 }),
-            ev(
-                70,
-                1,
-                Wakeup {
-                    pid: 2,
-                    target_cpu: 0,
-                },
-            ),
-            ev(72, 0, sw(0, Runnable, 2)),
-            ev(80, 1, Exit { pid: 1 }),
-            ev(80, 1, sw(1, Dead, 0)),
-            ev(90, 0, sw(2, Blocked, 0)),
-        ],
-    }
-}
 
 fn int(t: &Table, row: usize, col: &str) -> i64 {
     t.get(row, col)
