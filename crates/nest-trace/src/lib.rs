@@ -17,6 +17,7 @@ pub mod error;
 pub mod format;
 pub mod metrics;
 pub mod model;
+pub mod perfetto;
 pub mod readers;
 pub mod report;
 pub mod svg;
