@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod model;
 pub mod perfetto;
 pub mod readers;
+pub mod record;
 pub mod report;
 pub mod svg;
 pub mod table;
