@@ -13,6 +13,7 @@
 //! - [`perfetto`]: export to Perfetto's protobuf trace format.
 //! - [`cli`]: the `nest trace` command.
 
+pub mod cli;
 pub mod error;
 pub mod format;
 pub mod metrics;
@@ -26,5 +27,6 @@ pub mod table;
 pub mod timeline;
 pub mod topology;
 
+pub use cli::{TraceArgs, run};
 pub use error::ParseError;
 pub use model::*;
