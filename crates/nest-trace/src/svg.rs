@@ -21,7 +21,7 @@ use crate::model::Cpu;
 use crate::table::{Table, escape};
 use crate::timeline::{Step, Timeline};
 
-const LEFT: f64 = 80.0;
+const LEFT: f64 = 110.0;
 const TOP: f64 = 30.0;
 const PLOT_W: f64 = 900.0;
 const BINS: usize = 450;
@@ -108,7 +108,7 @@ struct Grid {
 impl Grid {
     fn new(tl: &Timeline, title: &str) -> Self {
         let rows = tl.nr_cpus.max(1) as f64;
-        let row_h = (480.0 / rows).clamp(3.0, 14.0);
+        let row_h = (480.0 / rows).clamp(3.0, 22.0);
         let h = TOP + rows * row_h + 60.0;
         Self {
             svg: open_svg(LEFT + PLOT_W + 20.0, h, title),
@@ -342,20 +342,23 @@ pub fn cpus_vs_concurrency(stats: &[IntervalStats], title: &str) -> String {
     svg
 }
 
-/// Horizontal bars of the `share` column of a frequency residency table.
+/// Horizontal bars of the `share` column of a frequency residency table
+/// (the largest share spans the plot).
 pub fn residency_bars(table: &Table, title: &str) -> String {
     let bar_h = 20.0;
     let h = TOP + table.rows.len() as f64 * (bar_h + 6.0) + 20.0;
     let mut svg = open_svg(LEFT + PLOT_W + 20.0, h, title);
     let shares = table.numbers("share");
+    let top = shares.iter().copied().fold(0.0, f64::max).max(1e-9);
     let band = table.column("band");
     for (i, row) in table.rows.iter().enumerate() {
         let y = TOP + i as f64 * (bar_h + 6.0);
         let label = band.map_or(String::new(), |b| row[b].to_string());
         let share = shares.get(i).copied().unwrap_or(0.0);
         text(&mut svg, LEFT - 4.0, y + 14.0, "end", &label);
-        rect(&mut svg, LEFT, y, PLOT_W * 0.85 * share, bar_h, "#2c7bb6");
-        let x = LEFT + PLOT_W * 0.85 * share + 4.0;
+        let w = PLOT_W * 0.85 * share / top;
+        rect(&mut svg, LEFT, y, w, bar_h, "#2c7bb6");
+        let x = LEFT + w + 4.0;
         text(
             &mut svg,
             x,
