@@ -244,8 +244,7 @@ fn run_report(a: ReportArgs) -> anyhow::Result<()> {
     if let Some(dir) = &a.svg_dir {
         report::write_pictures(&analysis, dir, a.png)?;
     }
-    print!("{}", analysis.summary.to_csv());
-    Ok(())
+    print(&analysis.summary.to_csv())
 }
 
 fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
@@ -256,8 +255,7 @@ fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
     };
     let (x, y) = (load(&a.a)?, load(&a.b)?);
     write(&a.html, &report::html_compare(&x, &y))?;
-    print!("{}", report::compare_table(&x, &y).to_csv());
-    Ok(())
+    print(&report::compare_table(&x, &y).to_csv())
 }
 
 fn run_export(a: ExportArgs) -> anyhow::Result<()> {
@@ -271,11 +269,21 @@ fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
     match &a.csv {
         Some(dir) => report::write_csvs(&tables, dir),
         None => {
-            for t in &tables {
-                println!("# {}\n{}", t.name, t.to_csv());
-            }
-            Ok(())
+            let text: Vec<String> = tables
+                .iter()
+                .map(|t| format!("# {}\n{}", t.name, t.to_csv()))
+                .collect();
+            print(&text.join("\n"))
         }
+    }
+}
+
+/// Print to stdout; a closed pipe (`| head`) is not an error.
+fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
     }
 }
 
