@@ -341,10 +341,8 @@ pub fn frequency_residency(tl: &Timeline, bands: &FreqBands) -> Table {
         let steps = &tl.freq[run.cpu as usize];
         let mut t = run.start;
         while t < run.end {
-            let next = steps
-                .iter()
-                .find(|s| s.ts > t)
-                .map_or(run.end, |s| s.ts.min(run.end));
+            let i = steps.partition_point(|s| s.ts <= t);
+            let next = steps.get(i).map_or(run.end, |s| s.ts.min(run.end));
             let band = value_at(steps, t).map_or(bands.len(), |khz| bands.band_of(khz));
             busy[band] += next - t;
             t = next;

@@ -10,6 +10,8 @@
 //!   is switched in; a `Migrate` moves a waiting task to the new CPU.
 //! - A CPU's run-queue length is 1 if it runs a task, plus its waiting tasks.
 //! - Runs and waits still open at the end of the trace end there.
+//! - A task switched in on one CPU while still running on another (lost
+//!   events) ends its run there; that CPU becomes idle.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -85,7 +87,7 @@ pub struct Timeline {
 
 #[derive(Clone, Copy)]
 enum TaskState {
-    Running,
+    Running(Cpu),
     Waiting { cpu: Cpu, since: u64, woken: bool },
     Sleeping,
 }
@@ -203,16 +205,41 @@ impl Builder {
         self.cpus[c].current = next;
         self.cpus[c].since = ts;
         if next != 0 {
-            self.set_task(ts, next, TaskState::Running);
+            self.leave_other_cpu(ts, next, cpu);
+            self.set_task(ts, next, TaskState::Running(cpu));
         }
         self.update_rq(ts, cpu);
         let running = self.cpus.iter().filter(|s| s.current != 0).count() as u32;
         push_step(&mut self.tl.running, ts, running);
     }
 
+    /// After lost events a task can be switched in while still running
+    /// elsewhere: end that run and leave that CPU idle.
+    fn leave_other_cpu(&mut self, ts: u64, pid: Pid, cpu: Cpu) {
+        let Some(&TaskState::Running(other)) = self.tasks.get(&pid) else {
+            return;
+        };
+        let o = &mut self.cpus[other as usize];
+        if other == cpu || o.current != pid {
+            return;
+        }
+        if ts > o.since {
+            let run = Run {
+                cpu: other,
+                pid,
+                start: o.since,
+                end: ts,
+            };
+            self.tl.runs.push(run);
+        }
+        o.current = 0;
+        o.since = ts;
+        self.update_rq(ts, other);
+    }
+
     fn wakeup(&mut self, ts: u64, pid: Pid, target: Cpu) {
         let state = match self.tasks.get(&pid) {
-            Some(TaskState::Running) => return,
+            Some(TaskState::Running(_)) => return,
             Some(TaskState::Waiting { since, woken, .. }) => TaskState::Waiting {
                 cpu: target,
                 since: *since,
@@ -244,14 +271,14 @@ impl Builder {
         if let Some(TaskState::Waiting { cpu, since, woken }) = self.tasks.get(&pid).copied() {
             self.cpus[cpu as usize].queued -= 1;
             self.update_rq(ts, cpu);
-            if let TaskState::Running | TaskState::Sleeping = new {
+            if let TaskState::Running(_) | TaskState::Sleeping = new {
                 self.end_wait(
                     ts,
                     pid,
                     cpu,
                     since,
                     woken,
-                    matches!(new, TaskState::Running),
+                    matches!(new, TaskState::Running(_)),
                 );
             }
         }
@@ -387,4 +414,39 @@ fn push_step(steps: &mut Vec<Step>, ts: u64, value: u32) {
 pub fn value_at(steps: &[Step], ts: u64) -> Option<u32> {
     let i = steps.partition_point(|s| s.ts <= ts);
     (i > 0).then(|| steps[i - 1].value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Event;
+
+    #[test]
+    fn a_task_never_runs_on_two_cpus_after_lost_events() {
+        let sw = |ts_ns, cpu, prev, next| Event {
+            ts_ns,
+            cpu,
+            kind: EventKind::Switch {
+                prev,
+                prev_state: PrevState::Blocked,
+                next,
+            },
+        };
+        // Task 5 starts on cpu0; its switch-out there was lost; it shows up
+        // on cpu1 at 10 and blocks at 20.
+        let trace = Trace {
+            topology: Topology::flat(2),
+            meta: vec![],
+            events: vec![
+                sw(0, 0, 0, 5),
+                sw(0, 1, 9, 0),
+                sw(10, 1, 0, 5),
+                sw(20, 1, 5, 0),
+            ],
+        };
+        let tl = Timeline::build(&trace);
+        let runs: Vec<(Cpu, u64, u64)> = tl.runs.iter().map(|r| (r.cpu, r.start, r.end)).collect();
+        assert_eq!(runs, vec![(0, 0, 10), (1, 10, 20)]);
+        assert_eq!(value_at(&tl.running, 15), Some(1));
+    }
 }
