@@ -8,7 +8,11 @@
 //! written (`comm-pid` or `comm pid`), in the optional flags column, in the
 //! event prefix (`sched:sched_switch`) and in how fields are printed. The
 //! readers turn the events of interest into the [`model`](crate::model)
-//! and count the others in the `ignored_events` meta entry. Times are rebased
+//! and count the others in the `ignored_events` meta entry. `sched_waking`
+//! is read as a wakeup when the input has no `sched_wakeup` (`perf sched
+//! record` records `sched_waking` instead on current kernels); its target
+//! CPU is the task's previous CPU, and a `sched_migrate_task` follows when
+//! the task is placed elsewhere. Times are rebased
 //! so the earliest event is at 0; the original origin goes to the
 //! `time_origin_ns` meta entry.
 
@@ -81,6 +85,10 @@ struct Reader {
     max_cpu: Cpu,
     ignored: u64,
     lost: u64,
+    /// Whether the input has `sched_wakeup` events.
+    saw_wakeup: bool,
+    /// Indices of the Wakeup events made from `sched_waking`.
+    from_waking: Vec<usize>,
 }
 
 impl Reader {
@@ -102,7 +110,15 @@ impl Reader {
         self.max_cpu = self.max_cpu.max(l.cpu);
         match l.event {
             "sched_switch" => self.switch(l),
-            "sched_wakeup" | "sched_wakeup_new" => self.wakeup(l),
+            "sched_wakeup" | "sched_wakeup_new" => {
+                self.saw_wakeup |= l.event == "sched_wakeup";
+                self.wakeup(l)
+            }
+            "sched_waking" => {
+                self.wakeup(l)?;
+                self.from_waking.push(self.events.len() - 1);
+                Ok(())
+            }
             "sched_migrate_task" => self.migrate(l),
             "sched_process_fork" => self.fork(l),
             "sched_process_exec" => self.exec(l),
@@ -228,7 +244,25 @@ impl Reader {
         Ok(())
     }
 
+    /// `sched_waking` stands in for `sched_wakeup` only when the input has
+    /// no `sched_wakeup` (`perf sched record` records only `sched_waking`
+    /// on kernels that have it).
+    fn drop_duplicate_wakings(&mut self) {
+        if !self.saw_wakeup {
+            return;
+        }
+        self.ignored += self.from_waking.len() as u64;
+        let mut drop = std::mem::take(&mut self.from_waking).into_iter().peekable();
+        let mut i = 0;
+        self.events.retain(|_| {
+            let keep = drop.next_if_eq(&i).is_none();
+            i += 1;
+            keep
+        });
+    }
+
     fn finish(mut self, format: TextFormat) -> Trace {
+        self.drop_duplicate_wakings();
         self.events.sort_by_key(|e| e.ts_ns);
         let origin = self.events.first().map_or(0, |e| e.ts_ns);
         for e in &mut self.events {

@@ -145,3 +145,57 @@ fn broken_fixture_line_is_named() {
         "line 1: sched_process_fork: expected a number for child_pid=, found \"x\" in \"comm=sh pid=1200 child_comm=sh child_pid=x\""
     );
 }
+
+fn real(name: &str) -> String {
+    fixture(&format!("real/{name}"))
+}
+
+fn count(trace: &Trace, f: impl Fn(&EventKind) -> bool) -> usize {
+    trace.events.iter().filter(|e| f(&e.kind)).count()
+}
+
+#[test]
+fn real_tracefs_and_trace_cmd_captures_of_one_buffer_agree() {
+    let a = read_tracefs(&real("tracefs.txt")).unwrap();
+    let b = read_trace_cmd(&real("trace-cmd.txt")).unwrap();
+    assert_eq!(a.events, b.events);
+    assert_eq!(count(&a, |k| matches!(k, EventKind::Switch { .. })), 34);
+    // sched_wakeup (18) and sched_wakeup_new (6); sched_waking is ignored
+    // when sched_wakeup is present.
+    assert_eq!(count(&a, |k| matches!(k, EventKind::Wakeup { .. })), 24);
+    assert_eq!(a.meta_get("ignored_events"), Some("18"));
+    assert_eq!(
+        count(
+            &a,
+            |k| matches!(k, EventKind::Exec { comm, .. } if comm == "true")
+        ),
+        5
+    );
+    assert_eq!(count(&a, |k| matches!(k, EventKind::NewTask { .. })), 6);
+    assert_eq!(count(&a, |k| matches!(k, EventKind::Exit { .. })), 6);
+    assert_eq!(count(&a, |k| matches!(k, EventKind::Migrate { .. })), 5);
+    assert_eq!(
+        count(&a, |k| matches!(
+            k,
+            EventKind::IdleEnter | EventKind::IdleExit
+        )),
+        12
+    );
+}
+
+#[test]
+fn real_perf_sched_record_uses_sched_waking() {
+    let t = read_perf_script(&real("perf-script.txt")).unwrap();
+    assert_eq!(count(&t, |k| matches!(k, EventKind::Switch { .. })), 70);
+    // 32 sched_waking + 6 sched_wakeup_new.
+    assert_eq!(count(&t, |k| matches!(k, EventKind::Wakeup { .. })), 38);
+    assert_eq!(count(&t, |k| matches!(k, EventKind::NewTask { .. })), 6);
+    assert_eq!(count(&t, |k| matches!(k, EventKind::Migrate { .. })), 5);
+    assert_eq!(
+        t.meta_get("ignored_events"),
+        Some("94"),
+        "sched_stat_runtime"
+    );
+    let tl = nest_trace::timeline::Timeline::build(&t);
+    assert!(tl.wakeup_latencies.len() >= 30);
+}
