@@ -374,6 +374,50 @@ pub fn frequency_residency(tl: &Timeline, bands: &FreqBands) -> Table {
     table
 }
 
+/// Nest's own activity per CPU, from `NestChange` and `WarmSpin` events:
+/// time in the primary and in the reserve nest, number of warm spins, their
+/// total length and how many were interrupted by arriving work. Columns:
+/// `cpu, primary_ns, reserve_ns, warm_spins, warm_spin_ns,
+/// interrupted_spins`; CPUs without any of these events are left out.
+pub fn nest_activity(tl: &Timeline) -> Table {
+    let cols = [
+        "cpu",
+        "primary_ns",
+        "reserve_ns",
+        "warm_spins",
+        "warm_spin_ns",
+        "interrupted_spins",
+    ];
+    let mut t = Table::new("nest_activity", &cols);
+    for cpu in 0..tl.nr_cpus {
+        let mut time = [0u64; 3];
+        let steps = &tl.nest[cpu];
+        for (i, s) in steps.iter().enumerate() {
+            let end = steps.get(i + 1).map_or(tl.end_ns, |n| n.ts).max(s.ts);
+            time[s.value.min(2) as usize] += end - s.ts;
+        }
+        let spins: Vec<_> = tl
+            .warm_spins
+            .iter()
+            .filter(|w| w.0 as usize == cpu)
+            .collect();
+        if steps.is_empty() && spins.is_empty() {
+            continue;
+        }
+        let spin_ns: u64 = spins.iter().map(|w| w.1).sum();
+        let interrupted = spins.iter().filter(|w| w.2).count();
+        t.push(vec![
+            cpu.into(),
+            time[2].into(),
+            time[1].into(),
+            spins.len().into(),
+            spin_ns.into(),
+            interrupted.into(),
+        ]);
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,7 @@ pub fn analyse(trace: &Trace, name: &str, opts: &ReportOptions) -> Analysis {
         metrics::work_conservation(&tl, opts.wc_min_ns),
         metrics::task_times(&tl),
         metrics::migrations(&tl),
+        metrics::nest_activity(&tl),
     ];
     let mut pictures = vec![
         ("run_queue_heatmap".to_string(), svg::run_queue_heatmap(&tl)),
@@ -80,6 +81,9 @@ pub fn analyse(trace: &Trace, name: &str, opts: &ReportOptions) -> Analysis {
         pictures.push(("frequency_heatmap".to_string(), freq));
         let bars = svg::residency_bars(&residency, "Share of busy time per frequency band");
         pictures.push(("frequency_residency".to_string(), bars));
+    }
+    if let Some(nest) = svg::nest_heatmap(&tl) {
+        pictures.push(("nest_heatmap".to_string(), nest));
     }
     Analysis {
         name: name.to_string(),

@@ -9,6 +9,7 @@
 //! - [`cpus_vs_concurrency`]: CPUs used and average concurrency per
 //!   interval; the gap between the lines is the underload.
 //! - [`residency_bars`]: share of busy time per frequency band.
+//! - [`nest_heatmap`]: primary / reserve nest membership of each CPU.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -267,6 +268,39 @@ pub fn frequency_heatmap(tl: &Timeline) -> Option<String> {
             (&heat(f64::from(lo), lo, hi), &l),
             (&heat(f64::from(hi), lo, hi), &h),
         ],
+    );
+    Some(g.finish())
+}
+
+/// Nest membership heatmap: CPUs x time, colour = the nest a CPU was in
+/// longest in each bin (primary dark blue, reserve light blue, none white).
+/// `None` when the trace has no `NestChange` events.
+pub fn nest_heatmap(tl: &Timeline) -> Option<String> {
+    if tl.nest.iter().all(Vec::is_empty) {
+        return None;
+    }
+    const COLOURS: [&str; 3] = ["#ffffff", "#9ecae1", "#08519c"];
+    let mut g = Grid::new(tl, "Nest membership per CPU over time");
+    let rows = cpu_rows(tl);
+    for (i, &cpu) in rows.iter().enumerate() {
+        let mut time = vec![[0u64; 3]; BINS];
+        walk_bins(&tl.nest[cpu as usize], tl.end_ns, BINS, |k, v, d| {
+            time[k][v.unwrap_or(0).min(2) as usize] += d;
+        });
+        let colours: Vec<Option<String>> = time
+            .iter()
+            .map(|t| {
+                let best = (0..3).max_by_key(|&c| (t[c], c))?;
+                (best > 0 && t[best] > 0).then(|| COLOURS[best].to_string())
+            })
+            .collect();
+        g.row(i, &colours);
+    }
+    g.labels(tl, &rows);
+    let y = g.bottom(tl) + 40.0;
+    g.legend(
+        y,
+        &[(COLOURS[2], "primary nest"), (COLOURS[1], "reserve nest")],
     );
     Some(g.finish())
 }

@@ -10,12 +10,14 @@
 //!   is switched in; a `Migrate` moves a waiting task to the new CPU.
 //! - A CPU's run-queue length is 1 if it runs a task, plus its waiting tasks.
 //! - Runs and waits still open at the end of the trace end there.
+//! - `NestChange` and `WarmSpin` (Nest's own events) are kept per CPU; they
+//!   do not change whether a CPU counts as idle.
 //! - A task switched in on one CPU while still running on another (lost
 //!   events) ends its run there; that CPU becomes idle.
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::{Cpu, EventKind, Pid, PrevState, Topology, Trace};
+use crate::model::{Cpu, EventKind, Nest, Pid, PrevState, Topology, Trace};
 
 /// A task running on a CPU from `start` to `end` (ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +85,11 @@ pub struct Timeline {
     pub freq: Vec<Vec<Step>>,
     /// All violations of work conservation, however short.
     pub violations: Vec<Violation>,
+    /// Nest membership steps per CPU (0 none, 1 reserve, 2 primary), from
+    /// `NestChange` events.
+    pub nest: Vec<Vec<Step>>,
+    /// `(cpu, duration_ns, interrupted)` of each `WarmSpin` event.
+    pub warm_spins: Vec<(Cpu, u64, bool)>,
 }
 
 #[derive(Clone, Copy)]
@@ -112,6 +119,7 @@ impl Timeline {
                 nr_cpus,
                 rq_len: vec![Vec::new(); nr_cpus],
                 freq: vec![Vec::new(); nr_cpus],
+                nest: vec![Vec::new(); nr_cpus],
                 ..Default::default()
             },
             cpus: vec![CpuState::default(); nr_cpus],
@@ -164,6 +172,18 @@ impl Builder {
                 self.name(*pid, comm)
             }
             EventKind::Frequency { khz } => push_step(&mut self.tl.freq[cpu as usize], ts, *khz),
+            EventKind::NestChange { nest } => {
+                let v = match nest {
+                    Nest::None => 0,
+                    Nest::Reserve => 1,
+                    Nest::Primary => 2,
+                };
+                push_step(&mut self.tl.nest[cpu as usize], ts, v);
+            }
+            EventKind::WarmSpin {
+                duration_ns,
+                interrupted,
+            } => self.tl.warm_spins.push((cpu, *duration_ns, *interrupted)),
             _ => {}
         }
     }
@@ -311,6 +331,7 @@ impl Builder {
             self.cpus.resize(n, CpuState::default());
             self.tl.rq_len.resize(n, Vec::new());
             self.tl.freq.resize(n, Vec::new());
+            self.tl.nest.resize(n, Vec::new());
             self.tl.nr_cpus = n;
         }
     }

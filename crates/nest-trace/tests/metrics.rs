@@ -156,3 +156,62 @@ fn metrics_on_an_empty_trace_do_not_fail() {
     assert_eq!(int(&metrics::wakeup_latency(&tl), 0, "count"), 0);
     assert!(metrics::work_conservation(&tl, 0).rows.is_empty());
 }
+
+#[test]
+fn nest_membership_and_warm_spins_per_cpu() {
+    use nest_trace::{Event, EventKind, Nest};
+    let mut trace = scenario();
+    let ev = |ts_ns, cpu, kind| Event { ts_ns, cpu, kind };
+    let extra = [
+        ev(
+            0,
+            1,
+            EventKind::NestChange {
+                nest: Nest::Primary,
+            },
+        ),
+        ev(
+            45,
+            1,
+            EventKind::NestChange {
+                nest: Nest::Reserve,
+            },
+        ),
+        ev(
+            60,
+            1,
+            EventKind::WarmSpin {
+                duration_ns: 4,
+                interrupted: true,
+            },
+        ),
+        ev(
+            85,
+            1,
+            EventKind::WarmSpin {
+                duration_ns: 5,
+                interrupted: false,
+            },
+        ),
+        ev(88, 1, EventKind::NestChange { nest: Nest::None }),
+    ];
+    trace.events.extend(extra);
+    trace.events.sort_by_key(|e| e.ts_ns);
+    let tl = Timeline::build(&trace);
+    let t = metrics::nest_activity(&tl);
+    assert_eq!(t.rows.len(), 1);
+    assert_eq!(int(&t, 0, "cpu"), 1);
+    assert_eq!(int(&t, 0, "primary_ns"), 45);
+    assert_eq!(int(&t, 0, "reserve_ns"), 43);
+    assert_eq!(int(&t, 0, "warm_spins"), 2);
+    assert_eq!(int(&t, 0, "warm_spin_ns"), 9);
+    assert_eq!(int(&t, 0, "interrupted_spins"), 1);
+    let svg = nest_trace::svg::nest_heatmap(&tl).unwrap();
+    assert!(roxmltree::Document::parse(&svg).is_ok());
+    assert!(nest_trace::svg::nest_heatmap(&Timeline::build(&scenario())).is_none());
+    // Nest events do not change the placement metrics.
+    assert_eq!(
+        metrics::underload(&tl, 30),
+        metrics::underload(&Timeline::build(&scenario()), 30)
+    );
+}
