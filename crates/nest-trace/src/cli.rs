@@ -101,7 +101,24 @@ pub struct AnalysisArgs {
     pub bands_khz: Vec<u32>,
 }
 
+/// More intervals than this is a mistake (e.g. `--interval-ms 0.000001`).
+const MAX_INTERVALS: u64 = 2_000_000;
+
 impl AnalysisArgs {
+    /// The options for `trace`, refusing interval lengths that would cut it
+    /// into an unreasonable number of intervals.
+    fn options_for(&self, trace: &Trace) -> anyhow::Result<ReportOptions> {
+        let opts = self.options();
+        if opts.interval_ns == 0 || trace.end_ns() / opts.interval_ns > MAX_INTERVALS {
+            bail!(
+                "--interval-ms {} cuts the {:.3} s trace into more than {MAX_INTERVALS} intervals",
+                self.interval_ms,
+                trace.end_ns() as f64 / 1e9
+            );
+        }
+        Ok(opts)
+    }
+
     fn options(&self) -> ReportOptions {
         ReportOptions {
             interval_ns: ms_to_ns(self.interval_ms),
@@ -237,7 +254,7 @@ fn stem(path: &Path) -> String {
 
 fn run_report(a: ReportArgs) -> anyhow::Result<()> {
     let trace = format::load(&a.trace)?;
-    let analysis = report::analyse(&trace, &stem(&a.trace), &a.analysis.options());
+    let analysis = report::analyse(&trace, &stem(&a.trace), &a.analysis.options_for(&trace)?);
     if let Some(html) = &a.html {
         write(html, &report::html_report(&analysis))?;
     }
@@ -248,10 +265,13 @@ fn run_report(a: ReportArgs) -> anyhow::Result<()> {
 }
 
 fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
-    let opts = a.analysis.options();
     let load = |p: &Path| -> anyhow::Result<report::Analysis> {
         let trace: Trace = format::load(p)?;
-        Ok(report::analyse(&trace, &stem(p), &opts))
+        Ok(report::analyse(
+            &trace,
+            &stem(p),
+            &a.analysis.options_for(&trace)?,
+        ))
     };
     let (x, y) = (load(&a.a)?, load(&a.b)?);
     write(&a.html, &report::html_compare(&x, &y))?;
@@ -265,7 +285,7 @@ fn run_export(a: ExportArgs) -> anyhow::Result<()> {
 
 fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
     let trace = format::load(&a.trace)?;
-    let tables = report::all_tables(&trace, &a.analysis.options());
+    let tables = report::all_tables(&trace, &a.analysis.options_for(&trace)?);
     match &a.csv {
         Some(dir) => report::write_csvs(&tables, dir),
         None => {

@@ -2,7 +2,7 @@
 //! simulated, and the readers, metrics, pictures and exports that work on it.
 //!
 //! - [`model`]: the event model (a contract shared with the simulator).
-//! - [`format`]: the trace file (JSON Lines), save and load.
+//! - [`format`](mod@format): the trace file (JSON Lines), save and load.
 //! - [`readers`]: `perf script`, `trace-cmd report` and tracefs text.
 //! - [`topology`]: the machine's topology from sysfs.
 //! - [`record`]: record a real schedule through a private tracefs instance.

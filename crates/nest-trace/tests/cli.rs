@@ -125,6 +125,12 @@ fn usage_errors_are_clear() {
     assert!(both.is_err());
     let err = nest(&["record", "--out", "/nonexistent/x"]).unwrap_err();
     assert!(err.to_string().contains("give a command after --"), "{err}");
+    let dir = tempdir("usage");
+    let t = dir.join("t.trace").display().to_string();
+    nest(&["import", "--tracefs", &fixture("tracefs.txt"), "-o", &t]).unwrap();
+    let err = nest(&["metrics", &t, "--interval-ms", "0.0000001"]).unwrap_err();
+    assert!(err.to_string().contains("intervals"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
     let err = nest(&["report", "/nonexistent/t.trace"]).unwrap_err();
     assert!(
         format!("{err:#}").contains("cannot open /nonexistent/t.trace"),
