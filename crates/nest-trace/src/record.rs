@@ -403,3 +403,41 @@ fn mono_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpufreq_samples_become_frequency_events_on_changes() {
+        let root = std::env::temp_dir().join(format!("nest-trace-freq-{}", std::process::id()));
+        let file = |cpu: u32| {
+            root.join(format!(
+                "sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq"
+            ))
+        };
+        for cpu in 0..2 {
+            fs::create_dir_all(file(cpu).parent().unwrap()).unwrap();
+            fs::write(file(cpu), "1200000\n").unwrap();
+        }
+        let mut sampler = FreqSampler::new(&root);
+        let started = mono_ns();
+        sampler.sample();
+        sampler.sample();
+        fs::write(file(1), "3000000\n").unwrap();
+        sampler.sample();
+        let mut trace = Trace::default();
+        sampler.merge_into(&mut trace, started);
+        let got: Vec<(Cpu, u32)> = trace
+            .events
+            .iter()
+            .map(|e| match e.kind {
+                EventKind::Frequency { khz } => (e.cpu, khz),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(got, vec![(0, 1_200_000), (1, 1_200_000), (1, 3_000_000)]);
+        assert_eq!(trace.meta_get("cpufreq_samples"), Some("3"));
+        fs::remove_dir_all(&root).unwrap();
+    }
+}
