@@ -56,6 +56,21 @@ impl Topology {
         Self { cpus }
     }
 
+    /// `n` CPUs, each its own core, all in one socket, LLC and NUMA node:
+    /// the topology assumed when a trace comes without one.
+    pub fn flat(n: u32) -> Self {
+        let cpus = (0..n)
+            .map(|cpu| CpuPlace {
+                cpu,
+                core: cpu,
+                llc: 0,
+                socket: 0,
+                node: 0,
+            })
+            .collect();
+        Self { cpus }
+    }
+
     pub fn nr_cpus(&self) -> usize {
         self.cpus.len()
     }
@@ -128,6 +143,9 @@ pub enum EventKind {
     /// The CPU kept spinning to stay warm for `duration_ns`, until the end of
     /// the spin (interrupted early when `interrupted`).
     WarmSpin { duration_ns: u64, interrupted: bool },
+    /// `pid` is known to be called `comm` (real traces name tasks on every
+    /// switch; readers emit this when a name is first seen or changes).
+    TaskName { pid: Pid, comm: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -152,6 +170,23 @@ impl Trace {
     /// Time of the last event, or 0 for an empty trace.
     pub fn end_ns(&self) -> u64 {
         self.events.last().map_or(0, |e| e.ts_ns)
+    }
+
+    /// The value of the first meta entry called `key`.
+    pub fn meta_get(&self, key: &str) -> Option<&str> {
+        self.meta
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Set meta entry `key` to `value`, replacing an existing entry.
+    pub fn meta_set(&mut self, key: &str, value: impl Into<String>) {
+        let value = value.into();
+        match self.meta.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.meta.push((key.to_string(), value)),
+        }
     }
 }
 

@@ -1,0 +1,312 @@
+//! The `nest trace` command: record, import, report, compare, export and
+//! print metrics of schedules. The `nest` binary embeds [`TraceArgs`] as a
+//! subcommand and calls [`run`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+
+use crate::format;
+use crate::metrics::FreqBands;
+use crate::model::Trace;
+use crate::perfetto;
+use crate::readers::{self, TextFormat};
+use crate::record::{self, RecordOptions, Workload};
+use crate::report::{self, ReportOptions};
+use crate::topology::read_sysfs_topology;
+
+/// Record real schedules, measure placement and work conservation, draw
+/// them, export them to Perfetto.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub command: TraceCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Record the machine's schedule with tracefs while a command runs (or
+    /// for a duration). Needs root.
+    Record(RecordArgs),
+    /// Turn perf script, trace-cmd report or tracefs text into a trace file.
+    Import(ImportArgs),
+    /// Summarise a trace; write an HTML report and/or pictures.
+    Report(ReportArgs),
+    /// Compare two traces side by side (e.g. default vs Nest) in HTML.
+    Compare(CompareArgs),
+    /// Export a trace for ui.perfetto.dev.
+    Export(ExportArgs),
+    /// Print every metric table, or write them as CSV files.
+    Metrics(MetricsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Record the whole machine for this many seconds instead of running a
+    /// command.
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
+    /// Trace file to write.
+    #[arg(long, short, default_value = "nest.trace")]
+    pub out: PathBuf,
+    /// Per-CPU trace buffer size in KiB.
+    #[arg(long, default_value_t = 32 * 1024)]
+    pub buffer_kb: u32,
+    /// Period of cpufreq sampling, in milliseconds.
+    #[arg(long, default_value_t = 10)]
+    pub freq_period_ms: u64,
+    /// tracefs mount point (default: /sys/kernel/tracing).
+    #[arg(long)]
+    pub tracefs: Option<PathBuf>,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(false)))]
+pub struct ImportArgs {
+    /// Text of `perf script` (after `perf sched record`).
+    #[arg(long, group = "input", value_name = "F")]
+    pub perf_script: Option<PathBuf>,
+    /// Text of `trace-cmd report`.
+    #[arg(long, group = "input", value_name = "F")]
+    pub trace_cmd: Option<PathBuf>,
+    /// Text of tracefs `trace` or `trace_pipe`.
+    #[arg(long, group = "input", value_name = "F")]
+    pub tracefs: Option<PathBuf>,
+    /// Trace file to write.
+    #[arg(long, short, default_value = "nest.trace")]
+    pub out: PathBuf,
+    /// Take the topology from the sysfs under this root (e.g. `/` when the
+    /// text was recorded on this machine); default: one flat socket.
+    #[arg(long, value_name = "ROOT")]
+    pub topology_root: Option<PathBuf>,
+}
+
+/// Options of the analyses.
+#[derive(Debug, Args, Clone)]
+pub struct AnalysisArgs {
+    /// Interval length of the interval metrics, in milliseconds.
+    #[arg(long, default_value_t = 4.0, value_name = "MS")]
+    pub interval_ms: f64,
+    /// Shortest work-conservation violation counted, in milliseconds.
+    #[arg(long, default_value_t = 1.0, value_name = "MS")]
+    pub wc_min_ms: f64,
+    /// Frequency band edges in kHz, comma-separated (default: from the
+    /// trace's meta, else 0.5 GHz steps).
+    #[arg(long, value_delimiter = ',', value_name = "KHZ,..")]
+    pub bands_khz: Vec<u32>,
+}
+
+/// More intervals than this is a mistake (e.g. `--interval-ms 0.000001`).
+const MAX_INTERVALS: u64 = 2_000_000;
+
+impl AnalysisArgs {
+    /// The options for `trace`, refusing interval lengths that would cut it
+    /// into an unreasonable number of intervals.
+    fn options_for(&self, trace: &Trace) -> anyhow::Result<ReportOptions> {
+        let opts = self.options();
+        if opts.interval_ns == 0 || trace.end_ns() / opts.interval_ns > MAX_INTERVALS {
+            bail!(
+                "--interval-ms {} cuts the {:.3} s trace into more than {MAX_INTERVALS} intervals",
+                self.interval_ms,
+                trace.end_ns() as f64 / 1e9
+            );
+        }
+        Ok(opts)
+    }
+
+    fn options(&self) -> ReportOptions {
+        ReportOptions {
+            interval_ns: ms_to_ns(self.interval_ms),
+            wc_min_ns: ms_to_ns(self.wc_min_ms),
+            bands: (!self.bands_khz.is_empty())
+                .then(|| FreqBands::from_edges(self.bands_khz.clone())),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Trace file.
+    pub trace: PathBuf,
+    /// Write a self-contained HTML report here.
+    #[arg(long, value_name = "F")]
+    pub html: Option<PathBuf>,
+    /// Write the pictures as SVG files into this directory.
+    #[arg(long, value_name = "D")]
+    pub svg_dir: Option<PathBuf>,
+    /// With --svg-dir, also write PNG renderings.
+    #[arg(long)]
+    pub png: bool,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// First trace (e.g. the default scheduler).
+    pub a: PathBuf,
+    /// Second trace (e.g. Nest).
+    pub b: PathBuf,
+    /// Write the HTML comparison here.
+    #[arg(long, value_name = "F")]
+    pub html: PathBuf,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Trace file.
+    pub trace: PathBuf,
+    /// Write a Perfetto protobuf trace here.
+    #[arg(long, value_name = "F")]
+    pub perfetto: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Trace file.
+    pub trace: PathBuf,
+    /// Write one CSV file per metric into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<PathBuf>,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// Run a `nest trace` subcommand.
+pub fn run(args: TraceArgs) -> anyhow::Result<()> {
+    match args.command {
+        TraceCommand::Record(a) => run_record(a),
+        TraceCommand::Import(a) => run_import(a),
+        TraceCommand::Report(a) => run_report(a),
+        TraceCommand::Compare(a) => run_compare(a),
+        TraceCommand::Export(a) => run_export(a),
+        TraceCommand::Metrics(a) => run_metrics(a),
+    }
+}
+
+fn ms_to_ns(ms: f64) -> u64 {
+    (ms * 1e6).round().max(0.0) as u64
+}
+
+fn run_record(a: RecordArgs) -> anyhow::Result<()> {
+    let workload = match (a.duration, a.command.is_empty()) {
+        (Some(s), true) if s > 0.0 => Workload::Duration(Duration::from_secs_f64(s)),
+        (None, false) => Workload::Command(a.command),
+        (Some(_), false) => bail!("give either --duration or a command after --, not both"),
+        _ => {
+            bail!("give a command after -- (e.g. `nest trace record -- make -j4`) or --duration S")
+        }
+    };
+    let opts = RecordOptions {
+        tracefs: a.tracefs,
+        buffer_kb: a.buffer_kb,
+        freq_period: Duration::from_millis(a.freq_period_ms),
+        ..Default::default()
+    };
+    let trace = record::record(&workload, &opts)?;
+    format::save(&trace, &a.out)?;
+    eprintln!(
+        "recorded {} events on {} CPUs ({} lost) to {}",
+        trace.events.len(),
+        trace.topology.nr_cpus(),
+        trace.meta_get("overrun_events").unwrap_or("0"),
+        a.out.display()
+    );
+    Ok(())
+}
+
+fn run_import(a: ImportArgs) -> anyhow::Result<()> {
+    let (path, fmt) = match (a.perf_script, a.trace_cmd, a.tracefs) {
+        (Some(p), _, _) => (p, TextFormat::PerfScript),
+        (_, Some(p), _) => (p, TextFormat::TraceCmd),
+        (_, _, Some(p)) => (p, TextFormat::Tracefs),
+        _ => bail!("give --perf-script, --trace-cmd or --tracefs"),
+    };
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut trace = readers::read_text(&String::from_utf8_lossy(&bytes), fmt)
+        .with_context(|| format!("{}: cannot import", path.display()))?;
+    if let Some(root) = &a.topology_root {
+        trace.topology = read_sysfs_topology(root)?;
+    }
+    trace.meta_set("imported_from", path.display().to_string());
+    format::save(&trace, &a.out)?;
+    eprintln!(
+        "imported {} events to {}",
+        trace.events.len(),
+        a.out.display()
+    );
+    Ok(())
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+fn run_report(a: ReportArgs) -> anyhow::Result<()> {
+    let trace = format::load(&a.trace)?;
+    let analysis = report::analyse(&trace, &stem(&a.trace), &a.analysis.options_for(&trace)?);
+    if let Some(html) = &a.html {
+        write(html, &report::html_report(&analysis))?;
+    }
+    if let Some(dir) = &a.svg_dir {
+        report::write_pictures(&analysis, dir, a.png)?;
+    }
+    print(&analysis.summary.to_csv())
+}
+
+fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
+    let load = |p: &Path| -> anyhow::Result<report::Analysis> {
+        let trace: Trace = format::load(p)?;
+        Ok(report::analyse(
+            &trace,
+            &stem(p),
+            &a.analysis.options_for(&trace)?,
+        ))
+    };
+    let (x, y) = (load(&a.a)?, load(&a.b)?);
+    write(&a.html, &report::html_compare(&x, &y))?;
+    print(&report::compare_table(&x, &y).to_csv())
+}
+
+fn run_export(a: ExportArgs) -> anyhow::Result<()> {
+    let trace = format::load(&a.trace)?;
+    perfetto::write_perfetto(&trace, &a.perfetto)
+}
+
+fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
+    let trace = format::load(&a.trace)?;
+    let tables = report::all_tables(&trace, &a.analysis.options_for(&trace)?);
+    match &a.csv {
+        Some(dir) => report::write_csvs(&tables, dir),
+        None => {
+            let text: Vec<String> = tables
+                .iter()
+                .map(|t| format!("# {}\n{}", t.name, t.to_csv()))
+                .collect();
+            print(&text.join("\n"))
+        }
+    }
+}
+
+/// Print to stdout; a closed pipe (`| head`) is not an error.
+fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
+    }
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}

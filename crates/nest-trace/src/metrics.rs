@@ -1,0 +1,446 @@
+//! Metrics over a [`Timeline`], each returning a [`Table`].
+//!
+//! Interval metrics cut the trace into intervals `[k*L, (k+1)*L)` of length
+//! `L = interval_ns` (the last one ends at the end of the trace) and report
+//! one row per interval. Times are nanoseconds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::{Cpu, Pid, Trace};
+use crate::table::{Cell, Table};
+use crate::timeline::{Step, Timeline, value_at};
+
+/// Statistics of one interval; the rows of the interval tables.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntervalStats {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// CPUs that ran a task for some time in the interval.
+    pub cpus_used: u32,
+    /// Sockets of those CPUs.
+    pub sockets_used: u32,
+    /// Total task running time in the interval divided by its length: the
+    /// average number of tasks running at once.
+    pub avg_concurrency: f64,
+    /// Largest number of tasks running at once (instants where only the
+    /// order of simultaneous events makes a difference do not count).
+    pub max_concurrency: u32,
+    /// `cpus_used - ceil(avg_concurrency)`.
+    pub underload: u32,
+}
+
+/// Per-interval statistics; see [`IntervalStats`]. `interval_ns` of 0 is
+/// taken as one interval over the whole trace.
+pub fn interval_stats(tl: &Timeline, interval_ns: u64) -> Vec<IntervalStats> {
+    let end = tl.end_ns;
+    let len = if interval_ns == 0 {
+        end.max(1)
+    } else {
+        interval_ns
+    };
+    let count = end.div_ceil(len).max(1) as usize;
+    let mut busy = vec![BTreeMap::<Cpu, u64>::new(); count];
+    for run in &tl.runs {
+        let mut k = (run.start / len) as usize;
+        while k < count && k as u64 * len < run.end {
+            let (a, b) = (k as u64 * len, (k as u64 + 1) * len);
+            let overlap = run.end.min(b) - run.start.max(a);
+            if overlap > 0 {
+                *busy[k].entry(run.cpu).or_default() += overlap;
+            }
+            k += 1;
+        }
+    }
+    busy.iter()
+        .enumerate()
+        .map(|(k, cpus)| {
+            let start = k as u64 * len;
+            let stop = ((k as u64 + 1) * len).min(end).max(start + 1);
+            one_interval(tl, start, stop, cpus)
+        })
+        .collect()
+}
+
+fn one_interval(tl: &Timeline, start: u64, end: u64, busy: &BTreeMap<Cpu, u64>) -> IntervalStats {
+    let cpus_used = busy.len() as u32;
+    let sockets: BTreeSet<u32> = busy.keys().map(|&c| tl.socket(c)).collect();
+    let total: u64 = busy.values().sum();
+    let avg = total as f64 / (end - start) as f64;
+    let ceil = (avg - 1e-9).ceil().max(0.0) as u32;
+    IntervalStats {
+        start_ns: start,
+        end_ns: end,
+        cpus_used,
+        sockets_used: sockets.len() as u32,
+        avg_concurrency: avg,
+        max_concurrency: max_in(&tl.running, start, end),
+        underload: cpus_used.saturating_sub(ceil),
+    }
+}
+
+/// Largest value of `steps` that holds for some time within `[start, end)`.
+fn max_in(steps: &[Step], start: u64, end: u64) -> u32 {
+    let first = value_at(steps, start).unwrap_or(0);
+    steps
+        .iter()
+        .filter(|s| s.ts > start && s.ts < end)
+        .map(|s| s.value)
+        .fold(first, u32::max)
+}
+
+fn interval_table(tl: &Timeline, interval_ns: u64, name: &str, cols: &[&str]) -> Table {
+    let mut columns = vec!["start_ns", "end_ns"];
+    columns.extend_from_slice(cols);
+    let mut t = Table::new(name, &columns);
+    for s in interval_stats(tl, interval_ns) {
+        let mut row: Vec<Cell> = vec![s.start_ns.into(), s.end_ns.into()];
+        for c in cols {
+            row.push(match *c {
+                "cpus_used" => s.cpus_used.into(),
+                "sockets_used" => s.sockets_used.into(),
+                "avg_concurrency" => s.avg_concurrency.into(),
+                "max_concurrency" => s.max_concurrency.into(),
+                _ => s.underload.into(),
+            });
+        }
+        t.push(row);
+    }
+    t
+}
+
+/// Distinct CPUs and sockets that ran a task in each interval.
+/// Columns: `start_ns, end_ns, cpus_used, sockets_used`.
+pub fn cpus_used(tl: &Timeline, interval_ns: u64) -> Table {
+    interval_table(tl, interval_ns, "cpus_used", &["cpus_used", "sockets_used"])
+}
+
+/// Average and largest number of tasks running at once in each interval
+/// (from switch events). Columns: `start_ns, end_ns, avg_concurrency,
+/// max_concurrency`.
+pub fn concurrency(tl: &Timeline, interval_ns: u64) -> Table {
+    let cols = ["avg_concurrency", "max_concurrency"];
+    interval_table(tl, interval_ns, "concurrency", &cols)
+}
+
+/// Underload per interval: the Nest paper's "number of distinct CPUs used
+/// minus the number of tasks really running concurrently", made exact as
+/// `cpus_used - ceil(avg_concurrency)`: the CPUs that ran a task in the
+/// interval beyond the fewest CPUs that could have carried the same running
+/// time. 0 when every CPU used was needed; lower is better. Columns:
+/// `start_ns, end_ns, cpus_used, avg_concurrency, underload`.
+pub fn underload(tl: &Timeline, interval_ns: u64) -> Table {
+    let cols = ["cpus_used", "avg_concurrency", "underload"];
+    interval_table(tl, interval_ns, "underload", &cols)
+}
+
+/// Work-conservation violations lasting at least `min_ns`: times when a CPU
+/// is idle (runs nothing, has nothing queued) while another CPU runs a task
+/// and has at least one more runnable task queued behind it. Task affinity
+/// is not in the trace, so any CPU is assumed allowed. Shorter violations
+/// are transients (a wakeup about to be served) and are dropped. Columns:
+/// `start_ns, end_ns, duration_ns, idle_cpus, queued_tasks` (the largest
+/// numbers of idle CPUs and of queued tasks during the violation).
+pub fn work_conservation(tl: &Timeline, min_ns: u64) -> Table {
+    let cols = [
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        "idle_cpus",
+        "queued_tasks",
+    ];
+    let mut t = Table::new("work_conservation", &cols);
+    for v in tl.violations.iter().filter(|v| v.end - v.start >= min_ns) {
+        t.push(vec![
+            v.start.into(),
+            v.end.into(),
+            (v.end - v.start).into(),
+            v.idle_cpus.into(),
+            v.queued_tasks.into(),
+        ]);
+    }
+    t
+}
+
+/// Totals of [`work_conservation`]: one row with `violations, total_ns,
+/// longest_ns, share` (share = total violating time / trace length).
+pub fn work_conservation_summary(tl: &Timeline, min_ns: u64) -> Table {
+    let durations: Vec<u64> = tl
+        .violations
+        .iter()
+        .map(|v| v.end - v.start)
+        .filter(|&d| d >= min_ns)
+        .collect();
+    let total: u64 = durations.iter().sum();
+    let share = if tl.end_ns == 0 {
+        0.0
+    } else {
+        total as f64 / tl.end_ns as f64
+    };
+    let cols = ["violations", "total_ns", "longest_ns", "share"];
+    let mut t = Table::new("work_conservation_summary", &cols);
+    let longest = durations.iter().copied().max().unwrap_or(0);
+    t.push(vec![
+        durations.len().into(),
+        total.into(),
+        longest.into(),
+        share.into(),
+    ]);
+    t
+}
+
+/// Migrate events per task (the kernel's `sched_migrate_task`, which fires
+/// for every change of a task's CPU, at wakeup placement or by load
+/// balancing). Columns: `pid, comm, migrations`; tasks without migrations
+/// are left out.
+pub fn migrations(tl: &Timeline) -> Table {
+    let mut t = Table::new("migrations", &["pid", "comm", "migrations"]);
+    for (&pid, &n) in &tl.migrations {
+        t.push(vec![pid.into(), tl.name(pid).into(), n.into()]);
+    }
+    t
+}
+
+/// Nearest-rank percentile of sorted values: the smallest value with at
+/// least `p`% of the values at or below it.
+pub fn percentile(sorted: &[u64], p: u32) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (u64::from(p) * sorted.len() as u64).div_ceil(100).max(1) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+/// Wake-up latency: from a task's wakeup (`sched_wakeup` or
+/// `sched_wakeup_new`) to its switch-in, over all wakeups that were served
+/// in the trace. One row: `count, p50_ns, p90_ns, p99_ns, max_ns`
+/// (nearest-rank percentiles, see [`percentile`]).
+pub fn wakeup_latency(tl: &Timeline) -> Table {
+    let mut lat: Vec<u64> = tl.wakeup_latencies.iter().map(|(_, l)| *l).collect();
+    lat.sort_unstable();
+    let cols = ["count", "p50_ns", "p90_ns", "p99_ns", "max_ns"];
+    let mut t = Table::new("wakeup_latency", &cols);
+    t.push(vec![
+        lat.len().into(),
+        percentile(&lat, 50).into(),
+        percentile(&lat, 90).into(),
+        percentile(&lat, 99).into(),
+        lat.last().copied().unwrap_or(0).into(),
+    ]);
+    t
+}
+
+/// Per-task running time, waiting time (runnable but not running: after a
+/// wakeup or a preemption), number of runs (switch-ins) and migrations.
+/// Columns: `pid, comm, run_ns, wait_ns, runs, migrations`.
+pub fn task_times(tl: &Timeline) -> Table {
+    #[derive(Default)]
+    struct Acc {
+        run: u64,
+        wait: u64,
+        runs: u64,
+    }
+    let mut acc: BTreeMap<Pid, Acc> = BTreeMap::new();
+    for r in &tl.runs {
+        let a = acc.entry(r.pid).or_default();
+        a.run += r.end - r.start;
+        a.runs += 1;
+    }
+    for w in &tl.waits {
+        acc.entry(w.pid).or_default().wait += w.end - w.start;
+    }
+    let cols = ["pid", "comm", "run_ns", "wait_ns", "runs", "migrations"];
+    let mut t = Table::new("task_times", &cols);
+    for (pid, a) in acc {
+        let migr = tl.migrations.get(&pid).copied().unwrap_or(0);
+        t.push(vec![
+            pid.into(),
+            tl.name(pid).into(),
+            a.run.into(),
+            a.wait.into(),
+            a.runs.into(),
+            migr.into(),
+        ]);
+    }
+    t
+}
+
+/// Frequency bands, from ascending edges in kHz: edges `[e1, .., en]` give
+/// bands `[0, e1)`, `[e1, e2)`, ..., `[en, inf)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreqBands {
+    pub edges_khz: Vec<u32>,
+}
+
+impl FreqBands {
+    /// Bands from edges in kHz (sorted and deduplicated here).
+    pub fn from_edges(mut edges_khz: Vec<u32>) -> Self {
+        edges_khz.sort_unstable();
+        edges_khz.dedup();
+        Self { edges_khz }
+    }
+
+    /// The bands for a trace: the edges in the `freq_band_edges_khz` meta
+    /// entry (comma-separated kHz), else one edge at `nominal_khz`
+    /// (below nominal / nominal and above), else 0.5 GHz steps from 1 to
+    /// 4 GHz.
+    pub fn for_trace(trace: &Trace) -> Self {
+        let parse =
+            |s: &str| -> Vec<u32> { s.split(',').filter_map(|v| v.trim().parse().ok()).collect() };
+        if let Some(edges) = trace.meta_get("freq_band_edges_khz").map(parse)
+            && !edges.is_empty()
+        {
+            return Self::from_edges(edges);
+        }
+        if let Some(nominal) = trace.meta_get("nominal_khz").and_then(|v| v.parse().ok()) {
+            return Self::from_edges(vec![nominal]);
+        }
+        Self::from_edges((2..=8).map(|i| i * 500_000).collect())
+    }
+
+    /// Number of bands (one more than edges).
+    pub fn len(&self) -> usize {
+        self.edges_khz.len() + 1
+    }
+
+    /// Never empty: there is always at least one band.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The band holding `khz`.
+    pub fn band_of(&self, khz: u32) -> usize {
+        self.edges_khz.partition_point(|&e| e <= khz)
+    }
+
+    /// Bounds `[lo, hi)` of band `i` in kHz (`hi` is `None` for the last).
+    pub fn bounds(&self, i: usize) -> (u32, Option<u32>) {
+        let lo = if i == 0 { 0 } else { self.edges_khz[i - 1] };
+        (lo, self.edges_khz.get(i).copied())
+    }
+
+    /// A label such as `2.1-3.0 GHz`, `< 1.0 GHz` or `>= 3.5 GHz`.
+    pub fn label(&self, i: usize) -> String {
+        let ghz = |k: u32| format!("{:.1}", f64::from(k) / 1e6);
+        match self.bounds(i) {
+            (0, Some(hi)) => format!("< {} GHz", ghz(hi)),
+            (lo, None) => format!(">= {} GHz", ghz(lo)),
+            (lo, Some(hi)) => format!("{}-{} GHz", ghz(lo), ghz(hi)),
+        }
+    }
+}
+
+/// Frequency residency: the share of busy time (time a CPU runs a task)
+/// spent in each frequency band, taking each CPU's frequency from its last
+/// `Frequency` event. Busy time before a CPU's first frequency event is
+/// counted in a final `unknown` row. Columns: `band, lo_khz, hi_khz,
+/// busy_ns, share` (`hi_khz` is -1 for the open top band; shares are of all
+/// busy time, unknown included, and sum to 1).
+pub fn frequency_residency(tl: &Timeline, bands: &FreqBands) -> Table {
+    let mut busy = vec![0u64; bands.len() + 1];
+    for run in &tl.runs {
+        let steps = &tl.freq[run.cpu as usize];
+        let mut t = run.start;
+        while t < run.end {
+            let i = steps.partition_point(|s| s.ts <= t);
+            let next = steps.get(i).map_or(run.end, |s| s.ts.min(run.end));
+            let band = value_at(steps, t).map_or(bands.len(), |khz| bands.band_of(khz));
+            busy[band] += next - t;
+            t = next;
+        }
+    }
+    let total: u64 = busy.iter().sum();
+    let cols = ["band", "lo_khz", "hi_khz", "busy_ns", "share"];
+    let mut table = Table::new("frequency_residency", &cols);
+    for (i, &ns) in busy.iter().enumerate() {
+        let (label, lo, hi) = if i < bands.len() {
+            let (lo, hi) = bands.bounds(i);
+            (bands.label(i), i64::from(lo), hi.map_or(-1, i64::from))
+        } else {
+            ("unknown".to_string(), -1, -1)
+        };
+        let share = if total == 0 {
+            0.0
+        } else {
+            ns as f64 / total as f64
+        };
+        table.push(vec![
+            label.into(),
+            lo.into(),
+            hi.into(),
+            ns.into(),
+            share.into(),
+        ]);
+    }
+    table
+}
+
+/// Nest's own activity per CPU, from `NestChange` and `WarmSpin` events:
+/// time in the primary and in the reserve nest, number of warm spins, their
+/// total length and how many were interrupted by arriving work. Columns:
+/// `cpu, primary_ns, reserve_ns, warm_spins, warm_spin_ns,
+/// interrupted_spins`; CPUs without any of these events are left out.
+pub fn nest_activity(tl: &Timeline) -> Table {
+    let cols = [
+        "cpu",
+        "primary_ns",
+        "reserve_ns",
+        "warm_spins",
+        "warm_spin_ns",
+        "interrupted_spins",
+    ];
+    let mut t = Table::new("nest_activity", &cols);
+    for cpu in 0..tl.nr_cpus {
+        let mut time = [0u64; 3];
+        let steps = &tl.nest[cpu];
+        for (i, s) in steps.iter().enumerate() {
+            let end = steps.get(i + 1).map_or(tl.end_ns, |n| n.ts).max(s.ts);
+            time[s.value.min(2) as usize] += end - s.ts;
+        }
+        let spins: Vec<_> = tl
+            .warm_spins
+            .iter()
+            .filter(|w| w.0 as usize == cpu)
+            .collect();
+        if steps.is_empty() && spins.is_empty() {
+            continue;
+        }
+        let spin_ns: u64 = spins.iter().map(|w| w.1).sum();
+        let interrupted = spins.iter().filter(|w| w.2).count();
+        t.push(vec![
+            cpu.into(),
+            time[2].into(),
+            time[1].into(),
+            spins.len().into(),
+            spin_ns.into(),
+            interrupted.into(),
+        ]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=10).collect();
+        assert_eq!(percentile(&v, 50), 5);
+        assert_eq!(percentile(&v, 90), 9);
+        assert_eq!(percentile(&v, 99), 10);
+        assert_eq!(percentile(&[7], 1), 7);
+        assert_eq!(percentile(&[], 50), 0);
+    }
+
+    #[test]
+    fn bands_from_edges() {
+        let b = FreqBands::from_edges(vec![3_000_000, 2_100_000]);
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.band_of(1_200_000), 0);
+        assert_eq!(b.band_of(2_100_000), 1);
+        assert_eq!(b.band_of(3_700_000), 2);
+        assert_eq!(b.label(0), "< 2.1 GHz");
+        assert_eq!(b.label(1), "2.1-3.0 GHz");
+        assert_eq!(b.label(2), ">= 3.0 GHz");
+    }
+}

@@ -1,0 +1,443 @@
+//! Record a real schedule through tracefs.
+//!
+//! The recorder works in a private tracefs instance
+//! (`<tracefs>/instances/nest-<pid>`), so other tracing users are not
+//! disturbed, and removes it afterwards, also on errors and on Ctrl-C
+//! (SIGINT/SIGTERM are caught while recording; the command, which gets the
+//! terminal's SIGINT itself, is waited for). It enables the scheduler
+//! tracepoints (sched_switch, sched_wakeup, sched_wakeup_new,
+//! sched_migrate_task, sched_process_fork, sched_process_exec,
+//! sched_process_exit) and, where the kernel has them, power:cpu_frequency
+//! and power:cpu_idle; sets the per-CPU buffer size and the `mono` trace
+//! clock; runs a command (or waits a duration, system-wide: all tasks of the
+//! machine are recorded either way); then reads the instance's `trace` text
+//! with the tracefs reader. Meanwhile it samples each CPU's
+//! `cpufreq/scaling_cur_freq` where present and adds the changes as
+//! `Frequency` events (on the same monotonic clock).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::model::{Cpu, Event, EventKind, Trace};
+use crate::readers::read_tracefs;
+use crate::topology::read_sysfs_topology;
+
+/// Required tracepoints.
+pub const SCHED_EVENTS: &[&str] = &[
+    "sched_switch",
+    "sched_wakeup",
+    "sched_wakeup_new",
+    "sched_migrate_task",
+    "sched_process_fork",
+    "sched_process_exec",
+    "sched_process_exit",
+];
+/// Tracepoints used when the kernel has them.
+pub const POWER_EVENTS: &[&str] = &["cpu_frequency", "cpu_idle"];
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// Run this command (program and arguments) and record until it exits.
+    Command(Vec<String>),
+    /// Record the whole machine for this long.
+    Duration(Duration),
+}
+
+/// How to record.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// tracefs mount point; `None` finds it (/sys/kernel/tracing, then
+    /// /sys/kernel/debug/tracing).
+    pub tracefs: Option<PathBuf>,
+    /// Per-CPU ring buffer size in KiB.
+    pub buffer_kb: u32,
+    /// Period of the cpufreq sampling.
+    pub freq_period: Duration,
+    /// Filesystem root for sysfs (topology and cpufreq): `/` normally.
+    pub sysfs_root: PathBuf,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        Self {
+            tracefs: None,
+            buffer_kb: 32 * 1024,
+            freq_period: Duration::from_millis(10),
+            sysfs_root: PathBuf::from("/"),
+        }
+    }
+}
+
+/// Record `workload`. Needs root (or write access to tracefs).
+pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace> {
+    let tracefs = find_tracefs(opts.tracefs.as_deref())?;
+    let instance = Instance::create(&tracefs)?;
+    let missing = instance.configure(opts.buffer_kb)?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let _signals = Signals::catch(&interrupted)?;
+    let mut sampler = FreqSampler::new(&opts.sysfs_root);
+    instance.write("tracing_on", "1")?;
+    let started = mono_ns();
+    let outcome = run_workload(workload, opts, &interrupted, &mut sampler);
+    instance.write("tracing_on", "0")?;
+    let outcome = outcome?;
+    let text = instance.read_trace()?;
+    let overrun = instance.overrun();
+    drop(instance);
+    let mut trace = read_tracefs(&text).context("cannot parse the recorded trace")?;
+    sampler.merge_into(&mut trace, started);
+    if let Ok(topology) = read_sysfs_topology(&opts.sysfs_root)
+        && topology.nr_cpus() >= trace.topology.nr_cpus()
+    {
+        trace.topology = topology;
+    }
+    describe(
+        &mut trace,
+        workload,
+        opts,
+        &outcome,
+        &missing,
+        overrun,
+        interrupted.load(Ordering::SeqCst),
+    );
+    Ok(trace)
+}
+
+/// The tracefs mount point, or an error saying how to mount it.
+pub fn find_tracefs(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let candidates: Vec<PathBuf> = match given {
+        Some(p) => vec![p.to_path_buf()],
+        None => vec![
+            "/sys/kernel/tracing".into(),
+            "/sys/kernel/debug/tracing".into(),
+        ],
+    };
+    for dir in &candidates {
+        if dir.join("instances").is_dir() && dir.join("events").is_dir() {
+            return Ok(dir.clone());
+        }
+    }
+    bail!(
+        "tracefs is not mounted at {}: mount it with `mount -t tracefs nodev /sys/kernel/tracing` (as root)",
+        candidates[0].display()
+    )
+}
+
+/// A private tracefs instance, removed when dropped.
+struct Instance {
+    path: PathBuf,
+}
+
+impl Instance {
+    fn create(tracefs: &Path) -> anyhow::Result<Self> {
+        let path = tracefs.join(format!("instances/nest-{}", std::process::id()));
+        match fs::create_dir(&path) {
+            Ok(()) => Ok(Self { path }),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => bail!(
+                "cannot create tracefs instance {}: permission denied; recording needs root",
+                path.display()
+            ),
+            Err(e) => {
+                Err(e).with_context(|| format!("cannot create tracefs instance {}", path.display()))
+            }
+        }
+    }
+
+    fn write(&self, file: &str, value: &str) -> anyhow::Result<()> {
+        let path = self.path.join(file);
+        fs::write(&path, value)
+            .with_context(|| format!("cannot write \"{value}\" to {}", path.display()))
+    }
+
+    /// Set buffer, clock and events; returns the optional events missing.
+    fn configure(&self, buffer_kb: u32) -> anyhow::Result<Vec<String>> {
+        self.write("buffer_size_kb", &buffer_kb.to_string())?;
+        self.write("trace_clock", "mono")?;
+        for event in SCHED_EVENTS {
+            let enable = format!("events/sched/{event}/enable");
+            if !self.path.join(&enable).exists() {
+                bail!("the kernel has no sched:{event} tracepoint");
+            }
+            self.write(&enable, "1")?;
+        }
+        let mut missing = Vec::new();
+        for event in POWER_EVENTS {
+            let enable = format!("events/power/{event}/enable");
+            if self.path.join(&enable).exists() {
+                self.write(&enable, "1")?;
+            } else {
+                missing.push(format!("power:{event}"));
+            }
+        }
+        Ok(missing)
+    }
+
+    fn read_trace(&self) -> anyhow::Result<String> {
+        let path = self.path.join("trace");
+        let bytes = fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Events lost to full buffers (sum of per-CPU `overrun:`).
+    fn overrun(&self) -> u64 {
+        let Ok(cpus) = fs::read_dir(self.path.join("per_cpu")) else {
+            return 0;
+        };
+        cpus.filter_map(|e| fs::read_to_string(e.ok()?.path().join("stats")).ok())
+            .flat_map(|s| {
+                s.lines()
+                    .filter_map(|l| l.strip_prefix("overrun:")?.trim().parse::<u64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = fs::write(self.path.join("tracing_on"), "0");
+        for _ in 0..50 {
+            if fs::remove_dir(&self.path).is_ok() || !self.path.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "warning: could not remove tracefs instance {}",
+            self.path.display()
+        );
+    }
+}
+
+/// SIGINT and SIGTERM set a flag instead of killing us, until dropped.
+struct Signals(Vec<signal_hook::SigId>);
+
+impl Signals {
+    fn catch(flag: &Arc<AtomicBool>) -> anyhow::Result<Self> {
+        let mut ids = Vec::new();
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            ids.push(
+                signal_hook::flag::register(sig, Arc::clone(flag))
+                    .context("cannot catch signals")?,
+            );
+        }
+        Ok(Self(ids))
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        for id in self.0.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// What happened to the workload.
+struct Outcome {
+    status: Option<std::process::ExitStatus>,
+    pid: Option<u32>,
+}
+
+fn run_workload(
+    workload: &Workload,
+    opts: &RecordOptions,
+    interrupted: &AtomicBool,
+    sampler: &mut FreqSampler,
+) -> anyhow::Result<Outcome> {
+    let tick = opts.freq_period.max(Duration::from_millis(1));
+    match workload {
+        Workload::Duration(d) => {
+            let start = Instant::now();
+            while start.elapsed() < *d && !interrupted.load(Ordering::SeqCst) {
+                sampler.sample();
+                std::thread::sleep(tick.min(d.saturating_sub(start.elapsed())));
+            }
+            Ok(Outcome {
+                status: None,
+                pid: None,
+            })
+        }
+        Workload::Command(argv) => {
+            let (program, args) = argv.split_first().context("no command to run")?;
+            let mut child = Command::new(program)
+                .args(args)
+                .spawn()
+                .with_context(|| format!("cannot run {program}"))?;
+            let pid = child.id();
+            let mut killed = false;
+            let status = loop {
+                if let Some(status) = child.try_wait().context("cannot wait for the command")? {
+                    break status;
+                }
+                if interrupted.load(Ordering::SeqCst) && !killed {
+                    std::thread::sleep(Duration::from_millis(200));
+                    let _ = child.kill();
+                    killed = true;
+                }
+                sampler.sample();
+                std::thread::sleep(tick);
+            };
+            Ok(Outcome {
+                status: Some(status),
+                pid: Some(pid),
+            })
+        }
+    }
+}
+
+/// Periodic samples of `scaling_cur_freq`.
+struct FreqSampler {
+    files: Vec<(Cpu, PathBuf)>,
+    last: Vec<Option<u32>>,
+    samples: Vec<(u64, Cpu, u32)>,
+}
+
+impl FreqSampler {
+    fn new(root: &Path) -> Self {
+        let dir = root.join("sys/devices/system/cpu");
+        let mut files: Vec<(Cpu, PathBuf)> = fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let cpu: Cpu = e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok()?;
+                let file = e.path().join("cpufreq/scaling_cur_freq");
+                file.exists().then_some((cpu, file))
+            })
+            .collect();
+        files.sort();
+        let last = vec![None; files.len()];
+        Self {
+            files,
+            last,
+            samples: Vec::new(),
+        }
+    }
+
+    fn sample(&mut self) {
+        let now = mono_ns();
+        for (i, (cpu, file)) in self.files.iter().enumerate() {
+            let Some(khz) = fs::read_to_string(file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            else {
+                continue;
+            };
+            if self.last[i] != Some(khz) {
+                self.last[i] = Some(khz);
+                self.samples.push((now, *cpu, khz));
+            }
+        }
+    }
+
+    /// Add the samples as Frequency events, on the trace's time base.
+    fn merge_into(&self, trace: &mut Trace, started: u64) {
+        let origin = trace
+            .meta_get("time_origin_ns")
+            .and_then(|v| v.parse().ok())
+            .filter(|_| !trace.events.is_empty())
+            .unwrap_or(started);
+        for &(ts, cpu, khz) in &self.samples {
+            trace.events.push(Event {
+                ts_ns: ts.saturating_sub(origin),
+                cpu,
+                kind: EventKind::Frequency { khz },
+            });
+        }
+        trace.events.sort_by_key(|e| e.ts_ns);
+        trace.meta_set("cpufreq_samples", self.samples.len().to_string());
+    }
+}
+
+fn describe(
+    trace: &mut Trace,
+    workload: &Workload,
+    opts: &RecordOptions,
+    outcome: &Outcome,
+    missing: &[String],
+    overrun: u64,
+    interrupted: bool,
+) {
+    trace.meta_set(
+        "recorder",
+        "nest trace record (tracefs instance, trace_clock=mono)",
+    );
+    match workload {
+        Workload::Command(argv) => trace.meta_set("command", argv.join(" ")),
+        Workload::Duration(d) => trace.meta_set("duration_s", format!("{}", d.as_secs_f64())),
+    }
+    if let Some(pid) = outcome.pid {
+        trace.meta_set("command_pid", pid.to_string());
+    }
+    if let Some(status) = outcome.status {
+        trace.meta_set("exit_status", status.to_string());
+    }
+    let read = |p: &str| fs::read_to_string(opts.sysfs_root.join(p)).map(|s| s.trim().to_string());
+    if let Ok(release) = read("proc/sys/kernel/osrelease") {
+        trace.meta_set("kernel", release);
+    }
+    if let Ok(host) = read("proc/sys/kernel/hostname") {
+        trace.meta_set("hostname", host);
+    }
+    trace.meta_set("buffer_kb", opts.buffer_kb.to_string());
+    trace.meta_set("overrun_events", overrun.to_string());
+    trace.meta_set("missing_events", missing.join(","));
+    trace.meta_set("interrupted", interrupted.to_string());
+}
+
+/// CLOCK_MONOTONIC in ns: tracefs' `mono` clock.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpufreq_samples_become_frequency_events_on_changes() {
+        let root = std::env::temp_dir().join(format!("nest-trace-freq-{}", std::process::id()));
+        let file = |cpu: u32| {
+            root.join(format!(
+                "sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq"
+            ))
+        };
+        for cpu in 0..2 {
+            fs::create_dir_all(file(cpu).parent().unwrap()).unwrap();
+            fs::write(file(cpu), "1200000\n").unwrap();
+        }
+        let mut sampler = FreqSampler::new(&root);
+        let started = mono_ns();
+        sampler.sample();
+        sampler.sample();
+        fs::write(file(1), "3000000\n").unwrap();
+        sampler.sample();
+        let mut trace = Trace::default();
+        sampler.merge_into(&mut trace, started);
+        let got: Vec<(Cpu, u32)> = trace
+            .events
+            .iter()
+            .map(|e| match e.kind {
+                EventKind::Frequency { khz } => (e.cpu, khz),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(got, vec![(0, 1_200_000), (1, 1_200_000), (1, 3_000_000)]);
+        assert_eq!(trace.meta_get("cpufreq_samples"), Some("3"));
+        fs::remove_dir_all(&root).unwrap();
+    }
+}

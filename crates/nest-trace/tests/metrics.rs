@@ -1,0 +1,217 @@
+//! Every metric on a small hand-built schedule with known answers.
+//!
+//! Two CPUs on two sockets (`Topology::regular(2, 1, 1)`), times in ns:
+//!
+//! ```text
+//! t=0   cpu0: idle -> task 1          cpu1: task 9 blocks -> idle
+//!       cpu0 runs at 2.0 GHz
+//! t=10  task 2 woken onto cpu0, queued behind task 1 (cpu1 idle: violation)
+//! t=30  cpu0: task 1 preempted (R) -> task 2; task 1 queued on cpu0
+//! t=40  task 1 migrated cpu0 -> cpu1 (violation ends: 10..40)
+//! t=45  cpu1: idle -> task 1;  cpu0: task 2 blocks -> idle
+//! t=60  cpu0 now at 3.0 GHz
+//! t=70  task 2 woken onto cpu0 (idle: no violation)
+//! t=72  cpu0: idle -> task 2 (latency 2)
+//! t=80  cpu1: task 1 exits -> idle
+//! t=90  cpu0: task 2 blocks -> idle
+//! ```
+
+mod common;
+
+use common::scenario;
+use nest_trace::Trace;
+use nest_trace::metrics::{self, FreqBands};
+use nest_trace::table::{Cell, Table};
+use nest_trace::timeline::Timeline;
+
+fn int(t: &Table, row: usize, col: &str) -> i64 {
+    t.get(row, col)
+        .and_then(Cell::as_i64)
+        .unwrap_or_else(|| panic!("{col}"))
+}
+
+fn float(t: &Table, row: usize, col: &str) -> f64 {
+    t.get(row, col).and_then(Cell::as_f64).unwrap()
+}
+
+#[test]
+fn cpus_and_sockets_used_per_interval() {
+    let tl = Timeline::build(&scenario());
+    let t = metrics::cpus_used(&tl, 30);
+    assert_eq!(t.rows.len(), 3);
+    assert_eq!(t.numbers("cpus_used"), vec![1.0, 2.0, 2.0]);
+    assert_eq!(t.numbers("sockets_used"), vec![1.0, 2.0, 2.0]);
+    assert_eq!(t.numbers("end_ns"), vec![30.0, 60.0, 90.0]);
+}
+
+#[test]
+fn concurrency_per_interval() {
+    let tl = Timeline::build(&scenario());
+    let t = metrics::concurrency(&tl, 30);
+    // Busy time: [0,30) cpu0 30; [30,60) cpu0 15 + cpu1 15; [60,90) cpu0 18 + cpu1 20.
+    assert_eq!(float(&t, 0, "avg_concurrency"), 1.0);
+    assert_eq!(float(&t, 1, "avg_concurrency"), 1.0);
+    assert_eq!(float(&t, 2, "avg_concurrency"), 38.0 / 30.0);
+    // At t=45 both switches happen at once: never two tasks running.
+    assert_eq!(t.numbers("max_concurrency"), vec![1.0, 1.0, 2.0]);
+}
+
+#[test]
+fn underload_per_interval() {
+    let tl = Timeline::build(&scenario());
+    let t = metrics::underload(&tl, 30);
+    // [30,60): two CPUs used for one task's worth of running.
+    assert_eq!(t.numbers("underload"), vec![0.0, 1.0, 0.0]);
+    let whole = metrics::underload(&tl, 0);
+    assert_eq!(whole.rows.len(), 1);
+    // 98 ns busy in 90 ns: ceil(1.09) = 2 CPUs needed, 2 used.
+    assert_eq!(int(&whole, 0, "underload"), 0);
+}
+
+#[test]
+fn work_conservation_violations() {
+    let tl = Timeline::build(&scenario());
+    let t = metrics::work_conservation(&tl, 0);
+    assert_eq!(t.rows.len(), 1);
+    assert_eq!(int(&t, 0, "start_ns"), 10);
+    assert_eq!(int(&t, 0, "end_ns"), 40);
+    assert_eq!(int(&t, 0, "idle_cpus"), 1);
+    assert_eq!(int(&t, 0, "queued_tasks"), 1);
+    let s = metrics::work_conservation_summary(&tl, 30);
+    assert_eq!(int(&s, 0, "violations"), 1);
+    assert_eq!(int(&s, 0, "total_ns"), 30);
+    assert_eq!(int(&s, 0, "longest_ns"), 30);
+    assert_eq!(float(&s, 0, "share"), 30.0 / 90.0);
+    let s = metrics::work_conservation_summary(&tl, 31);
+    assert_eq!(int(&s, 0, "violations"), 0);
+    assert_eq!(int(&s, 0, "total_ns"), 0);
+}
+
+#[test]
+fn migrations_per_task() {
+    let tl = Timeline::build(&scenario());
+    let t = metrics::migrations(&tl);
+    assert_eq!(
+        t.rows,
+        vec![vec![Cell::Int(1), Cell::Text(String::new()), Cell::Int(1)]]
+    );
+}
+
+#[test]
+fn wakeup_latency_percentiles() {
+    let tl = Timeline::build(&scenario());
+    let t = metrics::wakeup_latency(&tl);
+    // Latencies 20 (t=10 -> 30) and 2 (t=70 -> 72); the preemption of
+    // task 1 at t=30 is a wait, not a wakeup.
+    assert_eq!(int(&t, 0, "count"), 2);
+    assert_eq!(int(&t, 0, "p50_ns"), 2);
+    assert_eq!(int(&t, 0, "p90_ns"), 20);
+    assert_eq!(int(&t, 0, "p99_ns"), 20);
+    assert_eq!(int(&t, 0, "max_ns"), 20);
+}
+
+#[test]
+fn run_and_wait_time_per_task() {
+    let tl = Timeline::build(&scenario());
+    let t = metrics::task_times(&tl);
+    assert_eq!(t.numbers("pid"), vec![1.0, 2.0]);
+    assert_eq!(t.numbers("run_ns"), vec![30.0 + 35.0, 15.0 + 18.0]);
+    assert_eq!(t.numbers("wait_ns"), vec![15.0, 20.0 + 2.0]);
+    assert_eq!(t.numbers("runs"), vec![2.0, 2.0]);
+    assert_eq!(t.numbers("migrations"), vec![1.0, 0.0]);
+}
+
+#[test]
+fn frequency_residency_per_band() {
+    let tl = Timeline::build(&scenario());
+    let t = metrics::frequency_residency(&tl, &FreqBands::from_edges(vec![2_500_000]));
+    assert_eq!(t.rows.len(), 3);
+    assert_eq!(t.get(0, "band"), Some(&Cell::Text("< 2.5 GHz".into())));
+    assert_eq!(t.get(2, "band"), Some(&Cell::Text("unknown".into())));
+    // cpu0 at 2.0 GHz for 45 ns, at 3.0 GHz for 18 ns; cpu1 unknown 35 ns.
+    assert_eq!(t.numbers("busy_ns"), vec![45.0, 18.0, 35.0]);
+    assert_eq!(
+        t.numbers("share"),
+        vec![45.0 / 98.0, 18.0 / 98.0, 35.0 / 98.0]
+    );
+    assert_eq!(t.numbers("hi_khz"), vec![2_500_000.0, -1.0, -1.0]);
+}
+
+#[test]
+fn run_queue_lengths() {
+    let tl = Timeline::build(&scenario());
+    let steps: Vec<(u64, u32)> = tl.rq_len[0].iter().map(|s| (s.ts, s.value)).collect();
+    assert_eq!(
+        steps,
+        vec![(0, 1), (10, 2), (40, 1), (45, 0), (70, 1), (90, 0)]
+    );
+    let steps: Vec<(u64, u32)> = tl.rq_len[1].iter().map(|s| (s.ts, s.value)).collect();
+    assert_eq!(steps, vec![(0, 0), (40, 1), (80, 0)]);
+}
+
+#[test]
+fn metrics_on_an_empty_trace_do_not_fail() {
+    let tl = Timeline::build(&Trace::default());
+    assert_eq!(metrics::underload(&tl, 10).rows.len(), 1);
+    assert_eq!(int(&metrics::wakeup_latency(&tl), 0, "count"), 0);
+    assert!(metrics::work_conservation(&tl, 0).rows.is_empty());
+}
+
+#[test]
+fn nest_membership_and_warm_spins_per_cpu() {
+    use nest_trace::{Event, EventKind, Nest};
+    let mut trace = scenario();
+    let ev = |ts_ns, cpu, kind| Event { ts_ns, cpu, kind };
+    let extra = [
+        ev(
+            0,
+            1,
+            EventKind::NestChange {
+                nest: Nest::Primary,
+            },
+        ),
+        ev(
+            45,
+            1,
+            EventKind::NestChange {
+                nest: Nest::Reserve,
+            },
+        ),
+        ev(
+            60,
+            1,
+            EventKind::WarmSpin {
+                duration_ns: 4,
+                interrupted: true,
+            },
+        ),
+        ev(
+            85,
+            1,
+            EventKind::WarmSpin {
+                duration_ns: 5,
+                interrupted: false,
+            },
+        ),
+        ev(88, 1, EventKind::NestChange { nest: Nest::None }),
+    ];
+    trace.events.extend(extra);
+    trace.events.sort_by_key(|e| e.ts_ns);
+    let tl = Timeline::build(&trace);
+    let t = metrics::nest_activity(&tl);
+    assert_eq!(t.rows.len(), 1);
+    assert_eq!(int(&t, 0, "cpu"), 1);
+    assert_eq!(int(&t, 0, "primary_ns"), 45);
+    assert_eq!(int(&t, 0, "reserve_ns"), 43);
+    assert_eq!(int(&t, 0, "warm_spins"), 2);
+    assert_eq!(int(&t, 0, "warm_spin_ns"), 9);
+    assert_eq!(int(&t, 0, "interrupted_spins"), 1);
+    let svg = nest_trace::svg::nest_heatmap(&tl).unwrap();
+    assert!(roxmltree::Document::parse(&svg).is_ok());
+    assert!(nest_trace::svg::nest_heatmap(&Timeline::build(&scenario())).is_none());
+    // Nest events do not change the placement metrics.
+    assert_eq!(
+        metrics::underload(&tl, 30),
+        metrics::underload(&Timeline::build(&scenario()), 30)
+    );
+}
