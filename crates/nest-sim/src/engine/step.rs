@@ -1,0 +1,185 @@
+//! Periodic work: the frequency/power/accounting step and the scheduler
+//! tick (preemption, periodic balancing, policy ticks, interval metrics).
+
+use nest_trace::{Cpu, EventKind};
+
+use super::{Ev, Sim};
+use crate::governor::{CoreActivity, pelt_update};
+use crate::policy::Ctx;
+use crate::power::{CoreSample, socket_power_w};
+
+impl Sim<'_> {
+    pub(crate) fn step(&mut self) {
+        let now = self.k.now;
+        self.account_until(now);
+        if self.k.live_tasks > 0 {
+            let next = now + self.k.cfg.dvfs_step_ns;
+            self.k.push(next, Ev::Step);
+        }
+    }
+
+    /// Accounts activity, residency, utilisation and energy since the last
+    /// step, then moves every core's frequency.
+    pub(crate) fn account_until(&mut self, now: u64) {
+        let dt = now.saturating_sub(self.k.stats.accounted_to);
+        if dt == 0 {
+            return;
+        }
+        self.k.stats.accounted_to = now;
+        self.close_accumulators(now);
+        let activity = self.core_activity(dt);
+        self.account_energy_and_residency(&activity, dt);
+        self.update_util(dt);
+        self.move_frequencies(&activity, dt, now);
+        for c in &mut self.k.cpus {
+            c.active_ns = 0;
+            c.run_ns = 0;
+        }
+    }
+
+    fn close_accumulators(&mut self, now: u64) {
+        for c in &mut self.k.cpus {
+            if let Some(s) = c.active_since {
+                c.active_ns += now - s;
+                c.active_since = Some(now);
+            }
+            if let Some(s) = c.run_since {
+                c.run_ns += now - s;
+                c.run_since = Some(now);
+            }
+        }
+    }
+
+    /// Share of the step each core was active (busiest thread).
+    fn core_activity(&self, dt: u64) -> Vec<f64> {
+        self.k
+            .core_cpus
+            .iter()
+            .map(|cpus| {
+                cpus.iter()
+                    .map(|&c| self.k.cpus[c as usize].active_ns as f64 / dt as f64)
+                    .fold(0.0, f64::max)
+                    .min(1.0)
+            })
+            .collect()
+    }
+
+    fn account_energy_and_residency(&mut self, activity: &[f64], dt: u64) {
+        let k = &mut self.k;
+        let machine_active = activity.iter().any(|&a| a > 0.0);
+        let mut samples = vec![Vec::new(); k.machine.sockets as usize];
+        for (core, &active) in activity.iter().enumerate() {
+            let mhz = k.cores[core].freq.mhz();
+            samples[k.cores[core].socket as usize].push(CoreSample { active, mhz });
+            let band = k.band_edges.iter().filter(|&&e| mhz >= e).count();
+            for &c in &k.core_cpus[core] {
+                k.stats.residency_ns[band] += k.cpus[c as usize].run_ns;
+            }
+        }
+        let watts: f64 = samples
+            .iter()
+            .map(|s| socket_power_w(&k.machine, s, machine_active))
+            .sum();
+        k.stats.energy_j += watts * dt as f64 * 1e-9;
+    }
+
+    fn update_util(&mut self, dt: u64) {
+        let max = f64::from(self.k.machine.frequency.max_mhz);
+        for cpu in 0..self.k.cpus.len() {
+            let scale = f64::from(self.k.cpu_mhz(cpu as Cpu)) / max;
+            let c = &mut self.k.cpus[cpu];
+            let contrib = (c.run_ns as f64 / dt as f64).min(1.0) * scale;
+            c.util = pelt_update(c.util, contrib, dt);
+        }
+    }
+
+    fn move_frequencies(&mut self, activity: &[f64], dt: u64, now: u64) {
+        let nr_sockets = self.k.machine.sockets as usize;
+        let mut active_cores = vec![0u32; nr_sockets];
+        for (core, &a) in activity.iter().enumerate() {
+            if a > 0.0 {
+                active_cores[self.k.cores[core].socket as usize] += 1;
+            }
+        }
+        for core in 0..self.k.cores.len() {
+            let k = &mut self.k;
+            let cpus = &k.core_cpus[core];
+            let any_active = cpus
+                .iter()
+                .any(|&c| k.cpus[c as usize].active_since.is_some());
+            let idle_for_ns = if any_active {
+                0
+            } else {
+                let last = cpus
+                    .iter()
+                    .map(|&c| k.cpus[c as usize].inactive_since)
+                    .max();
+                now - last.unwrap_or(0)
+            };
+            let util = cpus
+                .iter()
+                .map(|&c| k.cpus[c as usize].util)
+                .fold(0.0, f64::max);
+            let socket = k.cores[core].socket as usize;
+            let act = CoreActivity {
+                active: activity[core],
+                idle_for_ns,
+                util,
+                ceiling_mhz: k.machine.turbo_ceiling_mhz(active_cores[socket]),
+            };
+            let before = k.cores[core].freq.mhz();
+            let after = k.cores[core].freq.step(&k.machine, k.cfg.governor, dt, act);
+            if after != before {
+                let cpus = k.core_cpus[core].clone();
+                for c in cpus {
+                    self.k.emit(c, EventKind::Frequency { khz: after * 1000 });
+                    self.retime(c);
+                }
+            }
+        }
+    }
+
+    /// The scheduler tick on every CPU.
+    pub(crate) fn tick(&mut self) {
+        let now = self.k.now;
+        self.close_interval();
+        let slice = self.k.cfg.slice_ns;
+        for cpu in 0..self.k.cpus.len() as Cpu {
+            let mhz = self.k.cpu_mhz(cpu);
+            let c = &mut self.k.cpus[cpu as usize];
+            c.last_tick_mhz = mhz;
+            if c.curr.is_some() && !c.queue.is_empty() && now - c.slice_start >= slice {
+                self.preempt(cpu);
+            }
+        }
+        self.periodic_balance();
+        for cpu in 0..self.k.cpus.len() as Cpu {
+            self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
+            self.apply_actions();
+        }
+        if self.k.live_tasks > 0 {
+            let next = now + self.k.cfg.tick_ns();
+            self.k.push(next, Ev::Tick);
+        }
+    }
+
+    /// Records CPUs and sockets used and peak concurrency of the interval
+    /// that ends now, and starts the next one.
+    fn close_interval(&mut self) {
+        let k = &mut self.k;
+        let mut sockets = vec![false; k.machine.sockets as usize];
+        let mut used = 0;
+        for (cpu, c) in k.cpus.iter_mut().enumerate() {
+            if c.used_in_interval || c.curr.is_some() {
+                used += 1;
+                sockets[k.topo.cpus[cpu].socket as usize] = true;
+            }
+            c.used_in_interval = c.curr.is_some();
+        }
+        let nr_sockets = sockets.iter().filter(|&&s| s).count() as u32;
+        let s = &mut k.stats;
+        s.intervals
+            .push((used, nr_sockets, s.max_running_in_interval));
+        s.max_running_in_interval = s.running_now;
+    }
+}
