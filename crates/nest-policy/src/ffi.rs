@@ -1,0 +1,143 @@
+//! Rust mirrors of the structures in `policy/nest_policy.h` and the native
+//! entry points of `csrc/native.c`. The layouts are checked against the C
+//! compiler's in the tests below.
+
+use crate::{Params, Topology};
+
+pub const MAX_CPUS: usize = 512;
+const MASK_WORDS: usize = MAX_CPUS / 64;
+pub const NR_STATS: usize = 14;
+
+#[repr(C)]
+pub struct NestConfig {
+    pub p_remove_ns: u64,
+    pub s_max_ns: u64,
+    pub r_max: u32,
+    pub r_impatient: u32,
+    pub nr_cpus: u32,
+    pub reserve_start: i32,
+    pub disabled: u32,
+    pub cpu_llc: [u32; MAX_CPUS],
+    pub cpu_sibling: [i32; MAX_CPUS],
+}
+
+impl NestConfig {
+    pub fn new(topo: &Topology, reserve_start: u32, params: &Params) -> Self {
+        let mut cpu_llc = [0; MAX_CPUS];
+        let mut cpu_sibling = [-1; MAX_CPUS];
+        for place in &topo.cpus {
+            cpu_llc[place.cpu as usize] = place.llc;
+            cpu_sibling[place.cpu as usize] = topo
+                .cpus
+                .iter()
+                .find(|other| other.core == place.core && other.cpu != place.cpu)
+                .map_or(-1, |other| other.cpu as i32);
+        }
+        Self {
+            p_remove_ns: params.p_remove_ns,
+            s_max_ns: params.s_max_ns,
+            r_max: params.r_max,
+            r_impatient: params.r_impatient,
+            nr_cpus: topo.nr_cpus() as u32,
+            reserve_start: reserve_start as i32,
+            disabled: params.disabled.iter().fold(0, |bits, m| bits | m.bit()),
+            cpu_llc,
+            cpu_sibling,
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct NestCpu {
+    pub idle_since: u64,
+    pub task_exited: u32,
+    pub pad: u32,
+}
+
+#[repr(C)]
+pub struct NestState {
+    pub primary: [u64; MASK_WORDS],
+    pub reserve: [u64; MASK_WORDS],
+    pub nr_reserve: i32,
+    pub pad: u32,
+    pub cpus: [NestCpu; MAX_CPUS],
+}
+
+impl Default for NestState {
+    fn default() -> Self {
+        Self {
+            primary: [0; MASK_WORDS],
+            reserve: [0; MASK_WORDS],
+            nr_reserve: 0,
+            pad: 0,
+            cpus: [NestCpu::default(); MAX_CPUS],
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Debug, Default)]
+pub struct NestTask {
+    pub recent_cpu: [i32; 2],
+    pub prev_misses: u32,
+    pub pad: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+pub struct NestChoice {
+    pub cpu: i32,
+    pub idle: u32,
+    pub how: u32,
+    pub pad: u32,
+}
+
+unsafe extern "C" {
+    pub fn nest_native_select_cpu(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        t: *mut NestTask,
+        prev_cpu: i32,
+        out: *mut NestChoice,
+    );
+    pub fn nest_native_task_init(t: *mut NestTask);
+    pub fn nest_native_task_running(st: *mut NestState, t: *mut NestTask, cpu: i32);
+    pub fn nest_native_task_exiting(st: *mut NestState, cpu: i32);
+    pub fn nest_native_cpu_idle(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        cpu: i32,
+        now: u64,
+    );
+    pub fn nest_native_cpu_busy(st: *mut NestState, cpu: i32);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    unsafe extern "C" {
+        fn nest_native_sizeof(which: u32) -> usize;
+    }
+
+    #[test]
+    fn rust_mirrors_have_the_c_layouts() {
+        // SAFETY: nest_native_sizeof only returns sizeof() values.
+        let c_size = |which| unsafe { nest_native_sizeof(which) };
+        assert_eq!(c_size(0), size_of::<NestConfig>());
+        assert_eq!(c_size(1), size_of::<NestState>());
+        assert_eq!(c_size(2), size_of::<NestTask>());
+        assert_eq!(c_size(3), size_of::<NestChoice>());
+    }
+
+    #[test]
+    fn stat_count_matches_c_enum() {
+        assert_eq!(crate::Stat::ALL.len(), NR_STATS);
+        // SAFETY: as above.
+        assert_eq!(unsafe { nest_native_sizeof(4) }, NR_STATS);
+    }
+}

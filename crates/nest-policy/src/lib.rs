@@ -1,0 +1,403 @@
+//! The Nest placement policy, natively.
+//!
+//! The decisions live in C under `policy/` and are compiled both into the
+//! BPF scheduler (`scx_nest`) and, by this crate, into native code for host
+//! tests and the simulator. This crate adds only the native platform: the
+//! host (a test, the simulator) implements [`Platform`] and calls
+//! [`NestPolicy`] at the same points where the kernel calls the scheduler.
+
+mod duration;
+mod ffi;
+
+pub use duration::parse_duration_ns;
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use ffi::MAX_CPUS;
+use nest_trace::Topology;
+
+/// What the policy needs from its host. Mirrors the platform interface in
+/// `policy/nest_policy.h`.
+pub trait Platform {
+    /// Atomically take `cpu`'s idle state: true if it was idle and now is
+    /// ours. Two claims of one idle CPU must never both succeed.
+    fn claim_idle(&mut self, cpu: u32) -> bool;
+    /// May the task being placed run on `cpu`?
+    fn task_allowed(&self, cpu: u32) -> bool;
+    /// The host's default placement for a task whose previous CPU is
+    /// `prev`: the CPU, and whether it was idle and has been claimed.
+    fn default_cpu(&mut self, prev: u32) -> (u32, bool);
+    /// Claim any idle CPU the task may use, on any socket.
+    fn pick_any_idle(&mut self) -> Option<u32>;
+    /// Monotonic time in ns.
+    fn now_ns(&self) -> u64;
+}
+
+/// A mechanism of Nest that can be switched off (ablation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mechanism {
+    Attach,
+    Reserve,
+    Impatience,
+    Compaction,
+    ExitDemotion,
+    WideFallback,
+}
+
+impl Mechanism {
+    pub const ALL: [Mechanism; 6] = [
+        Mechanism::Attach,
+        Mechanism::Reserve,
+        Mechanism::Impatience,
+        Mechanism::Compaction,
+        Mechanism::ExitDemotion,
+        Mechanism::WideFallback,
+    ];
+
+    /// The bit of `enum nest_mechanism`.
+    pub fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+
+    /// The name users type, e.g. in `--disable compaction`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Attach => "attach",
+            Mechanism::Reserve => "reserve",
+            Mechanism::Impatience => "impatience",
+            Mechanism::Compaction => "compaction",
+            Mechanism::ExitDemotion => "exit-demotion",
+            Mechanism::WideFallback => "wide-fallback",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// The policy's tunables, with the published defaults (at 250 Hz).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Idle time before a primary CPU is demoted (P_remove).
+    pub p_remove_ns: u64,
+    /// Longest warm spin of an idle primary CPU (S_max).
+    pub s_max_ns: u64,
+    /// Reserve nest capacity (R_max).
+    pub r_max: u32,
+    /// Previous-CPU misses before a task is impatient (R_impatient).
+    pub r_impatient: u32,
+    /// Switched-off mechanisms.
+    pub disabled: Vec<Mechanism>,
+}
+
+/// One tick at the published 250 Hz.
+pub const TICK_NS: u64 = 4_000_000;
+
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            p_remove_ns: 2 * TICK_NS,
+            s_max_ns: 2 * TICK_NS,
+            r_max: 5,
+            r_impatient: 2,
+            disabled: Vec::new(),
+        }
+    }
+}
+
+/// How a placement was decided, and other countable policy events
+/// (`enum nest_stat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stat {
+    Attached,
+    Prev,
+    Primary,
+    Reserve,
+    Fallback,
+    FallbackWide,
+    NoIdle,
+    Promoted,
+    JoinedReserve,
+    JoinedPrimary,
+    Compacted,
+    ExitDemoted,
+    ReserveFull,
+    Impatient,
+}
+
+impl Stat {
+    pub const ALL: [Stat; ffi::NR_STATS] = [
+        Stat::Attached,
+        Stat::Prev,
+        Stat::Primary,
+        Stat::Reserve,
+        Stat::Fallback,
+        Stat::FallbackWide,
+        Stat::NoIdle,
+        Stat::Promoted,
+        Stat::JoinedReserve,
+        Stat::JoinedPrimary,
+        Stat::Compacted,
+        Stat::ExitDemoted,
+        Stat::ReserveFull,
+        Stat::Impatient,
+    ];
+
+    fn from_raw(raw: u32) -> Stat {
+        Self::ALL[raw as usize]
+    }
+}
+
+/// Per-task policy state; one per task, owned by the host.
+#[derive(Clone, Debug)]
+pub struct TaskState(ffi::NestTask);
+
+impl TaskState {
+    pub fn new() -> Self {
+        let mut t = ffi::NestTask::default();
+        // SAFETY: `t` is a valid, exclusively borrowed nest_task.
+        unsafe { ffi::nest_native_task_init(&mut t) };
+        Self(t)
+    }
+
+    /// The last two CPUs the task ran on, most recent first.
+    pub fn recent_cpus(&self) -> [Option<u32>; 2] {
+        self.0.recent_cpu.map(|c| u32::try_from(c).ok())
+    }
+
+    /// Consecutive placements that missed the previous CPU.
+    pub fn prev_misses(&self) -> u32 {
+        self.0.prev_misses
+    }
+}
+
+impl Default for TaskState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The outcome of one placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// Where to run (the previous CPU when nothing idle was found).
+    pub cpu: u32,
+    /// The CPU was idle and has been claimed for the task.
+    pub idle: bool,
+    /// Which step decided.
+    pub how: Stat,
+}
+
+/// A configuration the policy cannot run with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The Nest policy for one machine: the nests and the counters.
+///
+/// Methods take `&self` because, as in the kernel, placements on different
+/// CPUs may run at the same time; the C code updates shared state with
+/// atomic operations.
+pub struct NestPolicy {
+    cfg: Box<ffi::NestConfig>,
+    state: Box<UnsafeCell<ffi::NestState>>,
+    stats: [AtomicU64; ffi::NR_STATS],
+}
+
+// SAFETY: the C policy only touches shared state through atomic operations
+// and READ_ONCE/WRITE_ONCE, as it must in the kernel.
+unsafe impl Sync for NestPolicy {}
+unsafe impl Send for NestPolicy {}
+
+/// What the C code's `nest_env_t` points to natively.
+struct Env<'a> {
+    plat: Option<&'a mut dyn Platform>,
+    stats: &'a [AtomicU64; ffi::NR_STATS],
+}
+
+impl NestPolicy {
+    /// A policy for `topo`, whose reserve searches start at `reserve_start`
+    /// (the CPU where Nest was started).
+    pub fn new(topo: &Topology, reserve_start: u32, params: &Params) -> Result<Self, ConfigError> {
+        let nr_cpus = topo.nr_cpus();
+        if nr_cpus == 0 || nr_cpus > MAX_CPUS {
+            return Err(ConfigError(format!(
+                "the policy supports 1 to {MAX_CPUS} CPUs, the topology has {nr_cpus}"
+            )));
+        }
+        if reserve_start as usize >= nr_cpus {
+            return Err(ConfigError(format!(
+                "reserve start CPU {reserve_start} is not one of the {nr_cpus} CPUs"
+            )));
+        }
+        let cfg = Box::new(ffi::NestConfig::new(topo, reserve_start, params));
+        Ok(Self {
+            cfg,
+            state: Box::new(UnsafeCell::new(ffi::NestState::default())),
+            stats: std::array::from_fn(|_| AtomicU64::new(0)),
+        })
+    }
+
+    fn state_ptr(&self) -> *mut ffi::NestState {
+        self.state.get()
+    }
+
+    fn env<'a>(&'a self, plat: Option<&'a mut dyn Platform>) -> Env<'a> {
+        Env {
+            plat,
+            stats: &self.stats,
+        }
+    }
+
+    /// Place a forked or woken task whose previous CPU (on fork: the
+    /// parent's) is `prev_cpu`.
+    pub fn select_cpu(
+        &self,
+        plat: &mut dyn Platform,
+        task: &mut TaskState,
+        prev_cpu: u32,
+    ) -> Choice {
+        let mut env = self.env(Some(plat));
+        let mut out = ffi::NestChoice::default();
+        // SAFETY: all pointers are valid for the call; shared state is
+        // accessed atomically by the C code.
+        unsafe {
+            ffi::nest_native_select_cpu(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                &mut task.0,
+                prev_cpu as i32,
+                &mut out,
+            )
+        };
+        Choice {
+            cpu: out.cpu as u32,
+            idle: out.idle != 0,
+            how: Stat::from_raw(out.how),
+        }
+    }
+
+    /// The task started running on `cpu`.
+    pub fn task_running(&self, task: &mut TaskState, cpu: u32) {
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe { ffi::nest_native_task_running(self.state_ptr(), &mut task.0, cpu as i32) };
+    }
+
+    /// The task running on `cpu` is exiting.
+    pub fn task_exiting(&self, cpu: u32) {
+        // SAFETY: valid pointer; see select_cpu.
+        unsafe { ffi::nest_native_task_exiting(self.state_ptr(), cpu as i32) };
+    }
+
+    /// `cpu` went idle at `now_ns`.
+    pub fn cpu_idle(&self, cpu: u32, now_ns: u64) {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; the idle path only counts through env.
+        unsafe {
+            ffi::nest_native_cpu_idle(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                cpu as i32,
+                now_ns,
+            )
+        };
+    }
+
+    /// `cpu` left its idle state.
+    pub fn cpu_busy(&self, cpu: u32) {
+        // SAFETY: valid pointer; see select_cpu.
+        unsafe { ffi::nest_native_cpu_busy(self.state_ptr(), cpu as i32) };
+    }
+
+    fn mask_cpus(&self, mask: &[u64]) -> Vec<u32> {
+        (0..self.cfg.nr_cpus)
+            .filter(|&cpu| {
+                // Atomic read: other threads may be placing tasks.
+                let word = &mask[cpu as usize / 64] as *const u64 as *const AtomicU64;
+                // SAFETY: AtomicU64 has the layout of u64; the word lives as
+                // long as self.
+                let bits = unsafe { (*word).load(Ordering::Relaxed) };
+                bits & (1 << (cpu % 64)) != 0
+            })
+            .collect()
+    }
+
+    /// CPUs of the primary nest.
+    pub fn primary(&self) -> Vec<u32> {
+        // SAFETY: only the address of the mask is taken; words are read
+        // atomically.
+        let st = unsafe { &*self.state_ptr() };
+        self.mask_cpus(&st.primary)
+    }
+
+    /// CPUs of the reserve nest.
+    pub fn reserve(&self) -> Vec<u32> {
+        // SAFETY: as in primary().
+        let st = unsafe { &*self.state_ptr() };
+        self.mask_cpus(&st.reserve)
+    }
+
+    /// How many times `stat` happened.
+    pub fn stat(&self, stat: Stat) -> u64 {
+        self.stats[stat as usize].load(Ordering::Relaxed)
+    }
+}
+
+fn env_of<'a>(env: *mut c_void) -> &'a mut Env<'a> {
+    // SAFETY: the C policy passes back the pointer it was given by a
+    // NestPolicy method, which outlives the call.
+    unsafe { &mut *(env as *mut Env) }
+}
+
+fn plat_of<'a>(env: *mut c_void) -> &'a mut dyn Platform {
+    env_of(env)
+        .plat
+        .as_deref_mut()
+        .expect("the policy asked the platform for placement outside select_cpu")
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_claim_idle(env: *mut c_void, cpu: i32) -> bool {
+    plat_of(env).claim_idle(cpu as u32)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_task_allowed(env: *mut c_void, cpu: i32) -> bool {
+    plat_of(env).task_allowed(cpu as u32)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_default_cpu(env: *mut c_void, prev_cpu: i32, idle: *mut bool) -> i32 {
+    let (cpu, was_idle) = plat_of(env).default_cpu(prev_cpu as u32);
+    // SAFETY: the C caller passes a valid bool pointer.
+    unsafe { *idle = was_idle };
+    cpu as i32
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_pick_any_idle(env: *mut c_void) -> i32 {
+    plat_of(env).pick_any_idle().map_or(-1, |cpu| cpu as i32)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_now(env: *mut c_void) -> u64 {
+    plat_of(env).now_ns()
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_count(env: *mut c_void, stat: u32) {
+    env_of(env).stats[stat as usize].fetch_add(1, Ordering::Relaxed);
+}

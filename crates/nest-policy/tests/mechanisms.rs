@@ -1,0 +1,391 @@
+//! Each Nest mechanism, driven through the real C policy on a modelled
+//! 2 sockets x 4 cores x 2 threads machine (CPUs 0-3 and 8-11 on socket 0,
+//! 4-7 and 12-15 on socket 1).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nest_policy::{Mechanism, NestPolicy, Params, Platform, Stat, TaskState};
+use nest_trace::Topology;
+
+const MS: u64 = 1_000_000;
+
+/// A machine whose CPUs are all idle at first; idle states are atomics so
+/// several threads can race for them.
+struct Machine {
+    topo: Topology,
+    idle: Vec<AtomicBool>,
+}
+
+impl Machine {
+    fn new() -> Self {
+        let topo = Topology::regular(2, 4, 2);
+        let idle = (0..topo.nr_cpus()).map(|_| AtomicBool::new(true)).collect();
+        Self { topo, idle }
+    }
+
+    fn set_busy(&self, cpus: &[u32]) {
+        for &cpu in cpus {
+            self.idle[cpu as usize].store(false, Ordering::SeqCst);
+        }
+    }
+
+    fn set_idle(&self, cpus: &[u32]) {
+        for &cpu in cpus {
+            self.idle[cpu as usize].store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn socket(&self, cpu: u32) -> u32 {
+        self.topo.place(cpu).unwrap().socket
+    }
+}
+
+/// The platform seen by one placement: the default placement looks only at
+/// the previous CPU's socket, like a per-node idle search.
+struct Plat<'a> {
+    machine: &'a Machine,
+    now: u64,
+    allowed: Option<Vec<u32>>,
+}
+
+impl<'a> Plat<'a> {
+    fn new(machine: &'a Machine, now: u64) -> Self {
+        Self {
+            machine,
+            now,
+            allowed: None,
+        }
+    }
+}
+
+impl Platform for Plat<'_> {
+    fn claim_idle(&mut self, cpu: u32) -> bool {
+        self.machine.idle[cpu as usize].swap(false, Ordering::SeqCst)
+    }
+
+    fn task_allowed(&self, cpu: u32) -> bool {
+        self.allowed.as_ref().is_none_or(|a| a.contains(&cpu))
+    }
+
+    fn default_cpu(&mut self, prev: u32) -> (u32, bool) {
+        let socket = self.machine.socket(prev);
+        let candidates: Vec<u32> = (0..self.machine.topo.nr_cpus() as u32)
+            .filter(|&c| self.machine.socket(c) == socket)
+            .collect();
+        for cpu in candidates {
+            if self.task_allowed(cpu) && self.claim_idle(cpu) {
+                return (cpu, true);
+            }
+        }
+        (prev, false)
+    }
+
+    fn pick_any_idle(&mut self) -> Option<u32> {
+        (0..self.machine.topo.nr_cpus() as u32)
+            .find(|&c| self.task_allowed(c) && self.claim_idle(c))
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.now
+    }
+}
+
+fn policy(machine: &Machine, params: Params) -> NestPolicy {
+    NestPolicy::new(&machine.topo, 0, &params).unwrap()
+}
+
+/// Place a task, run it on the chosen CPU, and return the CPU.
+fn place_and_run(p: &NestPolicy, m: &Machine, task: &mut TaskState, prev: u32, now: u64) -> u32 {
+    let choice = p.select_cpu(&mut Plat::new(m, now), task, prev);
+    assert!(choice.idle, "expected an idle CPU, got {choice:?}");
+    p.cpu_busy(choice.cpu);
+    p.task_running(task, choice.cpu);
+    choice.cpu
+}
+
+/// The task on `cpu` blocks at `now`: the CPU goes idle.
+fn block(p: &NestPolicy, m: &Machine, cpu: u32, now: u64) {
+    m.set_idle(&[cpu]);
+    p.cpu_idle(cpu, now);
+}
+
+#[test]
+fn a_fallback_cpu_joins_the_reserve_then_is_promoted_when_found_there() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    let mut task = TaskState::new();
+
+    let cpu = place_and_run(&p, &m, &mut task, 2, 0);
+    assert_eq!(
+        cpu, 0,
+        "the default placement gives the first idle CPU of the socket"
+    );
+    assert_eq!(p.stat(Stat::Fallback), 1);
+    assert_eq!(p.reserve(), vec![0]);
+    assert!(p.primary().is_empty());
+
+    block(&p, &m, cpu, MS);
+    place_and_run(&p, &m, &mut task, cpu, 2 * MS);
+    assert_eq!(p.stat(Stat::Reserve), 1);
+    assert_eq!(p.stat(Stat::Promoted), 1);
+    assert_eq!(p.primary(), vec![0]);
+    assert!(p.reserve().is_empty());
+}
+
+#[test]
+fn a_task_returns_to_its_idle_previous_cpu_in_the_primary_nest() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    let mut task = TaskState::new();
+    let first = place_and_run(&p, &m, &mut task, 5, 0);
+    block(&p, &m, first, MS);
+    place_and_run(&p, &m, &mut task, first, 2 * MS); // promoted
+    block(&p, &m, first, 3 * MS);
+    let mut other = TaskState::new(); // never ran: not attached
+    let cpu = place_and_run(&p, &m, &mut other, first, 4 * MS);
+    assert_eq!(cpu, first);
+    assert_eq!(p.stat(Stat::Prev), 1);
+}
+
+/// Fill the primary nest with `cpus` by placing a task on each twice.
+fn grow_primary(p: &NestPolicy, m: &Machine, cpus: &[u32], now: u64) {
+    for &cpu in cpus {
+        // Only `cpu` idle: the fallback must take it, then the reserve
+        // search promotes it.
+        let others: Vec<u32> = (0..16).filter(|&c| c != cpu).collect();
+        m.set_busy(&others);
+        let mut t = TaskState::new();
+        let got = place_and_run(p, m, &mut t, cpu, now);
+        assert_eq!(got, cpu);
+        block(p, m, cpu, now);
+        let got = place_and_run(p, m, &mut t, cpu, now);
+        assert_eq!(got, cpu);
+        block(p, m, cpu, now);
+        m.set_idle(&others);
+    }
+    let mut primary = p.primary();
+    primary.sort();
+    let mut want = cpus.to_vec();
+    want.sort();
+    assert_eq!(primary, want);
+}
+
+#[test]
+fn the_primary_scan_visits_the_previous_cpus_socket_first() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 6], 0);
+    // prev = 5 (socket 1) is busy; the scan from 5 would reach 6 before
+    // wrapping to 1, and 6 is also the socket-1 CPU: make the wrap matter by
+    // starting at 7, whose next CPUs in number order are 8.. then 0, 1.
+    m.set_busy(&[7]);
+    let mut t = TaskState::new();
+    let cpu = place_and_run(&p, &m, &mut t, 7, 0);
+    assert_eq!(cpu, 6, "socket 1's primary CPU comes before socket 0's");
+    assert_eq!(p.stat(Stat::Primary), 1);
+
+    // From socket 0, the socket-0 primary CPU is preferred.
+    block(&p, &m, 6, 0);
+    m.set_busy(&[2]);
+    let mut t = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut t, 2, 0), 1);
+}
+
+#[test]
+fn an_idle_primary_cpu_is_compacted_after_p_remove() {
+    let m = Machine::new();
+    let params = Params::default();
+    let p_remove = params.p_remove_ns;
+    let p = policy(&m, params);
+    grow_primary(&p, &m, &[1, 2], 0);
+    // CPU 1 has been idle since 0; at P_remove + 1 ms a scan that meets it
+    // demotes it to the reserve, and CPU 2 (idle only briefly) is used.
+    p.cpu_idle(2, p_remove);
+    m.set_busy(&[0]);
+    let mut t = TaskState::new();
+    let cpu = place_and_run(&p, &m, &mut t, 0, p_remove + MS);
+    assert_eq!(cpu, 2);
+    assert_eq!(p.stat(Stat::Compacted), 1);
+    assert_eq!(p.primary(), vec![2]);
+    assert!(p.reserve().contains(&1));
+}
+
+#[test]
+fn compaction_can_be_switched_off() {
+    let m = Machine::new();
+    let params = Params {
+        disabled: vec![Mechanism::Compaction],
+        ..Params::default()
+    };
+    let p = policy(&m, params);
+    grow_primary(&p, &m, &[1, 2], 0);
+    m.set_busy(&[0]);
+    let mut t = TaskState::new();
+    let cpu = place_and_run(&p, &m, &mut t, 0, 100 * MS);
+    assert_eq!(cpu, 1);
+    assert_eq!(p.stat(Stat::Compacted), 0);
+}
+
+#[test]
+fn an_attached_task_reclaims_its_compaction_eligible_core() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[3, 1], 0);
+    // The task ran on CPU 3 twice: it is attached to CPU 3.
+    let mut task = TaskState::new();
+    p.task_running(&mut task, 3);
+    p.task_running(&mut task, 3);
+    assert_eq!(task.recent_cpus(), [Some(3), Some(3)]);
+    // CPU 3 has been idle far longer than P_remove; prev is busy CPU 0.
+    m.set_busy(&[0]);
+    let cpu = place_and_run(&p, &m, &mut task, 0, 50 * MS);
+    assert_eq!(cpu, 3);
+    assert_eq!(p.stat(Stat::Attached), 1);
+    assert_eq!(p.stat(Stat::Compacted), 0);
+}
+
+#[test]
+fn a_task_that_keeps_missing_its_cpu_becomes_impatient_and_grows_the_primary() {
+    let m = Machine::new();
+    let params = Params::default();
+    let r_impatient = params.r_impatient;
+    let p = policy(&m, params);
+    grow_primary(&p, &m, &[1], 0);
+    let mut task = TaskState::new();
+    // The previous CPU (5, on the other socket) is busy every time; the
+    // task gets CPU 1, the primary nest's only CPU, until it is impatient.
+    m.set_busy(&[5]);
+    for _ in 0..r_impatient {
+        let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut task, 5);
+        assert_eq!((choice.cpu, choice.how), (1, Stat::Primary));
+        m.set_idle(&[1]);
+    }
+    assert_eq!(task.prev_misses(), r_impatient);
+    // Now impatient: the primary search is skipped although CPU 1 is idle,
+    // and the CPU found by the fallback joins the primary nest directly.
+    let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut task, 5);
+    assert_eq!(p.stat(Stat::Impatient), 1);
+    assert_eq!((choice.cpu, choice.how), (4, Stat::Fallback));
+    assert_eq!(p.primary(), vec![1, 4]);
+    assert_eq!(p.stat(Stat::JoinedPrimary), 1);
+
+    // Getting the previous CPU back resets the count.
+    m.set_idle(&[5]);
+    let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut task, 5);
+    assert_eq!(choice.cpu, 5);
+    assert_eq!(task.prev_misses(), 0);
+}
+
+#[test]
+fn the_reserve_never_exceeds_r_max() {
+    let m = Machine::new();
+    let params = Params {
+        r_max: 3,
+        ..Params::default()
+    };
+    let p = policy(&m, params);
+    // Twelve tasks placed at once, each through the fallback.
+    for i in 0..12 {
+        let mut t = TaskState::new();
+        let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut t, i % 16);
+        assert!(choice.idle);
+        assert!(p.reserve().len() <= 3, "reserve {:?}", p.reserve());
+    }
+    assert_eq!(p.reserve().len(), 3);
+    assert!(p.stat(Stat::ReserveFull) > 0);
+}
+
+#[test]
+fn exit_demotes_the_cpu_at_once() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[2], 0);
+    let mut t = TaskState::new();
+    let cpu = place_and_run(&p, &m, &mut t, 2, 0);
+    p.task_exiting(cpu);
+    block(&p, &m, cpu, MS);
+    assert!(p.primary().is_empty());
+    assert_eq!(p.reserve(), vec![2]);
+    assert_eq!(p.stat(Stat::ExitDemoted), 1);
+}
+
+#[test]
+fn the_fallback_looks_at_every_socket_before_giving_up() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    // Socket 0 is fully busy; the default placement only looks there.
+    m.set_busy(&[0, 1, 2, 3, 8, 9, 10, 11]);
+    let mut t = TaskState::new();
+    let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut t, 1);
+    assert!(choice.idle);
+    assert_eq!(m.socket(choice.cpu), 1);
+    assert_eq!(choice.how, Stat::FallbackWide);
+
+    // Switched off, the task is queued on its previous CPU.
+    let p = policy(
+        &m,
+        Params {
+            disabled: vec![Mechanism::WideFallback],
+            ..Params::default()
+        },
+    );
+    let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut t, 1);
+    assert!(!choice.idle);
+    assert_eq!(choice.cpu, 1);
+    assert_eq!(choice.how, Stat::NoIdle);
+}
+
+#[test]
+fn affinity_is_respected_in_every_step() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[0, 1], 0);
+    let mut t = TaskState::new();
+    let mut plat = Plat::new(&m, 0);
+    plat.allowed = Some(vec![13]);
+    let choice = p.select_cpu(&mut plat, &mut t, 0);
+    assert_eq!(choice.cpu, 13);
+    assert!(choice.idle);
+}
+
+#[test]
+fn without_a_reserve_fallback_cpus_join_the_primary() {
+    let m = Machine::new();
+    let p = policy(
+        &m,
+        Params {
+            disabled: vec![Mechanism::Reserve],
+            ..Params::default()
+        },
+    );
+    let mut t = TaskState::new();
+    let cpu = place_and_run(&p, &m, &mut t, 4, 0);
+    assert_eq!(p.primary(), vec![cpu]);
+    assert!(p.reserve().is_empty());
+}
+
+#[test]
+fn racing_placements_never_get_the_same_idle_cpu() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    for round in 0..2000 {
+        // One idle CPU left, in the primary nest; two tasks race for it.
+        let last = round % 16;
+        let busy: Vec<u32> = (0..16).filter(|&c| c != last).collect();
+        m.set_busy(&busy);
+        m.set_idle(&[last]);
+        let results: Vec<bool> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut t = TaskState::new();
+                        p.select_cpu(&mut Plat::new(&m, 0), &mut t, last).idle
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let winners = results.iter().filter(|&&idle| idle).count();
+        assert_eq!(winners, 1, "round {round}: {results:?}");
+    }
+}

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Nest placement policy (Nest, EuroSys 2022), written once for every host.
+ *
+ * Nest keeps two CPU sets. The primary nest holds CPUs used recently and
+ * expected to be used again soon; the reserve nest holds at most R_max CPUs
+ * that either left the primary nest or were picked by the fallback and have
+ * not yet proved themselves. A task being placed tries, in order:
+ *
+ *   1. its attached CPU (the last two CPUs it ran on are the same), if that
+ *      CPU is in the primary nest and idle, even if it is due for compaction;
+ *   2. unless the task is impatient, the primary nest, from its previous CPU
+ *      onwards, CPUs of its previous CPU's LLC first, demoting CPUs that have
+ *      been idle longer than P_remove as the scan meets them (lazy
+ *      compaction: no timers);
+ *   3. the reserve nest, from a fixed CPU (where Nest started), same LLC
+ *      first; a CPU found there is promoted to the primary nest;
+ *   4. the host's default placement, then any idle CPU of any socket (work
+ *      conservation); the CPU found joins the reserve, or the primary nest
+ *      if the task is impatient.
+ *
+ * CPUs are only ever taken through plat_claim_idle(), an atomic claim of the
+ * CPU's idle state, so two racing placements cannot take the same CPU; a
+ * lost claim just continues the search.
+ *
+ * A task is impatient after missing its previous CPU R_impatient times in a
+ * row; getting it back resets the count. When a task exits and its CPU goes
+ * idle, the CPU leaves the primary nest at once.
+ *
+ * The includer defines the platform interface (see nest_policy.h), the
+ * integer types, bool, READ_ONCE/WRITE_ONCE and bpf_for() first.
+ */
+#include "nest_policy.h"
+
+static bool mech_on(const struct nest_config *cfg, u32 mech)
+{
+	return !(cfg->disabled & mech);
+}
+
+static bool cpu_valid(const struct nest_config *cfg, s32 cpu)
+{
+	return cpu >= 0 && cpu < NEST_MAX_CPUS && (u32)cpu < cfg->nr_cpus;
+}
+
+static u64 cpu_bit(s32 cpu)
+{
+	return 1ULL << (cpu & 63);
+}
+
+static bool mask_test(const u64 *mask, s32 cpu)
+{
+	return READ_ONCE(mask[(cpu / 64) & (NEST_MASK_WORDS - 1)]) & cpu_bit(cpu);
+}
+
+/* Set @cpu in @mask; true if it was not set before. */
+static bool mask_set(u64 *mask, s32 cpu)
+{
+	u64 old = __sync_fetch_and_or(&mask[(cpu / 64) & (NEST_MASK_WORDS - 1)],
+				      cpu_bit(cpu));
+
+	return !(old & cpu_bit(cpu));
+}
+
+/* Clear @cpu in @mask; true if it was set before. */
+static bool mask_clear(u64 *mask, s32 cpu)
+{
+	u64 old = __sync_fetch_and_and(&mask[(cpu / 64) & (NEST_MASK_WORDS - 1)],
+				       ~cpu_bit(cpu));
+
+	return old & cpu_bit(cpu);
+}
+
+static struct nest_cpu *nest_cpu(struct nest_state *st, s32 cpu)
+{
+	if (cpu < 0 || cpu >= NEST_MAX_CPUS)
+		return NULL;
+	return &st->cpus[cpu];
+}
+
+static u32 cpu_llc(const struct nest_config *cfg, s32 cpu)
+{
+	if (cpu < 0 || cpu >= NEST_MAX_CPUS)
+		return 0;
+	return cfg->cpu_llc[cpu];
+}
+
+/* Add @cpu to the reserve if it has room; false if it was full. */
+static bool reserve_add(struct nest_state *st, const struct nest_config *cfg,
+			s32 cpu)
+{
+	if (__sync_fetch_and_add(&st->nr_reserve, 1) >= (s32)cfg->r_max) {
+		__sync_fetch_and_add(&st->nr_reserve, -1);
+		return false;
+	}
+	if (!mask_set(st->reserve, cpu))
+		__sync_fetch_and_add(&st->nr_reserve, -1);
+	return true;
+}
+
+static void reserve_remove(struct nest_state *st, s32 cpu)
+{
+	if (mask_clear(st->reserve, cpu))
+		__sync_fetch_and_add(&st->nr_reserve, -1);
+}
+
+/*
+ * Move @cpu from the primary nest to the reserve (or out of both nests when
+ * the reserve is full). @why is the statistic to count.
+ */
+static void demote(struct nest_state *st, const struct nest_config *cfg,
+		   nest_env_t env, s32 cpu, enum nest_stat why)
+{
+	if (!mask_clear(st->primary, cpu))
+		return;
+	plat_count(env, why);
+	if (mech_on(cfg, NEST_MECH_RESERVE) && !reserve_add(st, cfg, cpu))
+		plat_count(env, NEST_STAT_RESERVE_FULL);
+}
+
+static void promote(struct nest_state *st, nest_env_t env, s32 cpu)
+{
+	reserve_remove(st, cpu);
+	if (mask_set(st->primary, cpu))
+		plat_count(env, NEST_STAT_PROMOTED);
+}
+
+/* Has primary CPU @cpu been idle for longer than P_remove? */
+static bool due_for_compaction(struct nest_state *st,
+			       const struct nest_config *cfg, s32 cpu, u64 now)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+	u64 idle_since;
+
+	if (!c || !mech_on(cfg, NEST_MECH_COMPACTION))
+		return false;
+	idle_since = READ_ONCE(c->idle_since);
+	return idle_since && now > idle_since &&
+	       now - idle_since > cfg->p_remove_ns;
+}
+
+static bool try_claim(nest_env_t env, s32 cpu)
+{
+	return plat_task_allowed(env, cpu) && plat_claim_idle(env, cpu);
+}
+
+/*
+ * Scan @mask for an idle CPU the task may use, starting at @start and
+ * wrapping around: CPUs of LLC @llc first, then the others. With @compact,
+ * CPUs idle for longer than P_remove are demoted instead of used.
+ * Returns the claimed CPU or -1.
+ */
+static s32 scan_nest(struct nest_state *st, const struct nest_config *cfg,
+		     nest_env_t env, u64 *mask, s32 start, u32 llc,
+		     bool compact, u64 now)
+{
+	s32 nr_cpus = cfg->nr_cpus;
+	s32 pass, i;
+
+	if (!cpu_valid(cfg, start))
+		start = 0;
+
+	bpf_for(pass, 0, 2) {
+		bpf_for(i, 0, nr_cpus) {
+			s32 cpu = start + i;
+
+			if (cpu >= nr_cpus)
+				cpu -= nr_cpus;
+			if (!cpu_valid(cfg, cpu) || !mask_test(mask, cpu))
+				continue;
+			if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
+				continue;
+			if (compact && due_for_compaction(st, cfg, cpu, now)) {
+				demote(st, cfg, env, cpu, NEST_STAT_COMPACTED);
+				continue;
+			}
+			if (try_claim(env, cpu))
+				return cpu;
+		}
+	}
+	return -1;
+}
+
+/* The task's attached CPU: its last two CPUs when they are equal, or -1. */
+static s32 attached_cpu(const struct nest_task *t)
+{
+	if (t->recent_cpu[0] >= 0 && t->recent_cpu[0] == t->recent_cpu[1])
+		return t->recent_cpu[0];
+	return -1;
+}
+
+static bool task_impatient(const struct nest_config *cfg,
+			   const struct nest_task *t)
+{
+	return mech_on(cfg, NEST_MECH_IMPATIENCE) &&
+	       t->prev_misses >= cfg->r_impatient;
+}
+
+/* Put a CPU found by the fallback into a nest. */
+static void adopt_fallback_cpu(struct nest_state *st,
+			       const struct nest_config *cfg, nest_env_t env,
+			       s32 cpu, bool impatient)
+{
+	if (!cpu_valid(cfg, cpu) || mask_test(st->primary, cpu))
+		return;
+	if (impatient || !mech_on(cfg, NEST_MECH_RESERVE)) {
+		reserve_remove(st, cpu);
+		mask_set(st->primary, cpu);
+		plat_count(env, NEST_STAT_JOINED_PRIMARY);
+	} else if (mask_test(st->reserve, cpu)) {
+		/* Already in the reserve: nothing to add. */
+	} else if (reserve_add(st, cfg, cpu)) {
+		plat_count(env, NEST_STAT_JOINED_RESERVE);
+	} else {
+		plat_count(env, NEST_STAT_RESERVE_FULL);
+	}
+}
+
+/* Steps 1 to 3: the nests. Returns the claimed CPU or -1. */
+static s32 search_nests(struct nest_state *st, const struct nest_config *cfg,
+			nest_env_t env, struct nest_task *t, s32 prev_cpu,
+			bool impatient, u32 *how)
+{
+	u32 llc = cpu_llc(cfg, prev_cpu);
+	u64 now = plat_now(env);
+	s32 cpu = attached_cpu(t);
+
+	if (mech_on(cfg, NEST_MECH_ATTACH) && cpu_valid(cfg, cpu) &&
+	    mask_test(st->primary, cpu) && try_claim(env, cpu)) {
+		*how = NEST_STAT_ATTACHED;
+		return cpu;
+	}
+
+	if (!impatient) {
+		cpu = scan_nest(st, cfg, env, st->primary, prev_cpu, llc, true,
+				now);
+		if (cpu >= 0) {
+			*how = cpu == prev_cpu ? NEST_STAT_PREV :
+						 NEST_STAT_PRIMARY;
+			return cpu;
+		}
+	}
+
+	if (mech_on(cfg, NEST_MECH_RESERVE)) {
+		cpu = scan_nest(st, cfg, env, st->reserve, cfg->reserve_start,
+				llc, false, now);
+		if (cpu >= 0) {
+			promote(st, env, cpu);
+			*how = NEST_STAT_RESERVE;
+			return cpu;
+		}
+	}
+	return -1;
+}
+
+/* Step 4: the default placement, then every socket. */
+static s32 search_fallback(const struct nest_config *cfg, nest_env_t env,
+			   s32 prev_cpu, u32 *how)
+{
+	bool idle = false;
+	s32 cpu = plat_default_cpu(env, prev_cpu, &idle);
+
+	if (idle) {
+		*how = NEST_STAT_FALLBACK;
+		return cpu;
+	}
+	if (mech_on(cfg, NEST_MECH_WIDE_FALLBACK)) {
+		cpu = plat_pick_any_idle(env);
+		if (cpu >= 0) {
+			*how = NEST_STAT_FALLBACK_WIDE;
+			return cpu;
+		}
+	}
+	return -1;
+}
+
+/*
+ * Choose a CPU for the task described by @t, whose previous CPU (on fork:
+ * the parent's CPU) is @prev_cpu. Fills @out; out->idle tells whether an
+ * idle CPU was claimed (otherwise the task should be queued).
+ */
+static void nest_select_cpu(struct nest_state *st,
+			    const struct nest_config *cfg, nest_env_t env,
+			    struct nest_task *t, s32 prev_cpu,
+			    struct nest_choice *out)
+{
+	bool impatient = task_impatient(cfg, t);
+	u32 how = NEST_STAT_NO_IDLE;
+	s32 cpu;
+
+	if (impatient)
+		plat_count(env, NEST_STAT_IMPATIENT);
+
+	cpu = search_nests(st, cfg, env, t, prev_cpu, impatient, &how);
+	if (cpu < 0) {
+		cpu = search_fallback(cfg, env, prev_cpu, &how);
+		if (cpu >= 0)
+			adopt_fallback_cpu(st, cfg, env, cpu, impatient);
+	}
+	plat_count(env, how);
+
+	if (cpu == prev_cpu)
+		t->prev_misses = 0;
+	else
+		t->prev_misses++;
+
+	out->idle = cpu >= 0;
+	out->cpu = cpu >= 0 ? cpu : prev_cpu;
+	out->how = how;
+}
+
+/* The task described by @t started running on @cpu. */
+static void nest_task_running(struct nest_state *st, struct nest_task *t,
+			      s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+
+	t->recent_cpu[1] = t->recent_cpu[0];
+	t->recent_cpu[0] = cpu;
+	if (c) {
+		WRITE_ONCE(c->idle_since, 0);
+		WRITE_ONCE(c->task_exited, 0);
+	}
+}
+
+/* The task running on @cpu is exiting. */
+static void nest_task_exiting(struct nest_state *st, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+
+	if (c)
+		WRITE_ONCE(c->task_exited, 1);
+}
+
+/*
+ * @cpu went idle at @now. If the last task to run there exited, the CPU
+ * leaves the primary nest at once.
+ */
+static void nest_cpu_idle(struct nest_state *st, const struct nest_config *cfg,
+			  nest_env_t env, s32 cpu, u64 now)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+
+	if (!c)
+		return;
+	WRITE_ONCE(c->idle_since, now ? now : 1);
+	if (READ_ONCE(c->task_exited)) {
+		WRITE_ONCE(c->task_exited, 0);
+		if (mech_on(cfg, NEST_MECH_EXIT_DEMOTION))
+			demote(st, cfg, env, cpu, NEST_STAT_EXIT_DEMOTED);
+	}
+}
+
+/* @cpu left its idle state. */
+static void nest_cpu_busy(struct nest_state *st, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+
+	if (c)
+		WRITE_ONCE(c->idle_since, 0);
+}
+
+/* A new task: it has run nowhere yet. */
+static void nest_task_init(struct nest_task *t)
+{
+	t->recent_cpu[0] = -1;
+	t->recent_cpu[1] = -1;
+	t->prev_misses = 0;
+}

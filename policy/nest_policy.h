@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Nest placement policy: types shared by every host of the policy.
+ *
+ * The policy (nest_policy.c) is compiled in two places:
+ *   - as BPF, inside the scx_nest sched_ext scheduler
+ *     (crates/scx_nest/src/bpf/), and
+ *   - natively, for host unit tests and the simulator (crates/nest-policy).
+ *
+ * This header is also read by bindgen, so the Rust side of both hosts sees
+ * the same layouts. It must stay plain C with no host-specific includes: the
+ * includer provides u32/u64/s32/bool (vmlinux.h in BPF, native.h natively).
+ *
+ * The host implements this platform interface, declared before it includes
+ * nest_policy.c (nest_env_t is the host's per-call context: in BPF it carries
+ * the task being placed, natively a pointer back into Rust):
+ *
+ *   bool plat_claim_idle(nest_env_t env, s32 cpu);
+ *	Atomically take @cpu's idle state. True if @cpu was idle and is now
+ *	ours; two concurrent claims of one CPU never both succeed.
+ *   bool plat_task_allowed(nest_env_t env, s32 cpu);
+ *	May the task being placed run on @cpu (affinity, CPU online)?
+ *   s32 plat_default_cpu(nest_env_t env, s32 prev_cpu, bool *idle);
+ *	The host's default placement. *idle is set when the CPU returned was
+ *	idle and has been claimed.
+ *   s32 plat_pick_any_idle(nest_env_t env);
+ *	Claim any idle CPU the task may use, on any socket; -1 if none.
+ *   u64 plat_now(nest_env_t env);
+ *	Monotonic time in ns.
+ *   void plat_count(nest_env_t env, enum nest_stat stat);
+ *	Count one occurrence of @stat.
+ */
+#ifndef __NEST_POLICY_H
+#define __NEST_POLICY_H
+
+/* Largest CPU count the policy supports (bitmaps are arrays of u64). */
+#define NEST_MAX_CPUS 512
+#define NEST_MASK_WORDS (NEST_MAX_CPUS / 64)
+
+/*
+ * Mechanisms that can be switched off for ablation studies. A set bit in
+ * nest_config.disabled turns the mechanism off.
+ */
+enum nest_mechanism {
+	/* An attached task first tries its attached CPU. */
+	NEST_MECH_ATTACH = 1 << 0,
+	/* The reserve nest exists (off: fallback CPUs join the primary). */
+	NEST_MECH_RESERVE = 1 << 1,
+	/* Tasks that keep missing their previous CPU become impatient. */
+	NEST_MECH_IMPATIENCE = 1 << 2,
+	/* Primary CPUs idle longer than P_remove are demoted. */
+	NEST_MECH_COMPACTION = 1 << 3,
+	/* The CPU of an exiting task leaves the primary nest at once. */
+	NEST_MECH_EXIT_DEMOTION = 1 << 4,
+	/* Fallback searches every socket before giving up. */
+	NEST_MECH_WIDE_FALLBACK = 1 << 5,
+};
+
+/* How a placement was decided, and other countable policy events. */
+enum nest_stat {
+	/* Placement outcomes: exactly one per nest_select_cpu() call. */
+	NEST_STAT_ATTACHED,	/* the task's attached CPU */
+	NEST_STAT_PREV,		/* its previous CPU, found in the primary nest */
+	NEST_STAT_PRIMARY,	/* another idle CPU of the primary nest */
+	NEST_STAT_RESERVE,	/* an idle CPU of the reserve nest (promoted) */
+	NEST_STAT_FALLBACK,	/* the default placement's idle CPU */
+	NEST_STAT_FALLBACK_WIDE, /* an idle CPU found on any socket */
+	NEST_STAT_NO_IDLE,	/* nothing idle: the task is queued */
+	/* Nest membership changes. */
+	NEST_STAT_PROMOTED,	/* reserve -> primary */
+	NEST_STAT_JOINED_RESERVE, /* fallback CPU added to the reserve */
+	NEST_STAT_JOINED_PRIMARY, /* fallback CPU added straight to primary */
+	NEST_STAT_COMPACTED,	/* primary CPU idle > P_remove demoted */
+	NEST_STAT_EXIT_DEMOTED,	/* primary CPU demoted after a task exit */
+	NEST_STAT_RESERVE_FULL,	/* a CPU could not join the full reserve */
+	/* Other events. */
+	NEST_STAT_IMPATIENT,	/* placements of impatient tasks */
+	NEST_NR_STATS,
+};
+
+/* Start-up configuration; constant while the policy runs. */
+struct nest_config {
+	/* Idle time after which a primary CPU is demoted (P_remove). */
+	u64 p_remove_ns;
+	/* Longest warm spin of an idle primary CPU (S_max). */
+	u64 s_max_ns;
+	/* Capacity of the reserve nest (R_max). */
+	u32 r_max;
+	/* Previous-CPU misses before a task is impatient (R_impatient). */
+	u32 r_impatient;
+	/* Number of possible CPUs (<= NEST_MAX_CPUS). */
+	u32 nr_cpus;
+	/* Fixed CPU where reserve searches start: where Nest was started. */
+	s32 reserve_start;
+	/* Bitmask of switched-off mechanisms (enum nest_mechanism). */
+	u32 disabled;
+	/* Last-level cache domain of each CPU. */
+	u32 cpu_llc[NEST_MAX_CPUS];
+	/* SMT sibling of each CPU, or -1. */
+	s32 cpu_sibling[NEST_MAX_CPUS];
+};
+
+/* Per-CPU policy state, read and written from every CPU. */
+struct nest_cpu {
+	/* When the CPU last went idle; 0 while it runs a task. */
+	u64 idle_since;
+	/* The task that last ran here is exiting. */
+	u32 task_exited;
+	u32 __pad;
+};
+
+/* The nests; global to the policy and updated with atomic operations. */
+struct nest_state {
+	u64 primary[NEST_MASK_WORDS];
+	u64 reserve[NEST_MASK_WORDS];
+	/* Number of CPUs in the reserve nest (kept <= r_max). */
+	s32 nr_reserve;
+	u32 __pad;
+	struct nest_cpu cpus[NEST_MAX_CPUS];
+};
+
+/* Per-task policy state. */
+struct nest_task {
+	/* The last two CPUs the task ran on, most recent first (-1: none). */
+	s32 recent_cpu[2];
+	/* Consecutive placements that did not get the previous CPU. */
+	u32 prev_misses;
+	u32 __pad;
+};
+
+/* The outcome of one placement. */
+struct nest_choice {
+	/* CPU to run on (prev_cpu when nothing idle was found). */
+	s32 cpu;
+	/* The CPU was idle and has been claimed for this task. */
+	u32 idle;
+	/* How it was decided: one of the placement enum nest_stat values. */
+	u32 how;
+	u32 __pad;
+};
+
+#endif /* __NEST_POLICY_H */
