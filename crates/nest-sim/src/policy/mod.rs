@@ -7,6 +7,8 @@
 //! so new policies (Nest, S_move, S_local...) need no engine change.
 
 pub mod baseline;
+pub mod nest;
+pub mod smove;
 
 use nest_trace::{Cpu, Nest, Topology};
 
