@@ -144,11 +144,12 @@ impl Sim<'_> {
     /// preempted); run the next queued task or go idle.
     pub(crate) fn put_prev(&mut self, cpu: Cpu, state: PrevState) {
         let c = &mut self.k.cpus[cpu as usize];
-        let Some(task) = c.curr.take() else { return };
+        let Some(task) = c.curr else { return };
         c.epoch = c.epoch.wrapping_add(1);
         // Tasks woken meanwhile (e.g. the parent of an exiting task) queue up.
         c.switching = true;
         self.set_running(cpu, false);
+        self.k.cpus[cpu as usize].curr = None;
         match state {
             PrevState::Blocked => self.k.tasks[task as usize].phase = TaskPhase::Blocked,
             PrevState::Dead => self.exit(task, cpu),
@@ -259,6 +260,9 @@ impl Sim<'_> {
         match (c.run_since, on) {
             (None, true) => {
                 c.run_since = Some(now);
+                if let Some(t) = c.curr {
+                    self.k.tasks[t as usize].run_start = Some(now);
+                }
                 c.used_in_interval = true;
                 let s = &mut self.k.stats;
                 s.running_now += 1;
@@ -267,6 +271,9 @@ impl Sim<'_> {
             (Some(start), false) => {
                 c.run_ns += now - start;
                 c.run_since = None;
+                if let Some(t) = c.curr {
+                    stop_task_clock(&mut self.k.tasks[t as usize], now);
+                }
                 self.k.stats.running_now -= 1;
             }
             _ => {}
@@ -373,5 +380,13 @@ impl Sim<'_> {
                 self.enqueue_moved(task, cpu);
             }
         }
+    }
+}
+
+/// Accounts a task's running time up to `now` and stops its clock.
+fn stop_task_clock(t: &mut super::kernel::Task, now: u64) {
+    if let Some(s) = t.run_start.take() {
+        t.run_in_step += now - s;
+        t.stats.run_ns += now - s;
     }
 }

@@ -59,6 +59,13 @@ pub(crate) struct Task {
     /// Next activation of each rt-app timer (0: not started).
     pub timers: Vec<u64>,
     pub enqueued_at: u64,
+    /// PELT-like utilisation in [0, 1]; counts on `cpu`'s run queue even
+    /// while the task sleeps (Linux keeps blocked utilisation).
+    pub util: f64,
+    /// Running since (None when not running).
+    pub run_start: Option<u64>,
+    /// Running time during the current frequency step.
+    pub run_in_step: u64,
     pub stats: TaskStats,
 }
 
@@ -163,6 +170,8 @@ pub struct Kernel {
     pub(crate) core_cpus: Vec<Vec<Cpu>>,
     pub(crate) tasks: Vec<Task>,
     pub(crate) live_tasks: u32,
+    /// Ids of the tasks not yet dead, in creation order.
+    pub(crate) live: Vec<u32>,
     pub(crate) barriers: Vec<Barrier>,
     pub(crate) locks: Vec<Lock>,
     pub(crate) channels: Vec<Channel>,
@@ -211,6 +220,7 @@ impl Kernel {
             core_cpus,
             tasks: Vec::new(),
             live_tasks: 0,
+            live: Vec::new(),
             barriers: vec![Barrier::default(); workload.barriers.len()],
             locks: vec![Lock::default(); workload.nr_locks],
             channels: vec![Channel::default(); workload.nr_channels],

@@ -29,7 +29,7 @@ impl Sim<'_> {
         self.close_accumulators(now);
         let activity = self.core_activity(dt);
         self.account_energy_and_residency(&activity, dt);
-        self.update_util(dt);
+        self.update_util(dt, now);
         self.move_frequencies(&activity, dt, now);
         for c in &mut self.k.cpus {
             c.active_ns = 0;
@@ -83,13 +83,31 @@ impl Sim<'_> {
         k.stats.energy_j += watts * dt as f64 * 1e-9;
     }
 
-    fn update_util(&mut self, dt: u64) {
-        let max = f64::from(self.k.machine.frequency.max_mhz);
-        for cpu in 0..self.k.cpus.len() {
-            let scale = f64::from(self.k.cpu_mhz(cpu as Cpu)) / max;
-            let c = &mut self.k.cpus[cpu];
-            let contrib = (c.run_ns as f64 / dt as f64).min(1.0) * scale;
-            c.util = pelt_update(c.util, contrib, dt);
+    /// Updates every live task's utilisation (frequency-invariant: running
+    /// at f counts f / f_max), then each CPU's: the sum of the tasks whose
+    /// run queue it is, running or blocked, capped at 1.
+    fn update_util(&mut self, dt: u64, now: u64) {
+        let k = &mut self.k;
+        let max = f64::from(k.machine.frequency.max_mhz);
+        for c in &mut k.cpus {
+            c.util = 0.0;
+        }
+        for &id in &k.live {
+            let t = &mut k.tasks[id as usize];
+            if let Some(s) = t.run_start {
+                t.run_in_step += now - s;
+                t.stats.run_ns += now - s;
+                t.run_start = Some(now);
+            }
+            let core = k.topo.cpus[t.cpu as usize].core as usize;
+            let scale = f64::from(k.cores[core].freq.mhz()) / max;
+            let contrib = (t.run_in_step as f64 / dt as f64).min(1.0) * scale;
+            t.util = pelt_update(t.util, contrib, dt);
+            t.run_in_step = 0;
+            k.cpus[t.cpu as usize].util += t.util;
+        }
+        for c in &mut k.cpus {
+            c.util = c.util.min(1.0);
         }
     }
 

@@ -37,6 +37,9 @@ impl Sim<'_> {
             rng: Rng::derive(k.cfg.seed, u64::from(id)),
             timers: Vec::new(),
             enqueued_at: k.now,
+            util: 0.0,
+            run_start: None,
+            run_in_step: 0,
             stats: TaskStats {
                 pid: Kernel::pid(id),
                 comm: comm.clone(),
@@ -45,6 +48,7 @@ impl Sim<'_> {
             },
         });
         k.live_tasks += 1;
+        k.live.push(id);
         if let Some(p) = parent {
             k.tasks[p as usize].live_children += 1;
         }
@@ -58,6 +62,12 @@ impl Sim<'_> {
             },
         );
         let target = self.select(id, cpu, parent.map(|_| cpu), Wake::Fork);
+        // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
+        let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
+        let t = &mut self.k.tasks[id as usize];
+        t.util = spare / 2.0;
+        t.cpu = target;
+        self.k.cpus[target as usize].util += spare / 2.0;
         self.enqueue(id, target);
     }
 
@@ -248,6 +258,9 @@ impl Sim<'_> {
         t.stats.end_ns = Some(now);
         let parent = t.parent;
         self.k.live_tasks -= 1;
+        if let Some(i) = self.k.live.iter().position(|&x| x == task) {
+            self.k.live.remove(i);
+        }
         self.k.emit(
             cpu,
             EventKind::Exit {
