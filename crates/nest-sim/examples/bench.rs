@@ -2,6 +2,11 @@
 //! simulate 10 s of a configure-like workload and of a one-thread-per-core
 //! barrier workload on the 160-CPU Xeon E7-8870 v4 model.
 //!
+//! "engine ev" are events popped from the event queue (completions, sleeps,
+//! timers, ticks, 1 ms frequency steps); "sched ev" are schedule events
+//! produced (the nest-trace events: switches, wakeups, forks, exits,
+//! migrations, frequency changes, idle enter/exit, warm spins).
+//!
 //! `cargo run --release -p nest-sim --example bench [-- <seconds>]`
 
 use std::time::Instant;
@@ -13,15 +18,35 @@ use nest_sim::policy::nest::Nest;
 use nest_sim::{Governor, Machine, SimConfig, workload};
 
 fn main() -> Result<()> {
-    let secs: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let secs: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
     let machine = Machine::builtin("xeon-e7-8870-v4-4s")?;
     let cores = machine.nr_cores();
     let workloads = [
         ("configure", "configure:steps=1000000"),
-        ("barrier, 1 thread/core", "barrier:phases=1000000,run_us=2000"),
+        (
+            "barrier, 1 thread/core",
+            "barrier:phases=1000000,run_us=2000",
+        ),
     ];
-    println!("machine {} ({} CPUs), {secs} s simulated per run", machine.name, machine.nr_cpus());
-    println!("{:<24} {:<8} {:>12} {:>10} {:>14}", "workload", "policy", "events", "wall (s)", "events/s");
+    println!(
+        "machine {} ({} CPUs), {secs} s simulated per run",
+        machine.name,
+        machine.nr_cpus()
+    );
+    println!(
+        "{:<24} {:<7} {:>11} {:>11} {:>9} {:>12} {:>12} {:>9}",
+        "workload",
+        "policy",
+        "engine ev",
+        "sched ev",
+        "wall (s)",
+        "engine ev/s",
+        "all ev/s",
+        "sim/wall"
+    );
     for (label, spec) in workloads {
         let w = workload::builtin::build(spec, cores)?;
         for name in ["linux", "nest"] {
@@ -34,13 +59,18 @@ fn main() -> Result<()> {
             let start = Instant::now();
             let r = nest_sim::run(cfg, &w, policy.as_mut())?;
             let wall = start.elapsed().as_secs_f64();
+            let all = (r.events + r.sched_events) as f64;
+            let simulated = r.completion_ns as f64 / 1e9;
             println!(
-                "{:<24} {:<8} {:>12} {:>10.3} {:>14.0}",
+                "{:<24} {:<7} {:>11} {:>11} {:>9.3} {:>12.0} {:>12.0} {:>8.0}x",
                 label,
                 name,
                 r.events,
+                r.sched_events,
                 wall,
-                r.events as f64 / wall
+                r.events as f64 / wall,
+                all / wall,
+                simulated / wall
             );
         }
     }

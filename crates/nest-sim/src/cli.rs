@@ -47,7 +47,12 @@ pub struct SimArgs {
 
     /// Governors (powersave, performance, schedutil); the first is the
     /// baseline's.
-    #[arg(short, long, value_delimiter = ',', default_value = "powersave,performance,schedutil")]
+    #[arg(
+        short,
+        long,
+        value_delimiter = ',',
+        default_value = "powersave,performance,schedutil"
+    )]
     pub governors: Vec<String>,
 
     /// Number of seeds (runs per configuration).
@@ -137,7 +142,8 @@ pub fn load_workload(spec: &str, machine: &Machine) -> Result<Workload> {
 
 /// Nest's parameters from the command line.
 fn nest_params(args: &SimArgs) -> Result<(Params, bool)> {
-    let dur = |what: &str, s: &str| parse_duration_ns(s).map_err(|e| anyhow::anyhow!("--{what}: {e}"));
+    let dur =
+        |what: &str, s: &str| parse_duration_ns(s).map_err(|e| anyhow::anyhow!("--{what}: {e}"));
     let mut params = Params {
         p_remove_ns: dur("p-remove", &args.p_remove)?,
         s_max_ns: dur("s-max", &args.s_max)?,
@@ -164,7 +170,11 @@ fn make_policy(name: &str, args: &SimArgs, machine: &Machine) -> Result<Box<dyn 
         "linux" | "baseline" | "cfs" => Box::new(Baseline),
         "nest" | "nest-nospin" => {
             let (params, spin) = nest_params(args)?;
-            Box::new(Nest::new(&machine.topology(), params, spin && name == "nest")?)
+            Box::new(Nest::new(
+                &machine.topology(),
+                params,
+                spin && name == "nest",
+            )?)
         }
         "s-local" => Box::new(SLocal),
         "s-move" => {
@@ -212,7 +222,12 @@ pub fn run(args: SimArgs) -> Result<()> {
 
 type Config = (String, String, Vec<RunResult>);
 
-fn run_all(args: &SimArgs, machine: &Machine, workload: &Workload, governors: &[Governor]) -> Result<Vec<Config>> {
+fn run_all(
+    args: &SimArgs,
+    machine: &Machine,
+    workload: &Workload,
+    governors: &[Governor],
+) -> Result<Vec<Config>> {
     let total = args.policies.len() * governors.len() * args.seeds as usize;
     let mut progress = Progress::new(total, args.quiet);
     let mut configs = Vec::new();
@@ -241,19 +256,31 @@ fn run_all(args: &SimArgs, machine: &Machine, workload: &Workload, governors: &[
 }
 
 fn policy_label(p: &str) -> String {
-    if p == "baseline" || p == "cfs" { "linux".into() } else { p.to_owned() }
+    if p == "baseline" || p == "cfs" {
+        "linux".into()
+    } else {
+        p.to_owned()
+    }
 }
 
 fn write_trace(dir: &std::path::Path, r: &mut RunResult) -> Result<()> {
-    let Some(trace) = r.trace.take() else { return Ok(()) };
+    let Some(trace) = r.trace.take() else {
+        return Ok(());
+    };
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(format!("{}-{}-{}.json", r.policy, r.governor, r.seed));
-    let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    let file =
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
     serde_json::to_writer(std::io::BufWriter::new(file), &trace)
         .with_context(|| format!("writing {}", path.display()))
 }
 
-fn print_results(args: &SimArgs, machine: &Machine, workload: &Workload, cmps: &[Comparison]) -> Result<()> {
+fn print_results(
+    args: &SimArgs,
+    machine: &Machine,
+    workload: &Workload,
+    cmps: &[Comparison],
+) -> Result<()> {
     let csv = results::csv(cmps);
     if let Some(path) = &args.csv {
         std::fs::write(path, &csv).with_context(|| format!("writing {}", path.display()))?;
@@ -331,7 +358,11 @@ impl Progress {
 
     fn finish(&self) {
         if self.tty && !self.quiet {
-            eprintln!("\r\x1b[K{} runs in {:.1} s", self.total, self.start.elapsed().as_secs_f64());
+            eprintln!(
+                "\r\x1b[K{} runs in {:.1} s",
+                self.total,
+                self.start.elapsed().as_secs_f64()
+            );
         }
     }
 }

@@ -85,6 +85,8 @@ pub struct CoreFreq {
     since_request_ns: u64,
     /// The effective (quantised, capped) frequency.
     effective_mhz: u32,
+    /// Idle and settled: further idle steps change nothing.
+    quiet: bool,
 }
 
 impl CoreFreq {
@@ -97,6 +99,7 @@ impl CoreFreq {
             settle_cap: 0.0,
             since_request_ns: SCHEDUTIL_RATE_LIMIT_NS,
             effective_mhz: floor,
+            quiet: false,
         }
     }
 
@@ -107,6 +110,10 @@ impl CoreFreq {
 
     /// Advances the core by `dt_ns`; returns the new effective frequency.
     pub fn step(&mut self, m: &Machine, gov: Governor, dt_ns: u64, act: CoreActivity) -> u32 {
+        let idle = act.active == 0.0 && (gov != Governor::Schedutil || act.util < 1e-9);
+        if idle && self.quiet {
+            return self.effective_mhz;
+        }
         match gov {
             Governor::Performance | Governor::Powersave => self.hardware_step(m, dt_ns, act),
             Governor::Schedutil => self.schedutil_step(m, dt_ns, act),
@@ -118,6 +125,11 @@ impl CoreFreq {
         let step = f64::from(m.frequency.step_mhz);
         self.effective_mhz = ((f / step).floor() * step) as u32;
         self.effective_mhz = self.effective_mhz.max(floor as u32);
+        let settled = match gov {
+            Governor::Schedutil => self.mhz <= floor,
+            _ => self.settle_ns >= m.dynamics.settle_us * 1000 && self.mhz <= floor,
+        };
+        self.quiet = idle && settled;
         self.effective_mhz
     }
 

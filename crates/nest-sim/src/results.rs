@@ -42,7 +42,11 @@ pub struct RunResult {
     /// Per interval: (CPUs used, sockets used, concurrency).
     pub intervals: Vec<(u32, u32, u32)>,
     pub tasks: Vec<TaskStats>,
+    /// Engine events processed (heap pops).
     pub events: u64,
+    /// Schedule events produced (switches, wakeups, forks, exits,
+    /// migrations, frequency changes, idle enter/exit, spins).
+    pub sched_events: u64,
     #[serde(skip)]
     pub trace: Option<Trace>,
 }
@@ -98,6 +102,7 @@ impl RunResult {
             intervals: s.intervals.clone(),
             tasks: k.tasks.iter().map(|t| t.stats.clone()).collect(),
             events: k.nr_events,
+            sched_events: k.nr_sched_events,
             trace,
         }
     }

@@ -229,8 +229,12 @@ impl Sim<'_> {
     /// speeds change, and their warm spins may end.
     fn siblings_changed(&mut self, cpu: Cpu) {
         let busy = self.k.cpus[cpu as usize].curr.is_some();
-        let sibs: Vec<Cpu> = self.k.siblings(cpu).collect();
-        for s in sibs {
+        let core = self.k.core_of(cpu);
+        for i in 0..self.k.core_cpus[core].len() {
+            let s = self.k.core_cpus[core][i];
+            if s == cpu {
+                continue;
+            }
             if busy && self.k.cpus[s as usize].spin.is_some_and(|(_, until)| until) {
                 self.end_spin(s, true);
             }

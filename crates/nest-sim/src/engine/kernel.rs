@@ -168,6 +168,9 @@ pub struct Kernel {
     pub(crate) cores: Vec<CoreState>,
     /// CPUs of each physical core, ascending.
     pub(crate) core_cpus: Vec<Vec<Cpu>>,
+    /// CPUs of each LLC and of each socket, ascending.
+    pub(crate) llc_cpus: Vec<Vec<Cpu>>,
+    pub(crate) socket_cpus: Vec<Vec<Cpu>>,
     pub(crate) tasks: Vec<Task>,
     pub(crate) live_tasks: u32,
     /// Ids of the tasks not yet dead, in creation order.
@@ -178,12 +181,16 @@ pub struct Kernel {
     pub(crate) actions: Vec<Action>,
     pub(crate) trace: Trace,
     pub(crate) nr_events: u64,
+    /// Schedule events produced (trace events, recorded or not).
+    pub(crate) nr_sched_events: u64,
     pub(crate) stop_at: Option<u64>,
     /// Tasks waiting in run queues (not running), for quick balance checks.
     pub(crate) nr_queued: u32,
     pub(crate) stats: Stats,
     /// Frequency band edges (MHz) for residency.
     pub(crate) band_edges: Vec<u32>,
+    /// Reused per-core buffer of the frequency step.
+    pub(crate) scratch: Vec<crate::power::CoreSample>,
 }
 
 impl Kernel {
@@ -195,6 +202,22 @@ impl Kernel {
             core_cpus[p.core as usize].push(p.cpu);
         }
         core_cpus.iter_mut().for_each(|v| v.sort_unstable());
+        let group = |key: fn(&nest_trace::CpuPlace) -> u32| {
+            let n = topo
+                .cpus
+                .iter()
+                .map(key)
+                .max()
+                .map_or(0, |m| m as usize + 1);
+            let mut v = vec![Vec::new(); n];
+            for p in &topo.cpus {
+                v[key(p) as usize].push(p.cpu);
+            }
+            v.iter_mut().for_each(|g| g.sort_unstable());
+            v
+        };
+        let llc_cpus = group(|p| p.llc);
+        let socket_cpus = group(|p| p.socket);
         let cores = (0..machine.nr_cores())
             .map(|c| CoreState {
                 freq: CoreFreq::new(&machine, cfg.governor),
@@ -218,6 +241,8 @@ impl Kernel {
             cpus,
             cores,
             core_cpus,
+            llc_cpus,
+            socket_cpus,
             tasks: Vec::new(),
             live_tasks: 0,
             live: Vec::new(),
@@ -227,9 +252,11 @@ impl Kernel {
             actions: Vec::new(),
             trace: Trace::default(),
             nr_events: 0,
+            nr_sched_events: 0,
             nr_queued: 0,
             stats,
             band_edges,
+            scratch: Vec::new(),
             cfg,
         }
     }

@@ -198,6 +198,7 @@ impl Kernel {
 
     /// Records a trace event at the current time (if recording).
     pub(crate) fn emit(&mut self, cpu: u32, kind: EventKind) {
+        self.nr_sched_events += 1;
         if self.cfg.record_trace {
             self.trace.events.push(Event {
                 ts_ns: self.now,

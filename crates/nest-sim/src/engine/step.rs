@@ -27,10 +27,12 @@ impl Sim<'_> {
         }
         self.k.stats.accounted_to = now;
         self.close_accumulators(now);
-        let activity = self.core_activity(dt);
+        let mut activity = std::mem::take(&mut self.k.scratch);
+        self.core_activity(dt, &mut activity);
         self.account_energy_and_residency(&activity, dt);
         self.update_util(dt, now);
         self.move_frequencies(&activity, dt, now);
+        self.k.scratch = activity;
         for c in &mut self.k.cpus {
             c.active_ns = 0;
             c.run_ns = 0;
@@ -50,34 +52,38 @@ impl Sim<'_> {
         }
     }
 
-    /// Share of the step each core was active (busiest thread).
-    fn core_activity(&self, dt: u64) -> Vec<f64> {
-        self.k
-            .core_cpus
-            .iter()
-            .map(|cpus| {
-                cpus.iter()
-                    .map(|&c| self.k.cpus[c as usize].active_ns as f64 / dt as f64)
-                    .fold(0.0, f64::max)
-                    .min(1.0)
-            })
-            .collect()
+    /// Fills `out` with each core's share of the step it was active
+    /// (busiest thread) and its frequency during the step.
+    fn core_activity(&self, dt: u64, out: &mut Vec<CoreSample>) {
+        out.clear();
+        out.extend(self.k.core_cpus.iter().enumerate().map(|(core, cpus)| {
+            let active = cpus
+                .iter()
+                .map(|&c| self.k.cpus[c as usize].active_ns as f64 / dt as f64)
+                .fold(0.0, f64::max)
+                .min(1.0);
+            let mhz = self.k.cores[core].freq.mhz();
+            CoreSample { active, mhz }
+        }));
     }
 
-    fn account_energy_and_residency(&mut self, activity: &[f64], dt: u64) {
+    fn account_energy_and_residency(&mut self, activity: &[CoreSample], dt: u64) {
         let k = &mut self.k;
-        let machine_active = activity.iter().any(|&a| a > 0.0);
-        let mut samples = vec![Vec::new(); k.machine.sockets as usize];
-        for (core, &active) in activity.iter().enumerate() {
-            let mhz = k.cores[core].freq.mhz();
-            samples[k.cores[core].socket as usize].push(CoreSample { active, mhz });
-            let band = k.band_edges.iter().filter(|&&e| mhz >= e).count();
-            for &c in &k.core_cpus[core] {
-                k.stats.residency_ns[band] += k.cpus[c as usize].run_ns;
+        let machine_active = activity.iter().any(|s| s.active > 0.0);
+        for (core, s) in activity.iter().enumerate() {
+            let run_ns: u64 = k.core_cpus[core]
+                .iter()
+                .map(|&c| k.cpus[c as usize].run_ns)
+                .sum();
+            if run_ns > 0 {
+                let band = k.band_edges.iter().filter(|&&e| s.mhz >= e).count();
+                k.stats.residency_ns[band] += run_ns;
             }
         }
-        let watts: f64 = samples
-            .iter()
+        // Cores are numbered socket by socket.
+        let per_socket = k.machine.cores_per_socket as usize;
+        let watts: f64 = activity
+            .chunks(per_socket)
             .map(|s| socket_power_w(&k.machine, s, machine_active))
             .sum();
         k.stats.energy_j += watts * dt as f64 * 1e-9;
@@ -111,11 +117,11 @@ impl Sim<'_> {
         }
     }
 
-    fn move_frequencies(&mut self, activity: &[f64], dt: u64, now: u64) {
+    fn move_frequencies(&mut self, activity: &[CoreSample], dt: u64, now: u64) {
         let nr_sockets = self.k.machine.sockets as usize;
         let mut active_cores = vec![0u32; nr_sockets];
-        for (core, &a) in activity.iter().enumerate() {
-            if a > 0.0 {
+        for (core, a) in activity.iter().enumerate() {
+            if a.active > 0.0 {
                 active_cores[self.k.cores[core].socket as usize] += 1;
             }
         }
@@ -140,7 +146,7 @@ impl Sim<'_> {
                 .fold(0.0, f64::max);
             let socket = k.cores[core].socket as usize;
             let act = CoreActivity {
-                active: activity[core],
+                active: activity[core].active,
                 idle_for_ns,
                 util,
                 ceiling_mhz: k.machine.turbo_ceiling_mhz(active_cores[socket]),
@@ -148,8 +154,8 @@ impl Sim<'_> {
             let before = k.cores[core].freq.mhz();
             let after = k.cores[core].freq.step(&k.machine, k.cfg.governor, dt, act);
             if after != before {
-                let cpus = k.core_cpus[core].clone();
-                for c in cpus {
+                for i in 0..self.k.core_cpus[core].len() {
+                    let c = self.k.core_cpus[core][i];
                     self.k.emit(c, EventKind::Frequency { khz: after * 1000 });
                     self.retime(c);
                 }

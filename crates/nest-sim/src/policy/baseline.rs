@@ -49,13 +49,9 @@ pub fn select(cx: &Ctx, prev: Cpu, waker: Option<Cpu>, why: Wake) -> Cpu {
     }
 }
 
-/// CPUs of the machine sharing `cpu`'s socket, in CPU number order.
-fn socket_cpus<'a>(cx: &'a Ctx<'a>, socket: u32) -> impl Iterator<Item = Cpu> + 'a {
-    (0..cx.nr_cpus()).filter(move |&c| cx.socket(c) == socket)
-}
-
-fn llc_cpus(cx: &Ctx, llc: u32) -> Vec<Cpu> {
-    (0..cx.nr_cpus()).filter(|&c| cx.llc(c) == llc).collect()
+/// CPUs of `socket`, in CPU number order.
+fn socket_cpus<'a>(cx: &'a Ctx<'a>, socket: u32) -> impl Iterator<Item = Cpu> + Clone + 'a {
+    cx.socket_cpus(socket).iter().copied()
 }
 
 fn idle_count(cx: &Ctx, cpus: impl Iterator<Item = Cpu>) -> (u32, u32) {
@@ -95,6 +91,9 @@ fn idlest_core(cx: &Ctx, parent: Cpu, socket: u32) -> Cpu {
     let cores: Vec<Cpu> = socket_cpus(cx, socket)
         .filter(|&c| cx.smt_siblings(c).first() == Some(&c))
         .collect();
+    if cores.is_empty() {
+        return parent;
+    }
     let score = |c: Cpu| idle_count(cx, cx.smt_siblings(c).iter().copied());
     let local_core = cx.smt_siblings(parent).first().copied().unwrap_or(parent);
     let start = cores.iter().position(|&c| c == local_core).unwrap_or(0);
@@ -164,7 +163,7 @@ pub fn select_wakeup(cx: &Ctx, prev: Cpu, waker: Cpu) -> Cpu {
     if prev != target && cx.llc(prev) == cx.llc(target) && cx.is_idle(prev) {
         return prev;
     }
-    let llc = llc_cpus(cx, cx.llc(target));
+    let llc = cx.llc_cpus(cx.llc(target));
     let start = llc.iter().position(|&c| c == target).unwrap_or(0);
     let scan = (1..=llc.len()).map(|i| llc[(start + i) % llc.len()]);
     if let Some(c) = scan.clone().find(|&c| core_is_idle(cx, c)) {

@@ -121,6 +121,16 @@ impl Ctx<'_> {
         &self.k.core_cpus[self.k.topo.cpus[cpu as usize].core as usize]
     }
 
+    /// CPUs sharing last-level cache `llc`, ascending.
+    pub fn llc_cpus(&self, llc: u32) -> &[Cpu] {
+        &self.k.llc_cpus[llc as usize]
+    }
+
+    /// CPUs of socket `socket`, ascending.
+    pub fn socket_cpus(&self, socket: u32) -> &[Cpu] {
+        &self.k.socket_cpus[socket as usize]
+    }
+
     pub fn socket(&self, cpu: Cpu) -> u32 {
         self.k.topo.cpus[cpu as usize].socket
     }

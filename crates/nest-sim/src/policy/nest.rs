@@ -30,7 +30,11 @@ pub struct Nest {
 
 impl Nest {
     /// Nest for a machine with `topo`, started on CPU 0.
-    pub fn new(topo: &nest_trace::Topology, params: Params, warm_spin: bool) -> anyhow::Result<Self> {
+    pub fn new(
+        topo: &nest_trace::Topology,
+        params: Params,
+        warm_spin: bool,
+    ) -> anyhow::Result<Self> {
         let policy = NestPolicy::new(topo, 0, &params).map_err(|e| anyhow::anyhow!("nest: {e}"))?;
         Ok(Self {
             policy,
@@ -105,9 +109,11 @@ impl Platform for SimPlatform<'_, '_> {
     fn pick_any_idle(&mut self) -> Option<u32> {
         let n = self.cx.nr_cpus();
         let idle_core = (0..n).find(|&c| {
-            self.cx.smt_siblings(c).iter().all(|&s| self.cx.is_idle(s)) && !self.claimed.contains(&c)
+            self.cx.smt_siblings(c).iter().all(|&s| self.cx.is_idle(s))
+                && !self.claimed.contains(&c)
         });
-        let cpu = idle_core.or_else(|| (0..n).find(|&c| self.cx.is_idle(c) && !self.claimed.contains(&c)))?;
+        let cpu = idle_core
+            .or_else(|| (0..n).find(|&c| self.cx.is_idle(c) && !self.claimed.contains(&c)))?;
         self.claim_idle(cpu).then_some(cpu)
     }
 
@@ -125,7 +131,14 @@ impl Policy for Nest {
         }
     }
 
-    fn select_cpu(&mut self, cx: &mut Ctx, task: TaskId, prev: Cpu, waker: Option<Cpu>, why: Wake) -> Cpu {
+    fn select_cpu(
+        &mut self,
+        cx: &mut Ctx,
+        task: TaskId,
+        prev: Cpu,
+        waker: Option<Cpu>,
+        why: Wake,
+    ) -> Cpu {
         let mut plat = SimPlatform {
             cx,
             waker,
@@ -156,7 +169,8 @@ impl Policy for Nest {
 
     fn task_running(&mut self, _cx: &mut Ctx, task: TaskId, cpu: Cpu) {
         self.task(task);
-        self.policy.task_running(&mut self.tasks[task as usize], cpu);
+        self.policy
+            .task_running(&mut self.tasks[task as usize], cpu);
     }
 
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, cpu: Cpu) {

@@ -18,7 +18,14 @@ impl Policy for SLocal {
         "s-local".into()
     }
 
-    fn select_cpu(&mut self, _cx: &mut Ctx, _task: TaskId, prev: Cpu, waker: Option<Cpu>, _why: Wake) -> Cpu {
+    fn select_cpu(
+        &mut self,
+        _cx: &mut Ctx,
+        _task: TaskId,
+        prev: Cpu,
+        waker: Option<Cpu>,
+        _why: Wake,
+    ) -> Cpu {
         waker.unwrap_or(prev)
     }
 }
@@ -48,7 +55,14 @@ impl Policy for SMove {
         "s-move".into()
     }
 
-    fn select_cpu(&mut self, cx: &mut Ctx, task: TaskId, prev: Cpu, waker: Option<Cpu>, why: Wake) -> Cpu {
+    fn select_cpu(
+        &mut self,
+        cx: &mut Ctx,
+        task: TaskId,
+        prev: Cpu,
+        waker: Option<Cpu>,
+        why: Wake,
+    ) -> Cpu {
         let c = baseline::select(cx, prev, waker, why);
         let Some(w) = waker.filter(|&w| w != c) else {
             return c;
@@ -56,7 +70,11 @@ impl Policy for SMove {
         if cx.last_tick_mhz(c) > cx.machine().frequency.min_mhz {
             return c;
         }
-        let token = self.pending.iter().position(Option::is_none).unwrap_or(self.pending.len());
+        let token = self
+            .pending
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.pending.len());
         if token == self.pending.len() {
             self.pending.push(None);
         }
