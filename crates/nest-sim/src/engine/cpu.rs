@@ -11,10 +11,15 @@ use crate::policy::Ctx;
 impl Sim<'_> {
     /// Makes `task` runnable on `cpu`, running it at once if `cpu` is idle.
     pub(crate) fn enqueue(&mut self, task: u32, cpu: Cpu) {
-        let now = self.k.now;
+        self.enqueue_since(task, cpu, self.k.now);
+    }
+
+    /// Enqueues `task`, runnable since `since` (earlier than now when it is
+    /// moved from another run queue).
+    fn enqueue_since(&mut self, task: u32, cpu: Cpu, since: u64) {
         let t = &mut self.k.tasks[task as usize];
         t.phase = TaskPhase::Queued(cpu);
-        t.enqueued_at = now;
+        t.enqueued_at = since;
         let c = &self.k.cpus[cpu as usize];
         if c.curr.is_none() && !c.switching {
             self.switch_to(cpu, task, None);
@@ -322,8 +327,7 @@ impl Sim<'_> {
     /// Enqueues a task taken off another queue, keeping its wait time.
     fn enqueue_moved(&mut self, task: u32, cpu: Cpu) {
         let since = self.k.tasks[task as usize].enqueued_at;
-        self.enqueue(task, cpu);
-        self.k.tasks[task as usize].enqueued_at = since;
+        self.enqueue_since(task, cpu, since);
     }
 
     /// Newly-idle balancing: take a queued task from the nearest CPU that

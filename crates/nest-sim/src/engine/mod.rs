@@ -135,6 +135,7 @@ impl<'p> Sim<'p> {
             .map(|(a, b)| ((*a).to_owned(), b.clone()))
             .collect();
         for cpu in 0..k.cpus.len() as u32 {
+            k.cpus[cpu as usize].last_tick_mhz = k.cpu_mhz(cpu);
             let khz = k.cpu_mhz(cpu) * 1000;
             k.emit(cpu, EventKind::Frequency { khz });
         }

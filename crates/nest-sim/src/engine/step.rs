@@ -125,32 +125,11 @@ impl Sim<'_> {
                 active_cores[self.k.cores[core].socket as usize] += 1;
             }
         }
-        for core in 0..self.k.cores.len() {
+        for (core, sample) in activity.iter().enumerate() {
+            let socket = self.k.cores[core].socket as usize;
+            let ceiling_mhz = self.k.machine.turbo_ceiling_mhz(active_cores[socket]);
+            let act = self.core_inputs(core, sample.active, ceiling_mhz, now);
             let k = &mut self.k;
-            let cpus = &k.core_cpus[core];
-            let any_active = cpus
-                .iter()
-                .any(|&c| k.cpus[c as usize].active_since.is_some());
-            let idle_for_ns = if any_active {
-                0
-            } else {
-                let last = cpus
-                    .iter()
-                    .map(|&c| k.cpus[c as usize].inactive_since)
-                    .max();
-                now - last.unwrap_or(0)
-            };
-            let util = cpus
-                .iter()
-                .map(|&c| k.cpus[c as usize].util)
-                .fold(0.0, f64::max);
-            let socket = k.cores[core].socket as usize;
-            let act = CoreActivity {
-                active: activity[core].active,
-                idle_for_ns,
-                util,
-                ceiling_mhz: k.machine.turbo_ceiling_mhz(active_cores[socket]),
-            };
             let before = k.cores[core].freq.mhz();
             let after = k.cores[core].freq.step(&k.machine, k.cfg.governor, dt, act);
             if after != before {
@@ -160,6 +139,24 @@ impl Sim<'_> {
                     self.retime(c);
                 }
             }
+        }
+    }
+
+    /// What the governor of `core` sees at the end of a step.
+    fn core_inputs(&self, core: usize, active: f64, ceiling_mhz: u32, now: u64) -> CoreActivity {
+        let k = &self.k;
+        let cpus = k.core_cpus[core].iter().map(|&c| &k.cpus[c as usize]);
+        let any_active = cpus.clone().any(|c| c.active_since.is_some());
+        let idle_for_ns = if any_active {
+            0
+        } else {
+            now - cpus.clone().map(|c| c.inactive_since).max().unwrap_or(0)
+        };
+        CoreActivity {
+            active,
+            idle_for_ns,
+            util: cpus.map(|c| c.util).fold(0.0, f64::max),
+            ceiling_mhz,
         }
     }
 
