@@ -45,7 +45,7 @@ pub struct SimArgs {
     #[arg(short, long, value_delimiter = ',', default_value = "linux,nest")]
     pub policies: Vec<String>,
 
-    /// Governors (powersave, performance, schedutil); the first is the
+    /// Governors (powersave, performance, schedutil, schedutil-hint); the first is the
     /// baseline's.
     #[arg(
         short,
@@ -103,6 +103,15 @@ pub struct SimArgs {
     /// Also write the per-run CSV to this file.
     #[arg(long)]
     pub csv: Option<PathBuf>,
+
+    /// Also write per-task run/wait times (CSV) to this file.
+    #[arg(long)]
+    pub tasks_csv: Option<PathBuf>,
+
+    /// Also write CPUs/sockets used, concurrency and underload per tick
+    /// (CSV) to this file.
+    #[arg(long)]
+    pub timeline_csv: Option<PathBuf>,
 
     /// Write each run's schedule (nest-trace model, JSON) into this
     /// directory as <policy>-<governor>-<seed>.json.
@@ -282,9 +291,18 @@ fn print_results(
     cmps: &[Comparison],
 ) -> Result<()> {
     let csv = results::csv(cmps);
-    if let Some(path) = &args.csv {
-        std::fs::write(path, &csv).with_context(|| format!("writing {}", path.display()))?;
-    }
+    let write = |path: &Option<PathBuf>, text: &dyn Fn() -> String| -> Result<()> {
+        match path {
+            Some(p) => {
+                std::fs::write(p, text()).with_context(|| format!("writing {}", p.display()))
+            }
+            None => Ok(()),
+        }
+    };
+    write(&args.csv, &|| csv.clone())?;
+    write(&args.tasks_csv, &|| results::tasks_csv(cmps))?;
+    let tick_ns = 1_000_000_000 / u64::from(args.tick_hz.max(1));
+    write(&args.timeline_csv, &|| results::timeline_csv(cmps, tick_ns))?;
     let mut out = std::io::stdout().lock();
     match args.format.as_str() {
         "csv" => write!(out, "{csv}")?,

@@ -11,7 +11,9 @@
 //!   oscillates with decaying amplitude for `settle` before sitting at min;
 //! - `schedutil`: the OS imposes `1.25 * f_max * util / capacity` where util
 //!   is a PELT-like average with a 32 ms half-life, re-evaluated at most once
-//!   per rate limit (5 ms, intel_pstate with HWP);
+//!   per rate limit (5 ms, intel_pstate with HWP), as Linux 5.11 and later
+//!   do; `schedutil-hint` (before 5.11) makes that request a floor under the
+//!   hardware-managed dynamics;
 //! - every core is capped by its socket's turbo ceiling for the number of
 //!   active cores, and runs at a multiple of the P-state step.
 
@@ -34,15 +36,20 @@ pub enum Governor {
     Performance,
     /// The hardware picks from its own activity estimate (HWP).
     Powersave,
-    /// The OS imposes a frequency from the scheduler's utilisation.
+    /// The OS imposes a frequency from the scheduler's utilisation (HWP
+    /// range, Linux 5.11 and later).
     Schedutil,
+    /// schedutil before Linux 5.11: the request is only a floor; the
+    /// hardware still climbs on its own (HWP) above it.
+    SchedutilHint,
 }
 
 impl Governor {
-    pub const ALL: [Governor; 3] = [
+    pub const ALL: [Governor; 4] = [
         Governor::Performance,
         Governor::Powersave,
         Governor::Schedutil,
+        Governor::SchedutilHint,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +57,7 @@ impl Governor {
             Governor::Performance => "performance",
             Governor::Powersave => "powersave",
             Governor::Schedutil => "schedutil",
+            Governor::SchedutilHint => "schedutil-hint",
         }
     }
 
@@ -83,6 +91,8 @@ pub struct CoreFreq {
     settle_cap: f64,
     /// Time since schedutil last re-evaluated its request.
     since_request_ns: u64,
+    /// schedutil's current request, MHz.
+    request_mhz: f64,
     /// The effective (quantised, capped) frequency.
     effective_mhz: u32,
     /// Idle and settled: further idle steps change nothing.
@@ -98,6 +108,7 @@ impl CoreFreq {
             settle_ns: u64::MAX / 2,
             settle_cap: 0.0,
             since_request_ns: SCHEDUTIL_RATE_LIMIT_NS,
+            request_mhz: 0.0,
             effective_mhz: floor,
             quiet: false,
         }
@@ -110,13 +121,22 @@ impl CoreFreq {
 
     /// Advances the core by `dt_ns`; returns the new effective frequency.
     pub fn step(&mut self, m: &Machine, gov: Governor, dt_ns: u64, act: CoreActivity) -> u32 {
-        let idle = act.active == 0.0 && (gov != Governor::Schedutil || act.util < 1e-9);
+        let uses_util = matches!(gov, Governor::Schedutil | Governor::SchedutilHint);
+        let idle = act.active == 0.0 && (!uses_util || act.util < 1e-9);
         if idle && self.quiet {
             return self.effective_mhz;
         }
         match gov {
             Governor::Performance | Governor::Powersave => self.hardware_step(m, dt_ns, act),
-            Governor::Schedutil => self.schedutil_step(m, dt_ns, act),
+            Governor::Schedutil => {
+                self.schedutil_request(m, dt_ns, act);
+                self.mhz = self.request_mhz;
+            }
+            Governor::SchedutilHint => {
+                self.schedutil_request(m, dt_ns, act);
+                self.hardware_step(m, dt_ns, act);
+                self.mhz = self.mhz.max(self.request_mhz);
+            }
         }
         let floor = f64::from(floor_mhz(m, gov));
         let ceiling = f64::from(act.ceiling_mhz.max(floor_mhz(m, gov)));
@@ -127,7 +147,8 @@ impl CoreFreq {
         self.effective_mhz = self.effective_mhz.max(floor as u32);
         let settled = match gov {
             Governor::Schedutil => self.mhz <= floor,
-            _ => self.settle_ns >= m.dynamics.settle_us * 1000 && self.mhz <= floor,
+            Governor::SchedutilHint => self.request_mhz <= floor && self.hw_settled(m, floor),
+            _ => self.hw_settled(m, floor),
         };
         self.quiet = idle && settled;
         self.effective_mhz
@@ -174,14 +195,19 @@ impl CoreFreq {
         self.mhz = min + self.settle_cap * settle_shape(m, self.settle_ns);
     }
 
-    fn schedutil_step(&mut self, m: &Machine, dt_ns: u64, act: CoreActivity) {
+    /// Re-evaluates schedutil's request, at most once per rate limit.
+    fn schedutil_request(&mut self, m: &Machine, dt_ns: u64, act: CoreActivity) {
         self.since_request_ns += dt_ns;
         if self.since_request_ns < SCHEDUTIL_RATE_LIMIT_NS {
             return;
         }
         self.since_request_ns = 0;
         let max = f64::from(m.frequency.max_mhz);
-        self.mhz = SCHEDUTIL_MARGIN * max * act.util.clamp(0.0, 1.0);
+        self.request_mhz = SCHEDUTIL_MARGIN * max * act.util.clamp(0.0, 1.0);
+    }
+
+    fn hw_settled(&self, m: &Machine, floor: f64) -> bool {
+        self.settle_ns >= m.dynamics.settle_us * 1000 && self.mhz <= floor
     }
 }
 
@@ -207,7 +233,7 @@ fn settle_shape(m: &Machine, s: u64) -> f64 {
 pub fn floor_mhz(m: &Machine, gov: Governor) -> u32 {
     match gov {
         Governor::Performance => m.frequency.nominal_mhz,
-        Governor::Powersave | Governor::Schedutil => m.frequency.min_mhz,
+        Governor::Powersave | Governor::Schedutil | Governor::SchedutilHint => m.frequency.min_mhz,
     }
 }
 

@@ -189,7 +189,7 @@ pub fn table(cmps: &[Comparison]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<12} {:<12} {:>10} {:>15} {:>9} {:>15} {:>7} {:>7} {:>7} {:>8} {:>8}",
+        "{:<12} {:<14} {:>10} {:>15} {:>9} {:>15} {:>7} {:>7} {:>7} {:>8} {:>8}",
         "policy",
         "governor",
         "time(ms)",
@@ -206,7 +206,7 @@ pub fn table(cmps: &[Comparison]) -> String {
         let pct = |(m, sd): (f64, f64)| format!("{:+.1}%±{:.1}", m * 100.0, sd * 100.0);
         let _ = writeln!(
             s,
-            "{:<12} {:<12} {:>10.1} {:>15} {:>9.2} {:>15} {:>6.0}% {:>7.2} {:>7.2} {:>8.0} {:>8.1}",
+            "{:<12} {:<14} {:>10.1} {:>15} {:>9.2} {:>15} {:>6.0}% {:>7.2} {:>7.2} {:>8.0} {:>8.1}",
             c.policy,
             c.governor,
             avg(c, |r| r.completion_ns as f64 / 1e6),
@@ -233,13 +233,13 @@ pub fn residency_table(cmps: &[Comparison]) -> String {
     else {
         return s;
     };
-    let _ = write!(s, "{:<12} {:<12}", "policy", "governor");
+    let _ = write!(s, "{:<12} {:<14}", "policy", "governor");
     for l in &labels {
         let _ = write!(s, " {:>9}", l);
     }
     s.push('\n');
     for c in cmps {
-        let _ = write!(s, "{:<12} {:<12}", c.policy, c.governor);
+        let _ = write!(s, "{:<12} {:<14}", c.policy, c.governor);
         for b in 0..labels.len() {
             let share = avg(c, |r| r.residency.get(b).copied().unwrap_or(0.0));
             let _ = write!(s, " {:>8.1}%", share * 100.0);
@@ -282,6 +282,63 @@ pub fn csv(cmps: &[Comparison]) -> String {
                 r.spin_ns as f64 / 1e6,
                 r.events
             );
+        }
+    }
+    s
+}
+
+/// Per-task CSV: one row per task of every run.
+pub fn tasks_csv(cmps: &[Comparison]) -> String {
+    let mut s =
+        String::from("policy,governor,seed,pid,comm,start_ms,end_ms,run_ms,wait_ms,migrations\n");
+    for c in cmps {
+        for r in &c.runs {
+            for t in &r.tasks {
+                let end = t
+                    .end_ns
+                    .map_or(String::new(), |e| format!("{:.4}", e as f64 / 1e6));
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{},{},{:.4},{},{:.4},{:.4},{}",
+                    c.policy,
+                    c.governor,
+                    r.seed,
+                    t.pid,
+                    t.comm,
+                    t.start_ns as f64 / 1e6,
+                    end,
+                    t.run_ns as f64 / 1e6,
+                    t.wait_ns as f64 / 1e6,
+                    t.migrations
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Per-interval CSV (one tick each): CPUs and sockets used, concurrency
+/// and underload over time, for every run.
+pub fn timeline_csv(cmps: &[Comparison], interval_ns: u64) -> String {
+    let mut s = String::from(
+        "policy,governor,seed,start_ms,cpus_used,sockets_used,concurrency,underload\n",
+    );
+    for c in cmps {
+        for r in &c.runs {
+            for (i, &(cpus, sockets, conc)) in r.intervals.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{:.3},{},{},{},{}",
+                    c.policy,
+                    c.governor,
+                    r.seed,
+                    (i as u64 * interval_ns) as f64 / 1e6,
+                    cpus,
+                    sockets,
+                    conc,
+                    i64::from(cpus) - i64::from(conc)
+                );
+            }
         }
     }
     s
