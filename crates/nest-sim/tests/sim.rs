@@ -303,3 +303,22 @@ fn cli_runs_with_small_arguments_and_reports_bad_files() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn shipped_workload_files_parse_and_run() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../workloads");
+    let m = machine("test-guest-2s");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let w = nest_sim::cli::load_workload(path.to_str().unwrap(), &m).unwrap();
+            let mut cfg = SimConfig::new(m.clone(), Governor::Powersave, 1);
+            cfg.max_time_ns = 3_000_000_000;
+            let r = nest_sim::run(cfg, &w, &mut Baseline).unwrap();
+            assert!(r.completion_ns > 0 && r.tasks.len() > 1, "{}", path.display());
+            n += 1;
+        }
+    }
+    assert!(n >= 4);
+}

@@ -194,7 +194,7 @@ fn barrier(p: &mut Params, nr_cores: u64) -> Workload {
 fn hackbench(p: &mut Params) -> Workload {
     let groups = p.get("groups", 4);
     let fds = p.get("fds", 10);
-    let loops = p.get("loops", 100);
+    let loops = p.get("loops", 500);
     let msg = p.get("msg_us", 5);
     let mut programs = Vec::new();
     let mut initial = Vec::new();
