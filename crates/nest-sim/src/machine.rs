@@ -259,6 +259,22 @@ mod tests {
     }
 
     #[test]
+    fn users_load_their_own_files() {
+        let m = Machine::builtin("test-guest-2s").unwrap();
+        let mut custom = m.clone();
+        custom.name = "custom".into();
+        custom.sockets = 1;
+        let path =
+            std::env::temp_dir().join(format!("nest-sim-machine-{}.json", std::process::id()));
+        std::fs::write(&path, serde_json::to_string(&custom).unwrap()).unwrap();
+        let loaded = Machine::load(path.to_str().unwrap()).unwrap();
+        std::fs::remove_file(&path).ok();
+        assert_eq!(loaded, custom);
+        assert_eq!(loaded.nr_cpus(), 8);
+        assert!(Machine::load("no-such-machine").is_err());
+    }
+
+    #[test]
     fn malformed_machine_names_origin_and_place() {
         let err = Machine::from_json("{\n \"name\": 3 }", "m.json").unwrap_err();
         let msg = format!("{err:#}");

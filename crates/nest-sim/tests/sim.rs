@@ -316,9 +316,36 @@ fn shipped_workload_files_parse_and_run() {
             let mut cfg = SimConfig::new(m.clone(), Governor::Powersave, 1);
             cfg.max_time_ns = 3_000_000_000;
             let r = nest_sim::run(cfg, &w, &mut Baseline).unwrap();
-            assert!(r.completion_ns > 0 && r.tasks.len() > 1, "{}", path.display());
+            assert!(
+                r.completion_ns > 0 && r.tasks.len() > 1,
+                "{}",
+                path.display()
+            );
             n += 1;
         }
     }
     assert!(n >= 4);
+}
+
+#[test]
+fn busy_cores_run_at_the_turbo_ceiling_for_their_count() {
+    // k busy tasks forked from CPU 0 stay on socket 0 (k < CPUs/4) on
+    // distinct cores; with the performance governor they reach the ceiling.
+    let m = machine("xeon-gold-5218-2s");
+    for (k, mhz) in [(1, 3900), (2, 3900), (3, 3700), (4, 3700), (6, 3600)] {
+        let text = format!(r#"{{"tasks": {{"hog": {{"instance": {k}, "runtime": 100000}}}}}}"#);
+        let w = rtapp::parse(&text, "inline").unwrap();
+        let r = run_with(&m, &w, &mut Baseline, Governor::Performance, 1);
+        let trace = r.trace.unwrap();
+        let top = trace
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Frequency { khz } => Some(khz / 1000),
+                _ => None,
+            })
+            .max()
+            .unwrap();
+        assert_eq!(top, mhz, "{k} busy cores");
+    }
 }

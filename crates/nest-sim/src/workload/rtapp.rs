@@ -253,6 +253,11 @@ impl Builder {
         if n == 0 || n < -1 {
             bail!("{path}.loop: expected a count >= 1, or -1 for forever");
         }
+        if n < 0 && !ops.iter().any(takes_time) {
+            bail!(
+                "{path}.loop: a loop forever needs an event that takes time (run, runtime, sleep, timer) or waits"
+            );
+        }
         let mut v = vec![Op::LoopStart {
             count: if n < 0 { 0 } else { n as u64 },
         }];
@@ -330,6 +335,15 @@ impl Builder {
             _ => bail!("{path}.period: expected a fixed period > 0 microseconds"),
         }
     }
+}
+
+/// Whether an operation consumes time or may wait (so a loop of it cannot
+/// spin forever at one instant).
+fn takes_time(op: &Op) -> bool {
+    !matches!(
+        op,
+        Op::Fork { .. } | Op::Send(_) | Op::Unlock(_) | Op::LoopStart { .. } | Op::LoopEnd { .. }
+    )
 }
 
 /// Re-bases `LoopEnd` targets of `ops` after inserting `by` ops before them.
@@ -435,6 +449,8 @@ mod tests {
             e.contains("$.tasks.a.fork: expected the name of a task"),
             "{e}"
         );
+        let e = err(r#"{"tasks": {"a": {"loop": -1, "send": "c"}}}"#);
+        assert!(e.contains("$.tasks.a.loop: a loop forever needs"), "{e}");
         let e = err(r#"{"task": {}}"#);
         assert!(e.contains("$: expected a \"tasks\" object"), "{e}");
     }
