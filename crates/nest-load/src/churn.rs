@@ -1,0 +1,46 @@
+//! Fork/wait churn: a parent that forks one short-lived child at a time,
+//! waits for it, and does a little work of its own between children, like
+//! the shell running a configure script.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::{process, spin_for};
+
+/// When a churn stops.
+#[derive(Clone, Copy, Debug)]
+pub enum Stop {
+    At(Instant),
+    After(u64),
+}
+
+impl Stop {
+    fn reached(self, forks: u64) -> bool {
+        match self {
+            Stop::At(until) => Instant::now() >= until,
+            Stop::After(count) => forks >= count,
+        }
+    }
+}
+
+/// Fork children that each spin for `work` (the parent spins half as long
+/// between children) until `stop`.
+pub fn run(stop: Stop, work: Duration) -> Result<String> {
+    let start = Instant::now();
+    let mut forks = 0u64;
+    while !stop.reached(forks) {
+        let pid = process::fork(|| {
+            spin_for(work);
+            0
+        })?;
+        process::wait_ok(pid)?;
+        spin_for(work / 2);
+        forks += 1;
+    }
+    Ok(format!(
+        "churn: forks={forks} work_us={} elapsed_ms={}",
+        work.as_micros(),
+        start.elapsed().as_millis()
+    ))
+}

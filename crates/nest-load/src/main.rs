@@ -1,0 +1,152 @@
+//! nest-load: small real workloads to exercise a scheduler.
+//!
+//! Each load runs for a fixed time, checks what it can (a child that did
+//! not exit cleanly, a thread running outside its affinity mask) and prints
+//! one summary line. The process exits non-zero if any check failed. It
+//! forks but never execs, so it stays fast when its binary lives on a slow
+//! filesystem (9p in the test guest).
+
+mod affinity;
+mod churn;
+mod cpus;
+mod hogs;
+mod pingpong;
+mod process;
+
+use std::process::ExitCode;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use churn::Stop;
+use clap::{Parser, Subcommand};
+
+/// Work of each churn child in the mixed load.
+const CHURN_WORK: Duration = Duration::from_micros(200);
+
+#[derive(Debug, Parser)]
+#[command(version, about = "Small real workloads to exercise a scheduler")]
+struct Cli {
+    #[command(subcommand)]
+    load: Load,
+}
+
+#[derive(Debug, Subcommand)]
+enum Load {
+    /// All of hogs, churn, ping-pong and affinity at once.
+    Mixed {
+        /// How long to run.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// CPU-bound threads (default: half the CPUs).
+        #[arg(long)]
+        hogs: Option<usize>,
+    },
+    /// CPU-bound threads spinning until the deadline.
+    Hogs {
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Number of threads (default: one per CPU).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Fork a child that works briefly and exits, wait, repeat: a serial
+    /// fork/wait chain like a configure script.
+    Churn {
+        /// How long to run (unless --count is given).
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Stop after this many children instead.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Work of each child, in microseconds of spinning.
+        #[arg(long, default_value_t = 200)]
+        work_us: u64,
+    },
+    /// Two processes bouncing a byte through pipes.
+    Pingpong {
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
+    /// A thread moving itself between CPU subsets, checking where it runs.
+    Affinity {
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
+}
+
+/// The time a load stops at.
+fn deadline(seconds: f64) -> Result<Instant> {
+    if !(seconds > 0.0 && seconds.is_finite() && seconds < 86_400.0) {
+        anyhow::bail!("--seconds must be a positive number below one day, not {seconds}");
+    }
+    Ok(Instant::now() + Duration::from_secs_f64(seconds))
+}
+
+/// Spin on the CPU for `work`.
+pub fn spin_for(work: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < work {
+        std::hint::spin_loop();
+    }
+}
+
+fn mixed(seconds: f64, hogs: Option<usize>) -> Result<Vec<String>> {
+    let until = deadline(seconds)?;
+    let nr_hogs = match hogs {
+        Some(n) => n,
+        None => cpus::allowed()?.len().div_ceil(2),
+    };
+    thread::scope(|s| {
+        let hogs = s.spawn(move || hogs::run(until, nr_hogs));
+        let churn = s.spawn(move || churn::run(Stop::At(until), CHURN_WORK));
+        let pingpong = s.spawn(move || pingpong::run(until));
+        let affinity = s.spawn(move || affinity::run(until));
+        [hogs, churn, pingpong, affinity]
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a load thread panicked"))?
+            })
+            .collect()
+    })
+}
+
+fn run(cli: Cli) -> Result<Vec<String>> {
+    Ok(match cli.load {
+        Load::Mixed { seconds, hogs } => mixed(seconds, hogs)?,
+        Load::Hogs { seconds, threads } => {
+            let threads = match threads {
+                Some(n) => n,
+                None => cpus::allowed()?.len(),
+            };
+            vec![hogs::run(deadline(seconds)?, threads)?]
+        }
+        Load::Churn {
+            seconds,
+            count,
+            work_us,
+        } => {
+            let stop = match count {
+                Some(n) => Stop::After(n),
+                None => Stop::At(deadline(seconds)?),
+            };
+            vec![churn::run(stop, Duration::from_micros(work_us))?]
+        }
+        Load::Pingpong { seconds } => vec![pingpong::run(deadline(seconds)?)?],
+        Load::Affinity { seconds } => vec![affinity::run(deadline(seconds)?)?],
+    })
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(lines) => {
+            lines.iter().for_each(|line| println!("{line}"));
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("nest-load: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

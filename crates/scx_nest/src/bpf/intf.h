@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Types shared by the scx_nest BPF scheduler and its Rust user space
+ * (through bindgen). The policy's own types come from nest_policy.h.
+ */
+#ifndef __SCX_NEST_INTF_H
+#define __SCX_NEST_INTF_H
+
+#ifndef __VMLINUX_H__
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef int s32;
+#endif
+
+#include "nest_policy.h"
+
+enum scx_nest_consts {
+	/* The shared queue of tasks that found no idle CPU. */
+	NEST_DSQ = 0,
+	/* Never consumed: holds the tasks the stall test starves on purpose. */
+	STALL_DSQ = 1,
+	/* Length of a task's comm, with its NUL. */
+	COMM_LEN = 16,
+};
+
+/* Scheduler events counted besides the policy's enum nest_stat. */
+enum scx_nest_event {
+	/* Tasks queued on the shared queue. */
+	NEST_EV_QUEUED,
+	/* Tasks inserted straight into their CPU's local queue from enqueue. */
+	NEST_EV_LOCAL,
+	/* Idle CPUs woken to take a queued task. */
+	NEST_EV_KICKED,
+	/* Tasks held back by the stall test (--debug-stall-comm). */
+	NEST_EV_STALLED,
+	NEST_NR_EVENTS,
+};
+
+/* Per-CPU counters, summed by user space. */
+struct nest_counters {
+	/* Indexed by enum nest_stat. */
+	u64 policy[NEST_NR_STATS];
+	/* Indexed by enum scx_nest_event. */
+	u64 events[NEST_NR_EVENTS];
+};
+
+#endif /* __SCX_NEST_INTF_H */

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The BPF host of the Nest policy: the platform interface of
+ * policy/nest_policy.h implemented with sched_ext kfuncs, and the per-CPU
+ * counters.
+ */
+#ifndef __NEST_PLATFORM_BPF_H
+#define __NEST_PLATFORM_BPF_H
+
+/* What one placement needs to know about the task being placed. */
+struct nest_bpf_env {
+	struct task_struct *p;
+	u64 wake_flags;
+};
+
+typedef struct nest_bpf_env *nest_env_t;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct nest_counters);
+} counters SEC(".maps");
+
+static struct nest_counters *this_cpu_counters(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+static void count_event(enum scx_nest_event ev)
+{
+	struct nest_counters *c = this_cpu_counters();
+
+	if (c && ev < NEST_NR_EVENTS)
+		c->events[ev]++;
+}
+
+static void plat_count(nest_env_t env, enum nest_stat stat)
+{
+	struct nest_counters *c = this_cpu_counters();
+
+	if (c && stat < NEST_NR_STATS)
+		c->policy[stat]++;
+}
+
+static bool plat_claim_idle(nest_env_t env, s32 cpu)
+{
+	return scx_bpf_test_and_clear_cpu_idle(cpu);
+}
+
+static bool plat_task_allowed(nest_env_t env, s32 cpu)
+{
+	return env->p && bpf_cpumask_test_cpu(cpu, env->p->cpus_ptr);
+}
+
+static s32 plat_default_cpu(nest_env_t env, s32 prev_cpu, bool *idle)
+{
+	bool is_idle = false;
+	s32 cpu;
+
+	if (!env->p)
+		return prev_cpu;
+	cpu = scx_bpf_select_cpu_dfl(env->p, prev_cpu, env->wake_flags,
+				     &is_idle);
+	*idle = is_idle;
+	return cpu;
+}
+
+static s32 plat_pick_any_idle(nest_env_t env)
+{
+	if (!env->p)
+		return -1;
+	return scx_bpf_pick_idle_cpu(env->p->cpus_ptr, 0);
+}
+
+static u64 plat_now(nest_env_t env)
+{
+	return scx_bpf_now();
+}
+
+#endif /* __NEST_PLATFORM_BPF_H */

@@ -1,0 +1,230 @@
+//! Command-line options, their validation, and the BPF configuration built
+//! from them. Everything here is checked before the scheduler is loaded.
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use nest_policy::{Mechanism, Params, parse_duration_ns};
+use scx_utils::{NR_CPU_IDS, Topology, compat};
+
+use crate::bpf_intf;
+
+/// scx_nest: the Nest scheduler (EuroSys 2022) on sched_ext.
+///
+/// Places forked and woken tasks on a small, self-sizing nest of recently
+/// used cores, so that work runs on warm cores at high frequency instead of
+/// being spread over cold idle cores. Runs until SIGINT or SIGTERM.
+///
+/// Durations take a unit: ns, us, ms, s, or tick(s) (4 ms, the published
+/// 250 Hz). Published defaults: P_remove 2 ticks, R_max 5, R_impatient 2.
+#[derive(Debug, Parser)]
+#[command(version)]
+pub struct Opts {
+    /// Idle time after which a primary-nest CPU is demoted (P_remove).
+    #[arg(long, default_value = "2ticks", value_name = "DURATION")]
+    pub p_remove: String,
+
+    /// Capacity of the reserve nest, in CPUs (R_max).
+    #[arg(long, default_value_t = 5)]
+    pub r_max: u32,
+
+    /// Times a task may find its previous CPU busy before it becomes
+    /// impatient (R_impatient, at least 1).
+    #[arg(long, default_value_t = 2)]
+    pub r_impatient: u32,
+
+    /// Switch mechanisms off for ablation studies, comma-separated: attach,
+    /// reserve, impatience, compaction, exit-demotion, wide-fallback.
+    #[arg(long, value_delimiter = ',', value_name = "MECHANISMS")]
+    pub disable: Vec<String>,
+
+    /// Time slice of a task (100us to 1s).
+    #[arg(long, default_value = "4ms", value_name = "DURATION")]
+    pub slice: String,
+
+    /// Schedule only tasks whose policy is SCHED_EXT (and their children),
+    /// leaving every other task to the default scheduler.
+    #[arg(long)]
+    pub partial: bool,
+
+    /// Print statistics every SECONDS while scheduling.
+    #[arg(long, value_name = "SECONDS")]
+    pub stats: Option<f64>,
+
+    /// Print the statistics of a running scx_nest every SECONDS; does not
+    /// start a scheduler.
+    #[arg(long, value_name = "SECONDS")]
+    pub monitor: Option<f64>,
+
+    /// Describe the statistics and exit.
+    #[arg(long)]
+    pub help_stats: bool,
+
+    /// How long a runnable task may wait before the kernel ejects the
+    /// scheduler (default: the kernel's, 30 s).
+    #[arg(long, value_name = "DURATION")]
+    pub watchdog: Option<String>,
+
+    /// Testing only: never run tasks with this command name, so that the
+    /// kernel's watchdog ejects the scheduler.
+    #[arg(long, hide = true, value_name = "COMM")]
+    pub debug_stall_comm: Option<String>,
+}
+
+/// Validated configuration, ready to be written into the BPF object.
+#[derive(Debug)]
+pub struct SchedConfig {
+    params: Params,
+    slice_ns: u64,
+    partial: bool,
+    watchdog_ms: Option<u32>,
+    stall_comm: Option<Vec<u8>>,
+}
+
+fn duration_opt(name: &str, text: &str) -> Result<u64> {
+    parse_duration_ns(text).map_err(|e| anyhow::anyhow!("--{name}: {e}"))
+}
+
+fn mechanisms(names: &[String]) -> Result<Vec<Mechanism>> {
+    names
+        .iter()
+        .map(|name| {
+            Mechanism::from_name(name.trim()).with_context(|| {
+                let known: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
+                format!(
+                    "--disable: unknown mechanism '{name}'; known: {}",
+                    known.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+impl SchedConfig {
+    pub fn from_opts(opts: &Opts) -> Result<Self> {
+        if opts.r_impatient == 0 {
+            bail!(
+                "--r-impatient must be at least 1 (to switch impatience off: --disable impatience)"
+            );
+        }
+        let slice_ns = duration_opt("slice", &opts.slice)?;
+        if !(100_000..=1_000_000_000).contains(&slice_ns) {
+            bail!("--slice must be between 100us and 1s, not {}", opts.slice);
+        }
+        let watchdog_ms = match &opts.watchdog {
+            Some(text) => {
+                let ms = duration_opt("watchdog", text)? / 1_000_000;
+                if !(100..=30_000).contains(&ms) {
+                    bail!("--watchdog must be between 100ms and 30s, not {text}");
+                }
+                Some(ms as u32)
+            }
+            None => None,
+        };
+        let stall_comm = match &opts.debug_stall_comm {
+            Some(comm)
+                if comm.is_empty() || comm.len() >= bpf_intf::scx_nest_consts_COMM_LEN as usize =>
+            {
+                bail!("--debug-stall-comm must be 1 to 15 bytes long");
+            }
+            Some(comm) => Some(comm.as_bytes().to_vec()),
+            None => None,
+        };
+        let params = Params {
+            p_remove_ns: duration_opt("p-remove", &opts.p_remove)?,
+            r_max: opts.r_max,
+            r_impatient: opts.r_impatient,
+            disabled: mechanisms(&opts.disable)?,
+            ..Params::default()
+        };
+        Ok(Self {
+            params,
+            slice_ns,
+            partial: opts.partial,
+            watchdog_ms,
+            stall_comm,
+        })
+    }
+
+    /// One line for the log.
+    pub fn describe(&self) -> String {
+        let disabled: Vec<&str> = self.params.disabled.iter().map(|m| m.name()).collect();
+        format!(
+            "P_remove {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
+            self.params.p_remove_ns / 1000,
+            self.params.r_max,
+            self.params.r_impatient,
+            self.slice_ns / 1000,
+            if self.partial {
+                "SCHED_EXT tasks only"
+            } else {
+                "all tasks"
+            },
+            if disabled.is_empty() {
+                String::new()
+            } else {
+                format!(", disabled: {}", disabled.join(","))
+            }
+        )
+    }
+
+    /// Write the configuration into the opened (not yet loaded) skeleton.
+    pub fn apply(&self, skel: &mut crate::OpenBpfSkel) -> Result<()> {
+        let nr_cpus = *NR_CPU_IDS;
+        if nr_cpus > nest_policy::MAX_CPUS {
+            bail!(
+                "this machine has {nr_cpus} CPUs; scx_nest supports up to {}",
+                nest_policy::MAX_CPUS
+            );
+        }
+        let topo = Topology::new().context("cannot read the CPU topology from sysfs")?;
+        let rodata = skel
+            .maps
+            .rodata_data
+            .as_mut()
+            .context("the BPF object has no .rodata")?;
+        let cfg = &mut rodata.nest_cfg;
+        cfg.p_remove_ns = self.params.p_remove_ns;
+        cfg.s_max_ns = self.params.s_max_ns;
+        cfg.r_max = self.params.r_max;
+        cfg.r_impatient = self.params.r_impatient;
+        cfg.nr_cpus = nr_cpus as u32;
+        cfg.reserve_start = current_cpu();
+        cfg.disabled = self
+            .params
+            .disabled
+            .iter()
+            .fold(0, |bits, m| bits | m.bit());
+        for cpu in topo.all_cpus.values() {
+            cfg.cpu_llc[cpu.id] = cpu.llc_id as u32;
+        }
+        for (cpu, sibling) in topo.sibling_cpus().into_iter().enumerate().take(nr_cpus) {
+            cfg.cpu_sibling[cpu] = sibling;
+        }
+        rodata.slice_ns = self.slice_ns;
+        if let Some(comm) = &self.stall_comm {
+            for (dst, &src) in rodata.stall_comm.iter_mut().zip(comm) {
+                *dst = src as _;
+            }
+        }
+
+        let ops = skel.struct_ops.nest_ops_mut();
+        ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE
+            | if self.partial {
+                *compat::SCX_OPS_SWITCH_PARTIAL
+            } else {
+                0
+            };
+        if let Some(ms) = self.watchdog_ms {
+            ops.timeout_ms = ms;
+        }
+        Ok(())
+    }
+}
+
+/// The CPU this thread runs on: where Nest starts, and so where reserve
+/// searches begin.
+fn current_cpu() -> i32 {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    cpu.max(0)
+}

@@ -1,0 +1,230 @@
+//! scx_nest: Nest (EuroSys 2022) as a sched_ext scheduler.
+//!
+//! User space checks the system and the options, fills in the BPF
+//! scheduler's configuration, attaches it, serves statistics, and detaches
+//! it on SIGINT/SIGTERM or reports why the kernel ejected it. All placement
+//! decisions are made in BPF (src/bpf/main.bpf.c and policy/).
+
+mod bpf_skel;
+pub use bpf_skel::*;
+#[allow(
+    non_upper_case_globals,
+    non_camel_case_types,
+    non_snake_case,
+    dead_code
+)]
+mod bpf_intf;
+mod config;
+mod preflight;
+mod stats;
+
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use crossbeam::channel::RecvTimeoutError;
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use log::{info, warn};
+use scx_stats::prelude::*;
+use scx_utils::{UserExitInfo, scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
+
+use config::{Opts, SchedConfig};
+use stats::Metrics;
+
+struct Scheduler<'a> {
+    skel: BpfSkel<'a>,
+    struct_ops: Option<libbpf_rs::Link>,
+    stats_server: StatsServer<(), Metrics>,
+}
+
+impl<'a> Scheduler<'a> {
+    fn init(cfg: &SchedConfig, open_object: &'a mut MaybeUninit<OpenObject>) -> Result<Self> {
+        let skel_builder = BpfSkelBuilder::default();
+        let mut skel = scx_ops_open!(
+            skel_builder,
+            open_object,
+            nest_ops,
+            None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>
+        )?;
+        cfg.apply(&mut skel)?;
+        let mut skel = scx_ops_load!(skel, nest_ops, uei)?;
+        let struct_ops = Some(scx_ops_attach!(skel, nest_ops)?);
+        let stats_server = StatsServer::new(stats::server_data()).launch()?;
+        Ok(Self {
+            skel,
+            struct_ops,
+            stats_server,
+        })
+    }
+
+    fn metrics(&self) -> Metrics {
+        let (policy, events) = self.counters();
+        let state = &self
+            .skel
+            .maps
+            .bss_data
+            .as_ref()
+            .expect("the BPF object has a .bss")
+            .nest_state;
+        let ones = |mask: &[u64]| mask.iter().map(|w| w.count_ones() as u64).sum();
+        Metrics {
+            primary_cpus: ones(&state.primary),
+            reserve_cpus: ones(&state.reserve),
+            attached: policy[bpf_intf::nest_stat_NEST_STAT_ATTACHED as usize],
+            prev: policy[bpf_intf::nest_stat_NEST_STAT_PREV as usize],
+            primary: policy[bpf_intf::nest_stat_NEST_STAT_PRIMARY as usize],
+            reserve: policy[bpf_intf::nest_stat_NEST_STAT_RESERVE as usize],
+            fallback: policy[bpf_intf::nest_stat_NEST_STAT_FALLBACK as usize],
+            fallback_wide: policy[bpf_intf::nest_stat_NEST_STAT_FALLBACK_WIDE as usize],
+            no_idle: policy[bpf_intf::nest_stat_NEST_STAT_NO_IDLE as usize],
+            promoted: policy[bpf_intf::nest_stat_NEST_STAT_PROMOTED as usize],
+            joined_reserve: policy[bpf_intf::nest_stat_NEST_STAT_JOINED_RESERVE as usize],
+            joined_primary: policy[bpf_intf::nest_stat_NEST_STAT_JOINED_PRIMARY as usize],
+            compacted: policy[bpf_intf::nest_stat_NEST_STAT_COMPACTED as usize],
+            exit_demoted: policy[bpf_intf::nest_stat_NEST_STAT_EXIT_DEMOTED as usize],
+            reserve_full: policy[bpf_intf::nest_stat_NEST_STAT_RESERVE_FULL as usize],
+            impatient: policy[bpf_intf::nest_stat_NEST_STAT_IMPATIENT as usize],
+            queued: events[bpf_intf::scx_nest_event_NEST_EV_QUEUED as usize],
+            local: events[bpf_intf::scx_nest_event_NEST_EV_LOCAL as usize],
+            kicked: events[bpf_intf::scx_nest_event_NEST_EV_KICKED as usize],
+            stalled: events[bpf_intf::scx_nest_event_NEST_EV_STALLED as usize],
+        }
+    }
+
+    /// The per-CPU counters, summed over CPUs: (policy, events).
+    fn counters(&self) -> (Vec<u64>, Vec<u64>) {
+        let mut policy = vec![0u64; bpf_intf::nest_stat_NEST_NR_STATS as usize];
+        let mut events = vec![0u64; bpf_intf::scx_nest_event_NEST_NR_EVENTS as usize];
+        let key = 0u32.to_ne_bytes();
+        let per_cpu = match self.skel.maps.counters.lookup_percpu(&key, MapFlags::ANY) {
+            Ok(Some(values)) => values,
+            Ok(None) => return (policy, events),
+            Err(err) => {
+                warn!("cannot read the counters: {err}");
+                return (policy, events);
+            }
+        };
+        for bytes in per_cpu {
+            if bytes.len() < std::mem::size_of::<bpf_intf::nest_counters>() {
+                continue;
+            }
+            // SAFETY: the map value is a struct nest_counters; the size was
+            // checked and read_unaligned copes with the Vec's alignment.
+            let c: bpf_intf::nest_counters =
+                unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+            policy
+                .iter_mut()
+                .zip(c.policy)
+                .for_each(|(sum, v)| *sum += v);
+            events
+                .iter_mut()
+                .zip(c.events)
+                .for_each(|(sum, v)| *sum += v);
+        }
+        (policy, events)
+    }
+
+    fn exited(&mut self) -> bool {
+        uei_exited!(&self.skel, uei)
+    }
+
+    /// Serve statistics until a signal or until the kernel ejects us.
+    fn run(&mut self, shutdown: &AtomicBool) -> Result<UserExitInfo> {
+        let (res_ch, req_ch) = self.stats_server.channels();
+        while !shutdown.load(Ordering::Relaxed) && !self.exited() {
+            match req_ch.recv_timeout(Duration::from_millis(200)) {
+                Ok(()) => res_ch.send(self.metrics())?,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(e) => Err(e)?,
+            }
+        }
+        // Dropping the link detaches the scheduler.
+        self.struct_ops.take();
+        uei_report!(&self.skel, uei)
+    }
+}
+
+fn init_logging() -> Result<()> {
+    let config = simplelog::ConfigBuilder::new()
+        .set_time_level(simplelog::LevelFilter::Off)
+        .set_target_level(simplelog::LevelFilter::Off)
+        .set_thread_level(simplelog::LevelFilter::Off)
+        .set_location_level(simplelog::LevelFilter::Off)
+        .build();
+    simplelog::TermLogger::init(
+        simplelog::LevelFilter::Info,
+        config,
+        simplelog::TerminalMode::Stderr,
+        simplelog::ColorChoice::Auto,
+    )?;
+    Ok(())
+}
+
+fn check_interval(interval: Option<f64>) -> Result<()> {
+    match interval {
+        Some(secs) if !(secs > 0.0 && secs.is_finite()) => {
+            anyhow::bail!(
+                "the statistics interval must be a positive number of seconds, not {secs}"
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
+fn spawn_monitor(interval: f64, shutdown: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        if let Err(err) = stats::monitor(Duration::from_secs_f64(interval), shutdown) {
+            warn!("statistics monitor stopped: {err}");
+        }
+    })
+}
+
+fn main() -> std::process::ExitCode {
+    match run(Opts::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("scx_nest: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(opts: Opts) -> Result<()> {
+    if opts.help_stats {
+        stats::server_data().describe_meta(&mut std::io::stdout(), None)?;
+        return Ok(());
+    }
+    check_interval(opts.stats)?;
+    check_interval(opts.monitor)?;
+    init_logging()?;
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let on_signal = shutdown.clone();
+    ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed))
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+
+    if let Some(interval) = opts.monitor {
+        spawn_monitor(interval, shutdown.clone())
+            .join()
+            .map_err(|_| anyhow::anyhow!("the statistics monitor panicked"))?;
+        return Ok(());
+    }
+
+    // Everything that can be refused is checked before anything is loaded.
+    let cfg = SchedConfig::from_opts(&opts)?;
+    preflight::check()?;
+    if let Some(interval) = opts.stats {
+        spawn_monitor(interval, shutdown.clone());
+    }
+
+    let mut open_object = MaybeUninit::uninit();
+    let mut sched = Scheduler::init(&cfg, &mut open_object)?;
+    info!("scx_nest attached ({})", cfg.describe());
+    let exit = sched.run(&shutdown);
+    info!("scx_nest detached");
+    exit?;
+    Ok(())
+}
