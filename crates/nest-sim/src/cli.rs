@@ -249,6 +249,7 @@ fn run_all(
                 cfg.tick_hz = args.tick_hz;
                 cfg.load_balance = !args.no_load_balance;
                 cfg.record_trace = args.trace_dir.is_some();
+                cfg.progress = !args.quiet && std::io::stderr().is_terminal();
                 let start = Instant::now();
                 let mut r = crate::run(cfg, workload, policy.as_mut())?;
                 progress.done(&r, start.elapsed().as_secs_f64());

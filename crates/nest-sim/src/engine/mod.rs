@@ -45,6 +45,8 @@ pub struct SimConfig {
     pub load_balance: bool,
     /// Record the schedule as a nest-trace [`Trace`].
     pub record_trace: bool,
+    /// Report progress on stderr (about once a second of wall time).
+    pub progress: bool,
 }
 
 impl SimConfig {
@@ -61,6 +63,7 @@ impl SimConfig {
             max_time_ns: 600_000_000_000,
             load_balance: true,
             record_trace: false,
+            progress: false,
         }
     }
 
@@ -106,6 +109,7 @@ impl<'p> Sim<'p> {
     /// Runs to completion (or `max_time_ns`) and returns the results.
     pub fn run(mut self) -> RunResult {
         self.start();
+        let mut progress = Progress::new(self.k.cfg.progress);
         while let Some(Reverse((t, _, ev))) = self.k.queue.pop() {
             if t > self.k.cfg.max_time_ns {
                 break;
@@ -113,10 +117,12 @@ impl<'p> Sim<'p> {
             self.k.now = t;
             self.k.nr_events += 1;
             self.dispatch(ev);
+            progress.tick(&self.k);
             if self.k.live_tasks == 0 || self.k.stop_at.is_some_and(|s| t >= s) {
                 break;
             }
         }
+        progress.done();
         self.finish()
     }
 
@@ -212,5 +218,42 @@ impl Kernel {
     pub(crate) fn arm_timer(&mut self, delay_ns: u64, token: u64) {
         let at = self.now + delay_ns;
         self.push(at, Ev::Timer { token });
+    }
+}
+
+/// Progress of one long run on stderr; never affects the simulation.
+struct Progress {
+    on: bool,
+    last: std::time::Instant,
+    printed: bool,
+}
+
+impl Progress {
+    fn new(on: bool) -> Self {
+        Self {
+            on,
+            last: std::time::Instant::now(),
+            printed: false,
+        }
+    }
+
+    fn tick(&mut self, k: &Kernel) {
+        if !self.on || !k.nr_events.is_multiple_of(65_536) || self.last.elapsed().as_secs() < 1 {
+            return;
+        }
+        self.last = std::time::Instant::now();
+        self.printed = true;
+        eprint!(
+            "\r\x1b[K  simulated {:.3} s, {} tasks alive, {} events",
+            k.now as f64 / 1e9,
+            k.live_tasks,
+            k.nr_events
+        );
+    }
+
+    fn done(&self) {
+        if self.printed {
+            eprint!("\r\x1b[K");
+        }
     }
 }
