@@ -252,6 +252,13 @@ fn run_all(
                 cfg.progress = !args.quiet && std::io::stderr().is_terminal();
                 let start = Instant::now();
                 let mut r = crate::run(cfg, workload, policy.as_mut())?;
+                if r.deadlocked {
+                    eprintln!(
+                        "warning: {p} {} seed {seed}: every remaining task waits forever (deadlock) at {:.3} ms",
+                        g.name(),
+                        r.completion_ns as f64 / 1e6
+                    );
+                }
                 progress.done(&r, start.elapsed().as_secs_f64());
                 if let Some(dir) = &args.trace_dir {
                     write_trace(dir, &mut r)?;

@@ -29,6 +29,8 @@ pub struct RunResult {
     pub workload: String,
     pub seed: u64,
     pub completion_ns: u64,
+    /// The run stopped because every remaining task waited forever.
+    pub deadlocked: bool,
     pub energy_j: f64,
     pub migrations: u64,
     /// Total warm-spin time over all CPUs.
@@ -91,6 +93,7 @@ impl RunResult {
             } else {
                 completion_ns
             },
+            deadlocked: k.deadlock,
             energy_j: s.energy_j,
             migrations: s.migrations,
             spin_ns: s.spin_ns,

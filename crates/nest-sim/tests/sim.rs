@@ -349,3 +349,16 @@ fn busy_cores_run_at_the_turbo_ceiling_for_their_count() {
         assert_eq!(top, mhz, "{k} busy cores");
     }
 }
+
+#[test]
+fn a_deadlocked_workload_stops_and_says_so() {
+    let m = machine("test-guest-2s");
+    let w = rtapp::parse(
+        r#"{"tasks": {"a": {"run": 100, "recv": "never"}}}"#,
+        "inline",
+    )
+    .unwrap();
+    let r = run_with(&m, &w, &mut Baseline, Governor::Powersave, 1);
+    assert!(r.deadlocked);
+    assert!(r.completion_ns < 10_000_000);
+}

@@ -184,6 +184,8 @@ pub struct Kernel {
     /// Schedule events produced (trace events, recorded or not).
     pub(crate) nr_sched_events: u64,
     pub(crate) stop_at: Option<u64>,
+    /// Every live task waits for something nothing will ever do.
+    pub(crate) deadlock: bool,
     /// Tasks waiting in run queues (not running), for quick balance checks.
     pub(crate) nr_queued: u32,
     pub(crate) stats: Stats,
@@ -232,6 +234,7 @@ impl Kernel {
         };
         Self {
             stop_at: workload.duration_ns,
+            deadlock: false,
             machine,
             topo,
             workload: workload.clone(),
@@ -259,6 +262,20 @@ impl Kernel {
             scratch: Vec::new(),
             cfg,
         }
+    }
+
+    /// Tasks remain, none runs or waits to run, and no pending event (sleep
+    /// end, timer, spin end) can change that.
+    pub(crate) fn deadlocked(&self) -> bool {
+        self.live_tasks > 0
+            && self.stats.running_now == 0
+            && self.nr_queued == 0
+            && !self.queue.iter().any(|std::cmp::Reverse((_, _, ev))| {
+                matches!(
+                    ev,
+                    Ev::WakeTask { .. } | Ev::Timer { .. } | Ev::SpinEnd { .. }
+                )
+            })
     }
 
     pub(crate) fn core_of(&self, cpu: Cpu) -> usize {

@@ -164,6 +164,11 @@ impl Sim<'_> {
     pub(crate) fn tick(&mut self) {
         let now = self.k.now;
         self.close_interval();
+        if self.k.deadlocked() {
+            self.k.deadlock = true;
+            self.k.stop_at = Some(now);
+            return;
+        }
         let slice = self.k.cfg.slice_ns;
         for cpu in 0..self.k.cpus.len() as Cpu {
             let mhz = self.k.cpu_mhz(cpu);
