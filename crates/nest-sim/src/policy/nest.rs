@@ -26,7 +26,20 @@ pub struct Nest {
     warm_spin: bool,
     /// Nest membership last reported to the trace, per CPU.
     reported: Vec<NestKind>,
+    /// Nest membership per CPU, as of `version`.
+    nests: Vec<NestKind>,
+    version: Option<u64>,
 }
+
+/// The C policy's counters of nest membership changes: their sum changes
+/// exactly when a CPU joins or leaves a nest.
+const MEMBERSHIP_STATS: [Stat; 5] = [
+    Stat::Promoted,
+    Stat::JoinedReserve,
+    Stat::JoinedPrimary,
+    Stat::Compacted,
+    Stat::ExitDemoted,
+];
 
 impl Nest {
     /// Nest for a machine with `topo`, started on CPU 0.
@@ -42,7 +55,26 @@ impl Nest {
             tasks: Vec::new(),
             warm_spin,
             reported: vec![NestKind::None; topo.nr_cpus()],
+            nests: vec![NestKind::None; topo.nr_cpus()],
+            version: None,
         })
+    }
+
+    /// Nest membership of every CPU, re-read from the C policy only when
+    /// its membership counters moved.
+    fn nests(&mut self) -> &[NestKind] {
+        let version = MEMBERSHIP_STATS.iter().map(|&s| self.policy.stat(s)).sum();
+        if self.version != Some(version) {
+            self.version = Some(version);
+            self.nests.iter_mut().for_each(|n| *n = NestKind::None);
+            for c in self.policy.reserve() {
+                self.nests[c as usize] = NestKind::Reserve;
+            }
+            for c in self.policy.primary() {
+                self.nests[c as usize] = NestKind::Primary;
+            }
+        }
+        &self.nests
     }
 
     /// How many times the C policy counted `stat`.
@@ -63,14 +95,8 @@ impl Nest {
         if !cx.k.cfg.record_trace {
             return;
         }
-        let mut now = vec![NestKind::None; self.reported.len()];
-        for c in self.policy.reserve() {
-            now[c as usize] = NestKind::Reserve;
-        }
-        for c in self.policy.primary() {
-            now[c as usize] = NestKind::Primary;
-        }
-        for (cpu, (&new, old)) in now.iter().zip(self.reported.iter_mut()).enumerate() {
+        self.nests();
+        for (cpu, (&new, old)) in self.nests.iter().zip(self.reported.iter_mut()).enumerate() {
             if new != *old {
                 *old = new;
                 cx.nest_changed(cpu as Cpu, new);
@@ -156,7 +182,7 @@ impl Policy for Nest {
     fn cpu_idle(&mut self, cx: &mut Ctx, cpu: Cpu) -> Option<Spin> {
         self.policy.cpu_idle(cpu, cx.now());
         self.report_nests(cx);
-        let primary = self.policy.primary().contains(&cpu);
+        let primary = self.nests().get(cpu as usize) == Some(&NestKind::Primary);
         (self.warm_spin && primary && self.params.s_max_ns > 0).then_some(Spin {
             max_ns: self.params.s_max_ns,
             until_sibling_busy: true,
