@@ -114,7 +114,7 @@ pub struct SimArgs {
     pub timeline_csv: Option<PathBuf>,
 
     /// Write each run's schedule (nest-trace model, JSON) into this
-    /// directory as <policy>-<governor>-<seed>.json.
+    /// directory as POLICY-GOVERNOR-SEED.json.
     #[arg(long)]
     pub trace_dir: Option<PathBuf>,
 

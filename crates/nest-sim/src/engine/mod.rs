@@ -4,9 +4,9 @@
 //! (time, sequence number), so simultaneous events run in the order they
 //! were created and a run is a pure function of its inputs and seed.
 //!
-//! Split by concern: [`kernel`] holds the simulated machine and task state
-//! that policies may read; [`task`] interprets task programs; [`cpu`] does
-//! context switches, idling, warm spinning and load balancing; [`step`] runs
+//! Split by concern: `kernel` holds the simulated machine and task state
+//! that policies may read; `task` interprets task programs; `cpu` does
+//! context switches, idling, warm spinning and load balancing; `step` runs
 //! the periodic frequency step, tick and accounting.
 
 mod cpu;

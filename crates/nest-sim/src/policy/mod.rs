@@ -116,7 +116,8 @@ impl Ctx<'_> {
         self.k.cpus[cpu as usize].util
     }
 
-    /// The other hardware thread of `cpu`'s core, if any.
+    /// All hardware threads of `cpu`'s physical core (`cpu` included),
+    /// ascending.
     pub fn smt_siblings(&self, cpu: Cpu) -> &[Cpu] {
         &self.k.core_cpus[self.k.topo.cpus[cpu as usize].core as usize]
     }
