@@ -1,4 +1,4 @@
-//! rt-app JSON workloads (https://github.com/scheduler-tools/rt-app,
+//! rt-app JSON workloads (<https://github.com/scheduler-tools/rt-app>,
 //! doc/tutorial.txt), with a few extensions for what rt-app lacks.
 //!
 //! Supported: `global.duration` (s); per task `instance`, `loop`, `phases`
