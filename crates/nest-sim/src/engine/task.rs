@@ -68,6 +68,14 @@ impl Sim<'_> {
         t.util = spare / 2.0;
         t.cpu = target;
         self.k.cpus[target as usize].util += spare / 2.0;
+        // As Linux's sched_wakeup_new: where the new task was placed.
+        self.k.emit(
+            cpu,
+            EventKind::Wakeup {
+                pid: Kernel::pid(id),
+                target_cpu: target,
+            },
+        );
         self.enqueue(id, target);
     }
 
