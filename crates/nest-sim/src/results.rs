@@ -192,11 +192,12 @@ pub fn table(cmps: &[Comparison]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<12} {:<14} {:>10} {:>15} {:>9} {:>15} {:>7} {:>7} {:>7} {:>8} {:>8}",
+        "{:<12} {:<14} {:>10} {:>15} {:<13} {:>9} {:>15} {:>7} {:>7} {:>7} {:>8} {:>8}",
         "policy",
         "governor",
         "time(ms)",
         "time impr",
+        "verdict",
         "energy(J)",
         "energy impr",
         ">=nom",
@@ -209,11 +210,12 @@ pub fn table(cmps: &[Comparison]) -> String {
         let pct = |(m, sd): (f64, f64)| format!("{:+.1}%±{:.1}", m * 100.0, sd * 100.0);
         let _ = writeln!(
             s,
-            "{:<12} {:<14} {:>10.1} {:>15} {:>9.2} {:>15} {:>6.0}% {:>7.2} {:>7.2} {:>8.0} {:>8.1}",
+            "{:<12} {:<14} {:>10.1} {:>15} {:<13} {:>9.2} {:>15} {:>6.0}% {:>7.2} {:>7.2} {:>8.0} {:>8.1}",
             c.policy,
             c.governor,
             avg(c, |r| r.completion_ns as f64 / 1e6),
             pct(c.time_improvement),
+            bucket(c.time_improvement.0),
             avg(c, |r| r.energy_j),
             pct(c.energy_improvement),
             avg(c, |r| r.share_at_or_above_nominal() * 100.0),
@@ -224,6 +226,17 @@ pub fn table(cmps: &[Comparison]) -> String {
         );
     }
     s
+}
+
+/// The published summary buckets of an improvement: within 5% is "same".
+pub fn bucket(improvement: f64) -> &'static str {
+    match improvement {
+        x if x > 0.20 => "faster >20%",
+        x if x > 0.05 => "faster 5-20%",
+        x if x >= -0.05 => "same",
+        x if x >= -0.20 => "slower 5-20%",
+        _ => "slower >20%",
+    }
 }
 
 /// Frequency residency per configuration (mean over seeds).
