@@ -114,6 +114,11 @@ impl CoreFreq {
         }
     }
 
+    /// Idle and settled at its floor: idle steps change nothing.
+    pub fn is_quiet(&self) -> bool {
+        self.quiet
+    }
+
     /// The frequency the core runs at now, in MHz.
     pub fn mhz(&self) -> u32 {
         self.effective_mhz

@@ -30,9 +30,15 @@ pub fn voltage(m: &Machine, mhz: u32) -> f64 {
     p.voltage_at_min_v + (p.voltage_at_max_v - p.voltage_at_min_v) * x
 }
 
-/// Power (W) of one socket whose cores behaved as `cores` during a step.
-/// `machine_active` tells whether any core of the machine was active.
-pub fn socket_power_w(m: &Machine, cores: &[CoreSample], machine_active: bool) -> f64 {
+/// Power (W) of one socket whose cores behaved as `cores` during a step,
+/// plus `idle_cores` more cores idle all along. `machine_active` tells
+/// whether any core of the machine was active.
+pub fn socket_power_w(
+    m: &Machine,
+    cores: &[CoreSample],
+    idle_cores: usize,
+    machine_active: bool,
+) -> f64 {
     let p = &m.power;
     if !machine_active {
         return p.package_idle_w;
@@ -49,7 +55,7 @@ pub fn socket_power_w(m: &Machine, cores: &[CoreSample], machine_active: bool) -
         let dynamic = p.core_dynamic_w_at_nominal * f64::from(c.mhz) / nominal * v_ratio * v_ratio;
         c.active * (p.core_static_w + dynamic) + (1.0 - c.active) * p.core_idle_w
     };
-    p.uncore_active_w + cores.iter().map(core_w).sum::<f64>()
+    p.uncore_active_w + cores.iter().map(core_w).sum::<f64>() + idle_cores as f64 * p.core_idle_w
 }
 
 #[cfg(test)]
@@ -62,13 +68,16 @@ mod tests {
             let m = Machine::builtin(name).unwrap();
             let mhz = m.frequency.nominal_mhz;
             let cores = vec![CoreSample { active: 1.0, mhz }; m.cores_per_socket as usize];
-            let w = socket_power_w(&m, &cores, true);
+            let w = socket_power_w(&m, &cores, 0, true);
             if name.starts_with("xeon") {
                 assert!((w - m.power.tdp_w).abs() < 0.1, "{name}: {w} W");
             }
             let idle = vec![CoreSample { active: 0.0, mhz }; m.cores_per_socket as usize];
-            assert!(socket_power_w(&m, &idle, true) < w);
-            assert!(socket_power_w(&m, &idle, false) < socket_power_w(&m, &idle, true));
+            assert!(socket_power_w(&m, &idle, 0, true) < w);
+            assert!(socket_power_w(&m, &idle, 0, false) < socket_power_w(&m, &idle, 0, true));
+            let n = idle.len();
+            let all_cold = socket_power_w(&m, &[], n, true);
+            assert!((all_cold - socket_power_w(&m, &idle, 0, true)).abs() < 1e-9);
         }
     }
 }

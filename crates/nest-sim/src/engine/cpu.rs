@@ -250,6 +250,9 @@ impl Sim<'_> {
     /// Tracks whether `cpu` is active (running or spinning) for DVFS/power.
     fn set_active(&mut self, cpu: Cpu, on: bool) {
         let now = self.k.now;
+        if on {
+            self.k.mark_hot(cpu);
+        }
         let c = &mut self.k.cpus[cpu as usize];
         match (c.active_since, on) {
             (None, true) => c.active_since = Some(now),

@@ -193,11 +193,15 @@ pub struct Kernel {
     pub(crate) band_edges: Vec<u32>,
     /// Reused per-core buffer of the frequency step.
     pub(crate) scratch: Vec<crate::power::CoreSample>,
+    /// Cores the frequency step must visit (active, or frequency moving).
+    pub(crate) hot: Vec<bool>,
+    pub(crate) hot_list: Vec<usize>,
 }
 
 impl Kernel {
     pub(crate) fn new(cfg: SimConfig, workload: &Workload) -> Self {
         let machine = cfg.machine.clone();
+        let nr_cores = machine.nr_cores();
         let topo = machine.topology();
         let mut core_cpus = vec![Vec::new(); machine.nr_cores()];
         for p in &topo.cpus {
@@ -260,6 +264,10 @@ impl Kernel {
             stats,
             band_edges,
             scratch: Vec::new(),
+            // Every core starts hot: the frequency model decides when it
+            // has settled.
+            hot: vec![true; nr_cores],
+            hot_list: (0..nr_cores).collect(),
             cfg,
         }
     }
@@ -276,6 +284,15 @@ impl Kernel {
                     Ev::WakeTask { .. } | Ev::Timer { .. } | Ev::SpinEnd { .. }
                 )
             })
+    }
+
+    /// Makes the frequency step visit `cpu`'s core.
+    pub(crate) fn mark_hot(&mut self, cpu: Cpu) {
+        let core = self.core_of(cpu);
+        if !self.hot[core] {
+            self.hot[core] = true;
+            self.hot_list.push(core);
+        }
     }
 
     pub(crate) fn core_of(&self, cpu: Cpu) -> usize {

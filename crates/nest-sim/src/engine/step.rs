@@ -19,45 +19,51 @@ impl Sim<'_> {
     }
 
     /// Accounts activity, residency, utilisation and energy since the last
-    /// step, then moves every core's frequency.
+    /// step, then moves the cores' frequencies. Only *hot* cores (active
+    /// during the step, or whose frequency is still moving) are visited;
+    /// the others are idle at a settled frequency and cost only idle power.
     pub(crate) fn account_until(&mut self, now: u64) {
         let dt = now.saturating_sub(self.k.stats.accounted_to);
         if dt == 0 {
             return;
         }
         self.k.stats.accounted_to = now;
-        self.close_accumulators(now);
-        let mut activity = std::mem::take(&mut self.k.scratch);
-        self.core_activity(dt, &mut activity);
-        self.account_energy_and_residency(&activity, dt);
+        let mut hot = std::mem::take(&mut self.k.hot_list);
+        hot.sort_unstable();
+        self.close_accumulators(&hot, now);
+        let mut samples = std::mem::take(&mut self.k.scratch);
+        self.core_activity(&hot, dt, &mut samples);
+        self.account_energy_and_residency(&hot, &samples, dt);
         self.update_util(dt, now);
-        self.move_frequencies(&activity, dt, now);
-        self.k.scratch = activity;
-        for c in &mut self.k.cpus {
-            c.active_ns = 0;
-            c.run_ns = 0;
+        self.move_frequencies(&hot, &samples, dt, now);
+        self.cool_down(&mut hot);
+        hot.append(&mut self.k.hot_list);
+        self.k.hot_list = hot;
+        self.k.scratch = samples;
+    }
+
+    fn close_accumulators(&mut self, hot: &[usize], now: u64) {
+        for &core in hot {
+            for &cpu in &self.k.core_cpus[core] {
+                let c = &mut self.k.cpus[cpu as usize];
+                if let Some(s) = c.active_since {
+                    c.active_ns += now - s;
+                    c.active_since = Some(now);
+                }
+                if let Some(s) = c.run_since {
+                    c.run_ns += now - s;
+                    c.run_since = Some(now);
+                }
+            }
         }
     }
 
-    fn close_accumulators(&mut self, now: u64) {
-        for c in &mut self.k.cpus {
-            if let Some(s) = c.active_since {
-                c.active_ns += now - s;
-                c.active_since = Some(now);
-            }
-            if let Some(s) = c.run_since {
-                c.run_ns += now - s;
-                c.run_since = Some(now);
-            }
-        }
-    }
-
-    /// Fills `out` with each core's share of the step it was active
+    /// Fills `out` with each hot core's share of the step it was active
     /// (busiest thread) and its frequency during the step.
-    fn core_activity(&self, dt: u64, out: &mut Vec<CoreSample>) {
+    fn core_activity(&self, hot: &[usize], dt: u64, out: &mut Vec<CoreSample>) {
         out.clear();
-        out.extend(self.k.core_cpus.iter().enumerate().map(|(core, cpus)| {
-            let active = cpus
+        out.extend(hot.iter().map(|&core| {
+            let active = self.k.core_cpus[core]
                 .iter()
                 .map(|&c| self.k.cpus[c as usize].active_ns as f64 / dt as f64)
                 .fold(0.0, f64::max)
@@ -67,10 +73,10 @@ impl Sim<'_> {
         }));
     }
 
-    fn account_energy_and_residency(&mut self, activity: &[CoreSample], dt: u64) {
+    fn account_energy_and_residency(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64) {
         let k = &mut self.k;
-        let machine_active = activity.iter().any(|s| s.active > 0.0);
-        for (core, s) in activity.iter().enumerate() {
+        let machine_active = samples.iter().any(|s| s.active > 0.0);
+        for (&core, s) in hot.iter().zip(samples) {
             let run_ns: u64 = k.core_cpus[core]
                 .iter()
                 .map(|&c| k.cpus[c as usize].run_ns)
@@ -80,13 +86,38 @@ impl Sim<'_> {
                 k.stats.residency_ns[band] += run_ns;
             }
         }
-        // Cores are numbered socket by socket.
+        // Cores are numbered socket by socket and `hot` is sorted.
         let per_socket = k.machine.cores_per_socket as usize;
-        let watts: f64 = activity
-            .chunks(per_socket)
-            .map(|s| socket_power_w(&k.machine, s, machine_active))
-            .sum();
+        let mut watts = 0.0;
+        let mut i = 0;
+        for socket in 0..k.machine.sockets as usize {
+            let first = i;
+            while i < hot.len() && hot[i] / per_socket == socket {
+                i += 1;
+            }
+            let cold = per_socket - (i - first);
+            watts += socket_power_w(&k.machine, &samples[first..i], cold, machine_active);
+        }
         k.stats.energy_j += watts * dt as f64 * 1e-9;
+    }
+
+    /// Drops from `hot` the cores that are idle and settled.
+    fn cool_down(&mut self, hot: &mut Vec<usize>) {
+        let k = &mut self.k;
+        hot.retain(|&core| {
+            let cpus = &k.core_cpus[core];
+            for &c in cpus {
+                let cpu = &mut k.cpus[c as usize];
+                cpu.active_ns = 0;
+                cpu.run_ns = 0;
+            }
+            let active = cpus
+                .iter()
+                .any(|&c| k.cpus[c as usize].active_since.is_some());
+            let keep = active || !k.cores[core].freq.is_quiet();
+            k.hot[core] = keep;
+            keep
+        });
     }
 
     /// Updates every live task's utilisation (frequency-invariant: running
@@ -117,15 +148,15 @@ impl Sim<'_> {
         }
     }
 
-    fn move_frequencies(&mut self, activity: &[CoreSample], dt: u64, now: u64) {
+    fn move_frequencies(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64, now: u64) {
         let nr_sockets = self.k.machine.sockets as usize;
         let mut active_cores = vec![0u32; nr_sockets];
-        for (core, a) in activity.iter().enumerate() {
-            if a.active > 0.0 {
+        for (&core, s) in hot.iter().zip(samples) {
+            if s.active > 0.0 {
                 active_cores[self.k.cores[core].socket as usize] += 1;
             }
         }
-        for (core, sample) in activity.iter().enumerate() {
+        for (&core, sample) in hot.iter().zip(samples) {
             let socket = self.k.cores[core].socket as usize;
             let ceiling_mhz = self.k.machine.turbo_ceiling_mhz(active_cores[socket]);
             let act = self.core_inputs(core, sample.active, ceiling_mhz, now);
