@@ -7,7 +7,8 @@
 //! produced (the nest-trace events: switches, wakeups, forks, exits,
 //! migrations, frequency changes, idle enter/exit, warm spins).
 //!
-//! `cargo run --release -p nest-sim --example bench [-- <seconds>]`
+//! `cargo run --release -p nest-sim --example bench [-- <seconds>]` (best of
+//! three runs each).
 
 use std::time::Instant;
 
@@ -50,15 +51,23 @@ fn main() -> Result<()> {
     for (label, spec) in workloads {
         let w = workload::builtin::build(spec, cores)?;
         for name in ["linux", "nest"] {
-            let mut policy: Box<dyn Policy> = match name {
-                "linux" => Box::new(Baseline),
-                _ => Box::new(Nest::new(&machine.topology(), Default::default(), true)?),
-            };
-            let mut cfg = SimConfig::new(machine.clone(), Governor::Powersave, 1);
-            cfg.max_time_ns = secs * 1_000_000_000;
-            let start = Instant::now();
-            let r = nest_sim::run(cfg, &w, policy.as_mut())?;
-            let wall = start.elapsed().as_secs_f64();
+            // Best of three: the machine may be shared.
+            let mut best = None;
+            for _ in 0..3 {
+                let mut policy: Box<dyn Policy> = match name {
+                    "linux" => Box::new(Baseline),
+                    _ => Box::new(Nest::new(&machine.topology(), Default::default(), true)?),
+                };
+                let mut cfg = SimConfig::new(machine.clone(), Governor::Powersave, 1);
+                cfg.max_time_ns = secs * 1_000_000_000;
+                let start = Instant::now();
+                let r = nest_sim::run(cfg, &w, policy.as_mut())?;
+                let wall = start.elapsed().as_secs_f64();
+                if best.as_ref().is_none_or(|(_, b)| wall < *b) {
+                    best = Some((r, wall));
+                }
+            }
+            let Some((r, wall)) = best else { continue };
             let all = (r.events + r.sched_events) as f64;
             let simulated = r.completion_ns as f64 / 1e9;
             println!(
