@@ -1,0 +1,403 @@
+//! CPUs: enqueueing, context switches, run segments, idling, warm spinning
+//! and the kernel's load balancing.
+
+use nest_trace::{Cpu, EventKind, PrevState};
+
+use super::kernel::{Kernel, Remaining, TaskPhase};
+use super::task::Outcome;
+use super::{Ev, Sim};
+use crate::policy::Ctx;
+
+impl Sim<'_> {
+    /// Makes `task` runnable on `cpu`, running it at once if `cpu` is idle.
+    pub(crate) fn enqueue(&mut self, task: u32, cpu: Cpu) {
+        self.enqueue_since(task, cpu, self.k.now);
+    }
+
+    /// Enqueues `task`, runnable since `since` (earlier than now when it is
+    /// moved from another run queue).
+    fn enqueue_since(&mut self, task: u32, cpu: Cpu, since: u64) {
+        let t = &mut self.k.tasks[task as usize];
+        t.phase = TaskPhase::Queued(cpu);
+        t.enqueued_at = since;
+        let c = &self.k.cpus[cpu as usize];
+        if c.curr.is_none() && !c.switching {
+            self.switch_to(cpu, task, None);
+        } else {
+            self.k.cpus[cpu as usize].queue.push_back(task);
+            self.k.nr_queued += 1;
+        }
+    }
+
+    /// Starts running `task` on `cpu`; `prev` is what `cpu` ran before.
+    fn switch_to(&mut self, cpu: Cpu, task: u32, prev: Option<(u32, PrevState)>) {
+        let now = self.k.now;
+        let was_idle = prev.is_none();
+        if was_idle {
+            self.end_spin(cpu, true);
+            self.k.emit(cpu, EventKind::IdleExit);
+            self.set_active(cpu, true);
+        }
+        let (prev_pid, prev_state) =
+            prev.map_or((0, PrevState::Runnable), |(p, s)| (Kernel::pid(p), s));
+        self.k.emit(
+            cpu,
+            EventKind::Switch {
+                prev: prev_pid,
+                prev_state,
+                next: Kernel::pid(task),
+            },
+        );
+        self.note_migration(task, cpu);
+        let t = &mut self.k.tasks[task as usize];
+        t.phase = TaskPhase::Running(cpu);
+        t.stats.wait_ns += now - t.enqueued_at;
+        let c = &mut self.k.cpus[cpu as usize];
+        c.curr = Some(task);
+        c.slice_start = now;
+        self.set_running(cpu, true);
+        if was_idle {
+            self.policy.cpu_busy(&mut Ctx { k: &mut self.k }, cpu);
+        }
+        self.policy
+            .task_running(&mut Ctx { k: &mut self.k }, task, cpu);
+        self.apply_actions();
+        self.siblings_changed(cpu);
+        self.resume(cpu, task);
+    }
+
+    /// Counts a migration when a task runs on a CPU other than its last.
+    fn note_migration(&mut self, task: u32, cpu: Cpu) {
+        let t = &mut self.k.tasks[task as usize];
+        let from = t.cpu;
+        let moved = t.has_run && from != cpu;
+        t.has_run = true;
+        t.cpu = cpu;
+        if moved {
+            t.stats.migrations += 1;
+            self.k.stats.migrations += 1;
+            let pid = Kernel::pid(task);
+            self.k.emit(cpu, EventKind::Migrate { pid, from, to: cpu });
+        }
+    }
+
+    /// Continues `task` (current on `cpu`) from where it stands.
+    fn resume(&mut self, cpu: Cpu, task: u32) {
+        if self.k.tasks[task as usize].remaining == Remaining::Nothing {
+            match self.advance(task, cpu) {
+                Outcome::Compute => {}
+                Outcome::Block => return self.put_prev(cpu, PrevState::Blocked),
+                Outcome::Exit => return self.put_prev(cpu, PrevState::Dead),
+            }
+        }
+        self.start_segment(cpu);
+    }
+
+    /// Schedules the end of the current task's operation at current speed.
+    pub(crate) fn start_segment(&mut self, cpu: Cpu) {
+        let now = self.k.now;
+        let rate = self.k.rate(cpu);
+        let c = &mut self.k.cpus[cpu as usize];
+        let Some(task) = c.curr else { return };
+        c.epoch = c.epoch.wrapping_add(1);
+        c.seg_start = now;
+        c.rate = rate;
+        let epoch = c.epoch;
+        let left = match self.k.tasks[task as usize].remaining {
+            Remaining::Work(cycles) => cycles / rate,
+            Remaining::Time(ns) => ns,
+            Remaining::Nothing => 0.0,
+        };
+        let at = now + left.max(0.0).ceil() as u64;
+        self.k.push(at, Ev::Done { cpu, epoch });
+    }
+
+    /// Accounts the progress of `cpu`'s current task up to now.
+    pub(crate) fn settle(&mut self, cpu: Cpu) {
+        let now = self.k.now;
+        let c = &mut self.k.cpus[cpu as usize];
+        let Some(task) = c.curr else { return };
+        let dt = (now - c.seg_start) as f64;
+        let rate = c.rate;
+        c.seg_start = now;
+        let r = &mut self.k.tasks[task as usize].remaining;
+        *r = match *r {
+            Remaining::Work(cycles) => Remaining::Work((cycles - dt * rate).max(0.0)),
+            Remaining::Time(ns) => Remaining::Time((ns - dt).max(0.0)),
+            Remaining::Nothing => Remaining::Nothing,
+        };
+    }
+
+    /// Re-times `cpu`'s segment after a speed change.
+    pub(crate) fn retime(&mut self, cpu: Cpu) {
+        if self.k.cpus[cpu as usize].curr.is_some() {
+            self.settle(cpu);
+            self.start_segment(cpu);
+        }
+    }
+
+    /// The current operation of `cpu`'s task completed.
+    pub(crate) fn segment_done(&mut self, cpu: Cpu) {
+        let Some(task) = self.k.cpus[cpu as usize].curr else {
+            return;
+        };
+        self.k.tasks[task as usize].remaining = Remaining::Nothing;
+        self.resume(cpu, task);
+    }
+
+    /// The current task of `cpu` stops running (blocked, dead or
+    /// preempted); run the next queued task or go idle.
+    pub(crate) fn put_prev(&mut self, cpu: Cpu, state: PrevState) {
+        let c = &mut self.k.cpus[cpu as usize];
+        let Some(task) = c.curr else { return };
+        c.epoch = c.epoch.wrapping_add(1);
+        // Tasks woken meanwhile (e.g. the parent of an exiting task) queue up.
+        c.switching = true;
+        self.set_running(cpu, false);
+        self.k.cpus[cpu as usize].curr = None;
+        match state {
+            PrevState::Blocked => self.k.tasks[task as usize].phase = TaskPhase::Blocked,
+            PrevState::Dead => self.exit(task, cpu),
+            PrevState::Runnable => {}
+        }
+        self.siblings_changed(cpu);
+        self.k.cpus[cpu as usize].switching = false;
+        if let Some(next) = self.k.cpus[cpu as usize].queue.pop_front() {
+            self.k.nr_queued -= 1;
+            return self.switch_to(cpu, next, Some((task, state)));
+        }
+        if let Some(next) = self.newidle_pull(cpu) {
+            return self.switch_to(cpu, next, Some((task, state)));
+        }
+        let pid = Kernel::pid(task);
+        self.k.emit(
+            cpu,
+            EventKind::Switch {
+                prev: pid,
+                prev_state: state,
+                next: 0,
+            },
+        );
+        self.go_idle(cpu);
+    }
+
+    /// `cpu` has nothing to run: idle, or warm-spin if the policy asks.
+    fn go_idle(&mut self, cpu: Cpu) {
+        let now = self.k.now;
+        self.k.cpus[cpu as usize].idle_since = now;
+        self.set_active(cpu, false);
+        self.k.emit(cpu, EventKind::IdleEnter);
+        let spin = self.policy.cpu_idle(&mut Ctx { k: &mut self.k }, cpu);
+        self.apply_actions();
+        // The policy's actions may have given the CPU work already.
+        if let Some(s) = spin.filter(|s| s.max_ns > 0 && self.k.is_idle(cpu)) {
+            let sibling_busy = self
+                .k
+                .siblings(cpu)
+                .any(|x| self.k.cpus[x as usize].curr.is_some());
+            if s.until_sibling_busy && sibling_busy {
+                return;
+            }
+            let c = &mut self.k.cpus[cpu as usize];
+            c.spin = Some((now, s.until_sibling_busy));
+            c.epoch = c.epoch.wrapping_add(1);
+            let epoch = c.epoch;
+            self.set_active(cpu, true);
+            self.k.push(now + s.max_ns, Ev::SpinEnd { cpu, epoch });
+        }
+    }
+
+    pub(crate) fn spin_end(&mut self, cpu: Cpu, epoch: u32) {
+        if self.k.cpus[cpu as usize].epoch == epoch {
+            self.end_spin(cpu, false);
+        }
+    }
+
+    /// Stops `cpu`'s warm spin, if any.
+    fn end_spin(&mut self, cpu: Cpu, interrupted: bool) {
+        let Some((start, _)) = self.k.cpus[cpu as usize].spin.take() else {
+            return;
+        };
+        let duration_ns = self.k.now - start;
+        self.k.stats.spin_ns += duration_ns;
+        self.set_active(cpu, false);
+        self.k.emit(
+            cpu,
+            EventKind::WarmSpin {
+                duration_ns,
+                interrupted,
+            },
+        );
+    }
+
+    /// A thread of `cpu`'s core started or stopped running: siblings'
+    /// speeds change, and their warm spins may end.
+    fn siblings_changed(&mut self, cpu: Cpu) {
+        let busy = self.k.cpus[cpu as usize].curr.is_some();
+        let core = self.k.core_of(cpu);
+        for i in 0..self.k.core_cpus[core].len() {
+            let s = self.k.core_cpus[core][i];
+            if s == cpu {
+                continue;
+            }
+            if busy && self.k.cpus[s as usize].spin.is_some_and(|(_, until)| until) {
+                self.end_spin(s, true);
+            }
+            self.retime(s);
+        }
+    }
+
+    /// Tracks whether `cpu` is active (running or spinning) for DVFS/power.
+    fn set_active(&mut self, cpu: Cpu, on: bool) {
+        let now = self.k.now;
+        if on {
+            self.k.mark_hot(cpu);
+        }
+        let c = &mut self.k.cpus[cpu as usize];
+        match (c.active_since, on) {
+            (None, true) => c.active_since = Some(now),
+            (Some(s), false) => {
+                c.active_ns += now - s;
+                c.active_since = None;
+                c.inactive_since = now;
+            }
+            _ => {}
+        }
+    }
+
+    /// Tracks whether `cpu` runs a task, for accounting.
+    fn set_running(&mut self, cpu: Cpu, on: bool) {
+        let now = self.k.now;
+        let c = &mut self.k.cpus[cpu as usize];
+        match (c.run_since, on) {
+            (None, true) => {
+                c.run_since = Some(now);
+                if let Some(t) = c.curr {
+                    self.k.tasks[t as usize].run_start = Some(now);
+                }
+                c.used_in_interval = true;
+                let s = &mut self.k.stats;
+                s.running_now += 1;
+                s.max_running_in_interval = s.max_running_in_interval.max(s.running_now);
+            }
+            (Some(start), false) => {
+                c.run_ns += now - start;
+                c.run_since = None;
+                if let Some(t) = c.curr {
+                    stop_task_clock(&mut self.k.tasks[t as usize], now);
+                }
+                self.k.stats.running_now -= 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// Preempts `cpu`'s current task in favour of its first queued task.
+    pub(crate) fn preempt(&mut self, cpu: Cpu) {
+        let Some(task) = self.k.cpus[cpu as usize].curr else {
+            return;
+        };
+        if self.k.cpus[cpu as usize].queue.is_empty() {
+            return;
+        }
+        self.settle(cpu);
+        let now = self.k.now;
+        let t = &mut self.k.tasks[task as usize];
+        t.phase = TaskPhase::Queued(cpu);
+        t.enqueued_at = now;
+        self.k.cpus[cpu as usize].queue.push_back(task);
+        self.k.nr_queued += 1;
+        self.put_prev(cpu, PrevState::Runnable);
+    }
+
+    /// Moves a queued `task` to `cpu` (policy request or balancing).
+    pub(crate) fn migrate_queued(&mut self, task: u32, cpu: Cpu) {
+        let TaskPhase::Queued(from) = self.k.task_phase(task) else {
+            return;
+        };
+        if from == cpu || cpu as usize >= self.k.cpus.len() {
+            return;
+        }
+        let q = &mut self.k.cpus[from as usize].queue;
+        let Some(i) = q.iter().position(|&t| t == task) else {
+            return;
+        };
+        q.remove(i);
+        self.k.nr_queued -= 1;
+        self.enqueue_moved(task, cpu);
+    }
+
+    /// Enqueues a task taken off another queue, keeping its wait time.
+    fn enqueue_moved(&mut self, task: u32, cpu: Cpu) {
+        let since = self.k.tasks[task as usize].enqueued_at;
+        self.enqueue_since(task, cpu, since);
+    }
+
+    /// Newly-idle balancing: take a queued task from the nearest CPU that
+    /// has one (same core, then LLC, then socket, then any).
+    fn newidle_pull(&mut self, cpu: Cpu) -> Option<u32> {
+        if !self.k.cfg.load_balance || self.k.nr_queued == 0 {
+            return None;
+        }
+        let from = self.busiest_near(cpu)?;
+        let task = self.k.cpus[from as usize].queue.pop_back()?;
+        self.k.nr_queued -= 1;
+        Some(task)
+    }
+
+    /// The CPU with the most queued tasks, nearest to `cpu` first.
+    fn busiest_near(&self, cpu: Cpu) -> Option<Cpu> {
+        let k = &self.k;
+        let me = &k.topo.cpus[cpu as usize];
+        let distance = |c: Cpu| {
+            let p = &k.topo.cpus[c as usize];
+            if p.core == me.core {
+                0
+            } else if p.llc == me.llc {
+                1
+            } else if p.socket == me.socket {
+                2
+            } else {
+                3
+            }
+        };
+        (0..k.cpus.len() as u32)
+            .filter(|&c| c != cpu && !k.cpus[c as usize].queue.is_empty())
+            .min_by_key(|&c| {
+                (
+                    distance(c),
+                    std::cmp::Reverse(k.cpus[c as usize].queue.len()),
+                    c,
+                )
+            })
+    }
+
+    /// Periodic balancing at a tick: every idle CPU pulls a queued task.
+    pub(crate) fn periodic_balance(&mut self) {
+        if !self.k.cfg.load_balance {
+            return;
+        }
+        for cpu in 0..self.k.cpus.len() as u32 {
+            if self.k.nr_queued == 0 {
+                return;
+            }
+            if !self.k.is_idle(cpu) {
+                continue;
+            }
+            if let Some(from) = self.busiest_near(cpu)
+                && let Some(task) = self.k.cpus[from as usize].queue.pop_back()
+            {
+                self.k.nr_queued -= 1;
+                self.enqueue_moved(task, cpu);
+            }
+        }
+    }
+}
+
+/// Accounts a task's running time up to `now` and stops its clock.
+fn stop_task_clock(t: &mut super::kernel::Task, now: u64) {
+    if let Some(s) = t.run_start.take() {
+        t.run_in_step += now - s;
+        t.stats.run_ns += now - s;
+    }
+}

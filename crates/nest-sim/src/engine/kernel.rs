@@ -1,0 +1,347 @@
+//! State of the simulated kernel and machine.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use nest_trace::{Cpu, Topology, Trace};
+
+use super::{Ev, SimConfig};
+use crate::governor::CoreFreq;
+use crate::machine::Machine;
+use crate::rng::Rng;
+use crate::workload::Workload;
+
+/// Something a policy asked for, applied after its call returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Migrate { task: u32, cpu: Cpu },
+}
+
+/// Where a task is in its life, as policies see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskPhase {
+    /// Waiting in `cpu`'s run queue.
+    Queued(Cpu),
+    Running(Cpu),
+    /// Sleeping or waiting for an event.
+    Blocked,
+    Dead,
+}
+
+/// What is left of the task's current operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Remaining {
+    /// Nothing: interpret the next operation.
+    Nothing,
+    /// Cycles of work (a CPU at f GHz does f cycles per ns).
+    Work(f64),
+    /// Busy time.
+    Time(f64),
+}
+
+/// One simulated task.
+#[derive(Clone, Debug)]
+pub(crate) struct Task {
+    pub program: usize,
+    pub pc: usize,
+    /// Remaining iterations of the enclosing loops, innermost last.
+    pub loops: Vec<u64>,
+    pub phase: TaskPhase,
+    /// Last CPU the task was placed on.
+    pub cpu: Cpu,
+    /// Whether the task has run yet (no migration counted before).
+    pub has_run: bool,
+    pub remaining: Remaining,
+    pub parent: Option<u32>,
+    pub live_children: u32,
+    pub waiting_children: bool,
+    pub rng: Rng,
+    /// Next activation of each rt-app timer (0: not started).
+    pub timers: Vec<u64>,
+    pub enqueued_at: u64,
+    /// PELT-like utilisation in [0, 1]; counts on `cpu`'s run queue even
+    /// while the task sleeps (Linux keeps blocked utilisation).
+    pub util: f64,
+    /// Running since (None when not running).
+    pub run_start: Option<u64>,
+    /// Running time during the current frequency step.
+    pub run_in_step: u64,
+    pub stats: TaskStats,
+}
+
+/// Per-task measurements.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TaskStats {
+    pub pid: u32,
+    pub comm: String,
+    pub start_ns: u64,
+    pub end_ns: Option<u64>,
+    /// Time spent running.
+    pub run_ns: u64,
+    /// Time spent runnable but waiting in a run queue.
+    pub wait_ns: u64,
+    pub migrations: u64,
+}
+
+/// One logical CPU.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CpuState {
+    pub curr: Option<u32>,
+    pub queue: VecDeque<u32>,
+    /// Between two tasks: wakeups queue instead of switching in.
+    pub switching: bool,
+    /// Warm spin in progress: (start, stop when a sibling gets busy).
+    pub spin: Option<(u64, bool)>,
+    /// Invalidates stale Done/SpinEnd events.
+    pub epoch: u32,
+    /// Start of the current run segment (progress accounted up to here).
+    pub seg_start: u64,
+    /// Speed of the current segment, cycles per ns.
+    pub rate: f64,
+    pub slice_start: u64,
+    pub idle_since: u64,
+    /// Active (running or spinning) since, and active time this step.
+    pub active_since: Option<u64>,
+    pub active_ns: u64,
+    /// Running a task since, and running time this step.
+    pub run_since: Option<u64>,
+    pub run_ns: u64,
+    /// When the CPU last stopped being active.
+    pub inactive_since: u64,
+    pub util: f64,
+    pub last_tick_mhz: u32,
+    /// Ran a task during the current accounting interval.
+    pub used_in_interval: bool,
+}
+
+/// One physical core (its SMT threads share the frequency).
+#[derive(Clone, Debug)]
+pub(crate) struct CoreState {
+    pub freq: CoreFreq,
+    pub socket: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Barrier {
+    pub arrived: u32,
+    pub waiters: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Lock {
+    pub owner: Option<u32>,
+    pub waiters: VecDeque<u32>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Channel {
+    pub messages: u64,
+    pub waiters: VecDeque<u32>,
+}
+
+/// Accumulated measurements of the run.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stats {
+    pub energy_j: f64,
+    /// Busy (task running) time per frequency band, ns.
+    pub residency_ns: Vec<u64>,
+    pub spin_ns: u64,
+    pub migrations: u64,
+    /// Per interval: (CPUs used, sockets used, max concurrently running).
+    pub intervals: Vec<(u32, u32, u32)>,
+    pub running_now: u32,
+    pub max_running_in_interval: u32,
+    /// Time up to which steps have been accounted.
+    pub accounted_to: u64,
+}
+
+/// The simulated machine and tasks, as the engine and policies see them.
+pub struct Kernel {
+    pub(crate) cfg: SimConfig,
+    pub(crate) machine: Machine,
+    pub(crate) topo: Topology,
+    pub(crate) workload: Workload,
+    pub(crate) now: u64,
+    pub(crate) seq: u64,
+    pub(crate) queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    pub(crate) cpus: Vec<CpuState>,
+    pub(crate) cores: Vec<CoreState>,
+    /// CPUs of each physical core, ascending.
+    pub(crate) core_cpus: Vec<Vec<Cpu>>,
+    /// CPUs of each LLC and of each socket, ascending.
+    pub(crate) llc_cpus: Vec<Vec<Cpu>>,
+    pub(crate) socket_cpus: Vec<Vec<Cpu>>,
+    pub(crate) tasks: Vec<Task>,
+    pub(crate) live_tasks: u32,
+    /// Ids of the tasks not yet dead, in creation order.
+    pub(crate) live: Vec<u32>,
+    pub(crate) barriers: Vec<Barrier>,
+    pub(crate) locks: Vec<Lock>,
+    pub(crate) channels: Vec<Channel>,
+    pub(crate) actions: Vec<Action>,
+    pub(crate) trace: Trace,
+    pub(crate) nr_events: u64,
+    /// Schedule events produced (trace events, recorded or not).
+    pub(crate) nr_sched_events: u64,
+    pub(crate) stop_at: Option<u64>,
+    /// Every live task waits for something nothing will ever do.
+    pub(crate) deadlock: bool,
+    /// Tasks waiting in run queues (not running), for quick balance checks.
+    pub(crate) nr_queued: u32,
+    pub(crate) stats: Stats,
+    /// Frequency band edges (MHz) for residency.
+    pub(crate) band_edges: Vec<u32>,
+    /// Reused per-core buffer of the frequency step.
+    pub(crate) scratch: Vec<crate::power::CoreSample>,
+    /// Cores the frequency step must visit (active, or frequency moving).
+    pub(crate) hot: Vec<bool>,
+    pub(crate) hot_list: Vec<usize>,
+}
+
+impl Kernel {
+    pub(crate) fn new(cfg: SimConfig, workload: &Workload) -> Self {
+        let machine = cfg.machine.clone();
+        let nr_cores = machine.nr_cores();
+        let topo = machine.topology();
+        let mut core_cpus = vec![Vec::new(); machine.nr_cores()];
+        for p in &topo.cpus {
+            core_cpus[p.core as usize].push(p.cpu);
+        }
+        core_cpus.iter_mut().for_each(|v| v.sort_unstable());
+        let group = |key: fn(&nest_trace::CpuPlace) -> u32| {
+            let n = topo
+                .cpus
+                .iter()
+                .map(key)
+                .max()
+                .map_or(0, |m| m as usize + 1);
+            let mut v = vec![Vec::new(); n];
+            for p in &topo.cpus {
+                v[key(p) as usize].push(p.cpu);
+            }
+            v.iter_mut().for_each(|g| g.sort_unstable());
+            v
+        };
+        let llc_cpus = group(|p| p.llc);
+        let socket_cpus = group(|p| p.socket);
+        let cores = (0..machine.nr_cores())
+            .map(|c| CoreState {
+                freq: CoreFreq::new(&machine, cfg.governor),
+                socket: c as u32 / machine.cores_per_socket,
+            })
+            .collect();
+        let cpus = vec![CpuState::default(); topo.nr_cpus()];
+        let band_edges = machine.band_edges_mhz();
+        let stats = Stats {
+            residency_ns: vec![0; band_edges.len() + 1],
+            ..Stats::default()
+        };
+        Self {
+            stop_at: workload.duration_ns,
+            deadlock: false,
+            machine,
+            topo,
+            workload: workload.clone(),
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            cpus,
+            cores,
+            core_cpus,
+            llc_cpus,
+            socket_cpus,
+            tasks: Vec::new(),
+            live_tasks: 0,
+            live: Vec::new(),
+            barriers: vec![Barrier::default(); workload.barriers.len()],
+            locks: vec![Lock::default(); workload.nr_locks],
+            channels: vec![Channel::default(); workload.nr_channels],
+            actions: Vec::new(),
+            trace: Trace::default(),
+            nr_events: 0,
+            nr_sched_events: 0,
+            nr_queued: 0,
+            stats,
+            band_edges,
+            scratch: Vec::new(),
+            // Every core starts hot: the frequency model decides when it
+            // has settled.
+            hot: vec![true; nr_cores],
+            hot_list: (0..nr_cores).collect(),
+            cfg,
+        }
+    }
+
+    /// Tasks remain, none runs or waits to run, and no pending event (sleep
+    /// end, timer, spin end) can change that.
+    pub(crate) fn deadlocked(&self) -> bool {
+        self.live_tasks > 0
+            && self.stats.running_now == 0
+            && self.nr_queued == 0
+            && !self.queue.iter().any(|std::cmp::Reverse((_, _, ev))| {
+                matches!(
+                    ev,
+                    Ev::WakeTask { .. } | Ev::Timer { .. } | Ev::SpinEnd { .. }
+                )
+            })
+    }
+
+    /// Makes the frequency step visit `cpu`'s core.
+    pub(crate) fn mark_hot(&mut self, cpu: Cpu) {
+        let core = self.core_of(cpu);
+        if !self.hot[core] {
+            self.hot[core] = true;
+            self.hot_list.push(core);
+        }
+    }
+
+    pub(crate) fn core_of(&self, cpu: Cpu) -> usize {
+        self.topo.cpus[cpu as usize].core as usize
+    }
+
+    pub(crate) fn cpu_mhz(&self, cpu: Cpu) -> u32 {
+        self.cores[self.core_of(cpu)].freq.mhz()
+    }
+
+    pub(crate) fn is_idle(&self, cpu: Cpu) -> bool {
+        let c = &self.cpus[cpu as usize];
+        c.curr.is_none() && c.queue.is_empty()
+    }
+
+    pub(crate) fn nr_running(&self, cpu: Cpu) -> u32 {
+        let c = &self.cpus[cpu as usize];
+        u32::from(c.curr.is_some()) + c.queue.len() as u32
+    }
+
+    pub(crate) fn task_phase(&self, task: u32) -> TaskPhase {
+        self.tasks
+            .get(task as usize)
+            .map_or(TaskPhase::Dead, |t| t.phase)
+    }
+
+    /// Pid of a task in traces (pid 0 is the idle task).
+    pub(crate) fn pid(task: u32) -> u32 {
+        task + 1
+    }
+
+    /// The other CPUs of `cpu`'s core.
+    pub(crate) fn siblings(&self, cpu: Cpu) -> impl Iterator<Item = Cpu> + '_ {
+        self.core_cpus[self.core_of(cpu)]
+            .iter()
+            .copied()
+            .filter(move |&c| c != cpu)
+    }
+
+    /// Speed (cycles per ns) of a task running on `cpu` now.
+    pub(crate) fn rate(&self, cpu: Cpu) -> f64 {
+        let ghz = f64::from(self.cpu_mhz(cpu)) / 1000.0;
+        let sibling_busy = self
+            .siblings(cpu)
+            .any(|s| self.cpus[s as usize].curr.is_some());
+        if sibling_busy {
+            ghz * self.machine.smt_thread_throughput
+        } else {
+            ghz
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The discrete-event engine.
+//!
+//! Time is in nanoseconds. Events are kept in a binary heap ordered by
+//! (time, sequence number), so simultaneous events run in the order they
+//! were created and a run is a pure function of its inputs and seed.
+//!
+//! Split by concern: `kernel` holds the simulated machine and task state
+//! that policies may read; `task` interprets task programs; `cpu` does
+//! context switches, idling, warm spinning and load balancing; `step` runs
+//! the periodic frequency step, tick and accounting.
+
+mod cpu;
+mod kernel;
+mod step;
+mod task;
+
+use std::cmp::Reverse;
+
+use anyhow::{Result, bail};
+use nest_trace::{Event, EventKind, Trace};
+
+pub use kernel::{Action, Kernel, TaskPhase, TaskStats};
+
+use crate::governor::Governor;
+use crate::machine::Machine;
+use crate::policy::{Ctx, Policy};
+use crate::results::RunResult;
+use crate::workload::Workload;
+
+/// Everything that parametrises one run besides the policy.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub machine: Machine,
+    pub governor: Governor,
+    pub seed: u64,
+    /// Scheduler tick frequency (Linux HZ).
+    pub tick_hz: u32,
+    /// Period of the frequency/power/accounting step.
+    pub dvfs_step_ns: u64,
+    /// Time slice before a task with queued competitors is preempted at a tick.
+    pub slice_ns: u64,
+    /// Stop after this much simulated time even if tasks remain.
+    pub max_time_ns: u64,
+    /// Run the kernel's periodic and newly-idle load balancing.
+    pub load_balance: bool,
+    /// Record the schedule as a nest-trace [`Trace`].
+    pub record_trace: bool,
+    /// Report progress on stderr (about once a second of wall time).
+    pub progress: bool,
+}
+
+impl SimConfig {
+    /// Defaults: 250 Hz tick, 1 ms frequency step, 3 ms slice (EEVDF base
+    /// slice on machines with 8 or more CPUs), load balancing on.
+    pub fn new(machine: Machine, governor: Governor, seed: u64) -> Self {
+        Self {
+            machine,
+            governor,
+            seed,
+            tick_hz: 250,
+            dvfs_step_ns: 1_000_000,
+            slice_ns: 3_000_000,
+            max_time_ns: 600_000_000_000,
+            load_balance: true,
+            record_trace: false,
+            progress: false,
+        }
+    }
+
+    pub fn tick_ns(&self) -> u64 {
+        1_000_000_000 / u64::from(self.tick_hz.max(1))
+    }
+}
+
+/// Kinds of scheduled events. Ties in time are broken by creation order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Ev {
+    /// The current run segment of `cpu` ends (stale if `epoch` differs).
+    Done { cpu: u32, epoch: u32 },
+    /// A sleeping task's sleep ends.
+    WakeTask { task: u32 },
+    /// A warm spin of `cpu` reaches its maximum length.
+    SpinEnd { cpu: u32, epoch: u32 },
+    /// A policy timer.
+    Timer { token: u64 },
+    /// The scheduler tick (all CPUs).
+    Tick,
+    /// The frequency/accounting step (all cores).
+    Step,
+}
+
+/// A simulation: kernel state plus the policy deciding placements.
+pub struct Sim<'p> {
+    pub(crate) k: Kernel,
+    pub(crate) policy: &'p mut dyn Policy,
+}
+
+impl<'p> Sim<'p> {
+    pub fn new(cfg: SimConfig, workload: &Workload, policy: &'p mut dyn Policy) -> Result<Self> {
+        if workload.nr_initial_tasks() == 0 {
+            bail!("workload `{}` starts no task", workload.name);
+        }
+        Ok(Self {
+            k: Kernel::new(cfg, workload),
+            policy,
+        })
+    }
+
+    /// Runs to completion (or `max_time_ns`) and returns the results.
+    pub fn run(mut self) -> RunResult {
+        self.start();
+        let mut progress = Progress::new(self.k.cfg.progress);
+        while let Some(Reverse((t, _, ev))) = self.k.queue.pop() {
+            if t > self.k.cfg.max_time_ns {
+                break;
+            }
+            self.k.now = t;
+            self.k.nr_events += 1;
+            self.dispatch(ev);
+            progress.tick(&self.k);
+            if self.k.live_tasks == 0 || self.k.stop_at.is_some_and(|s| t >= s) {
+                break;
+            }
+        }
+        progress.done();
+        self.finish()
+    }
+
+    fn start(&mut self) {
+        let k = &mut self.k;
+        let meta = [
+            ("simulator", "nest-sim".to_owned()),
+            ("machine", k.machine.name.clone()),
+            ("governor", k.cfg.governor.name().to_owned()),
+            ("policy", self.policy.name()),
+            ("workload", k.workload.name.clone()),
+            ("seed", k.cfg.seed.to_string()),
+        ];
+        k.trace.meta = meta
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), b.clone()))
+            .collect();
+        for cpu in 0..k.cpus.len() as u32 {
+            k.cpus[cpu as usize].last_tick_mhz = k.cpu_mhz(cpu);
+            let khz = k.cpu_mhz(cpu) * 1000;
+            k.emit(cpu, EventKind::Frequency { khz });
+        }
+        k.push(k.cfg.dvfs_step_ns, Ev::Step);
+        let tick = k.cfg.tick_ns();
+        k.push(tick, Ev::Tick);
+        let initial = k.workload.initial.clone();
+        for (program, instances) in initial {
+            for _ in 0..instances {
+                self.spawn(program, None, 0);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::Done { cpu, epoch } if self.k.cpus[cpu as usize].epoch == epoch => {
+                self.segment_done(cpu);
+            }
+            Ev::Done { .. } => {}
+            Ev::WakeTask { task } => self.wake(task, None),
+            Ev::SpinEnd { cpu, epoch } => self.spin_end(cpu, epoch),
+            Ev::Timer { token } => {
+                self.policy.timer(&mut Ctx { k: &mut self.k }, token);
+                self.apply_actions();
+            }
+            Ev::Tick => self.tick(),
+            Ev::Step => self.step(),
+        }
+    }
+
+    /// Applies what the policy asked for during its last call.
+    pub(crate) fn apply_actions(&mut self) {
+        while !self.k.actions.is_empty() {
+            let actions = std::mem::take(&mut self.k.actions);
+            for a in actions {
+                match a {
+                    Action::Migrate { task, cpu } => self.migrate_queued(task, cpu),
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> RunResult {
+        let now = self.k.now;
+        self.account_until(now);
+        let trace = self.k.cfg.record_trace.then(|| Trace {
+            topology: self.k.topo.clone(),
+            meta: std::mem::take(&mut self.k.trace.meta),
+            events: std::mem::take(&mut self.k.trace.events),
+        });
+        RunResult::collect(&self.k, self.policy.name(), trace)
+    }
+}
+
+impl Kernel {
+    pub(crate) fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, ev)));
+    }
+
+    /// Records a trace event at the current time (if recording).
+    pub(crate) fn emit(&mut self, cpu: u32, kind: EventKind) {
+        self.nr_sched_events += 1;
+        if self.cfg.record_trace {
+            self.trace.events.push(Event {
+                ts_ns: self.now,
+                cpu,
+                kind,
+            });
+        }
+    }
+
+    pub(crate) fn arm_timer(&mut self, delay_ns: u64, token: u64) {
+        let at = self.now + delay_ns;
+        self.push(at, Ev::Timer { token });
+    }
+}
+
+/// Progress of one long run on stderr; never affects the simulation.
+struct Progress {
+    on: bool,
+    last: std::time::Instant,
+    printed: bool,
+}
+
+impl Progress {
+    fn new(on: bool) -> Self {
+        Self {
+            on,
+            last: std::time::Instant::now(),
+            printed: false,
+        }
+    }
+
+    fn tick(&mut self, k: &Kernel) {
+        if !self.on || !k.nr_events.is_multiple_of(65_536) || self.last.elapsed().as_secs() < 1 {
+            return;
+        }
+        self.last = std::time::Instant::now();
+        self.printed = true;
+        eprint!(
+            "\r\x1b[K  simulated {:.3} s, {} tasks alive, {} events",
+            k.now as f64 / 1e9,
+            k.live_tasks,
+            k.nr_events
+        );
+    }
+
+    fn done(&self) {
+        if self.printed {
+            eprint!("\r\x1b[K");
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Periodic work: the frequency/power/accounting step and the scheduler
+//! tick (preemption, periodic balancing, policy ticks, interval metrics).
+
+use nest_trace::{Cpu, EventKind};
+
+use super::{Ev, Sim};
+use crate::governor::{CoreActivity, pelt_update};
+use crate::policy::Ctx;
+use crate::power::{CoreSample, socket_power_w};
+
+impl Sim<'_> {
+    pub(crate) fn step(&mut self) {
+        let now = self.k.now;
+        self.account_until(now);
+        if self.k.live_tasks > 0 {
+            let next = now + self.k.cfg.dvfs_step_ns;
+            self.k.push(next, Ev::Step);
+        }
+    }
+
+    /// Accounts activity, residency, utilisation and energy since the last
+    /// step, then moves the cores' frequencies. Only *hot* cores (active
+    /// during the step, or whose frequency is still moving) are visited;
+    /// the others are idle at a settled frequency and cost only idle power.
+    pub(crate) fn account_until(&mut self, now: u64) {
+        let dt = now.saturating_sub(self.k.stats.accounted_to);
+        if dt == 0 {
+            return;
+        }
+        self.k.stats.accounted_to = now;
+        let mut hot = std::mem::take(&mut self.k.hot_list);
+        hot.sort_unstable();
+        self.close_accumulators(&hot, now);
+        let mut samples = std::mem::take(&mut self.k.scratch);
+        self.core_activity(&hot, dt, &mut samples);
+        self.account_energy_and_residency(&hot, &samples, dt);
+        self.update_util(dt, now);
+        self.move_frequencies(&hot, &samples, dt, now);
+        self.cool_down(&mut hot);
+        hot.append(&mut self.k.hot_list);
+        self.k.hot_list = hot;
+        self.k.scratch = samples;
+    }
+
+    fn close_accumulators(&mut self, hot: &[usize], now: u64) {
+        for &core in hot {
+            for &cpu in &self.k.core_cpus[core] {
+                let c = &mut self.k.cpus[cpu as usize];
+                if let Some(s) = c.active_since {
+                    c.active_ns += now - s;
+                    c.active_since = Some(now);
+                }
+                if let Some(s) = c.run_since {
+                    c.run_ns += now - s;
+                    c.run_since = Some(now);
+                }
+            }
+        }
+    }
+
+    /// Fills `out` with each hot core's share of the step it was active
+    /// (busiest thread) and its frequency during the step.
+    fn core_activity(&self, hot: &[usize], dt: u64, out: &mut Vec<CoreSample>) {
+        out.clear();
+        out.extend(hot.iter().map(|&core| {
+            let active = self.k.core_cpus[core]
+                .iter()
+                .map(|&c| self.k.cpus[c as usize].active_ns as f64 / dt as f64)
+                .fold(0.0, f64::max)
+                .min(1.0);
+            let mhz = self.k.cores[core].freq.mhz();
+            CoreSample { active, mhz }
+        }));
+    }
+
+    fn account_energy_and_residency(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64) {
+        let k = &mut self.k;
+        let machine_active = samples.iter().any(|s| s.active > 0.0);
+        for (&core, s) in hot.iter().zip(samples) {
+            let run_ns: u64 = k.core_cpus[core]
+                .iter()
+                .map(|&c| k.cpus[c as usize].run_ns)
+                .sum();
+            if run_ns > 0 {
+                let band = k.band_edges.iter().filter(|&&e| s.mhz >= e).count();
+                k.stats.residency_ns[band] += run_ns;
+            }
+        }
+        // Cores are numbered socket by socket and `hot` is sorted.
+        let per_socket = k.machine.cores_per_socket as usize;
+        let mut watts = 0.0;
+        let mut i = 0;
+        for socket in 0..k.machine.sockets as usize {
+            let first = i;
+            while i < hot.len() && hot[i] / per_socket == socket {
+                i += 1;
+            }
+            let cold = per_socket - (i - first);
+            watts += socket_power_w(&k.machine, &samples[first..i], cold, machine_active);
+        }
+        k.stats.energy_j += watts * dt as f64 * 1e-9;
+    }
+
+    /// Drops from `hot` the cores that are idle and settled.
+    fn cool_down(&mut self, hot: &mut Vec<usize>) {
+        let k = &mut self.k;
+        hot.retain(|&core| {
+            let cpus = &k.core_cpus[core];
+            for &c in cpus {
+                let cpu = &mut k.cpus[c as usize];
+                cpu.active_ns = 0;
+                cpu.run_ns = 0;
+            }
+            let active = cpus
+                .iter()
+                .any(|&c| k.cpus[c as usize].active_since.is_some());
+            let keep = active || !k.cores[core].freq.is_quiet();
+            k.hot[core] = keep;
+            keep
+        });
+    }
+
+    /// Updates every live task's utilisation (frequency-invariant: running
+    /// at f counts f / f_max), then each CPU's: the sum of the tasks whose
+    /// run queue it is, running or blocked, capped at 1.
+    fn update_util(&mut self, dt: u64, now: u64) {
+        let k = &mut self.k;
+        let max = f64::from(k.machine.frequency.max_mhz);
+        for c in &mut k.cpus {
+            c.util = 0.0;
+        }
+        for &id in &k.live {
+            let t = &mut k.tasks[id as usize];
+            if let Some(s) = t.run_start {
+                t.run_in_step += now - s;
+                t.stats.run_ns += now - s;
+                t.run_start = Some(now);
+            }
+            let core = k.topo.cpus[t.cpu as usize].core as usize;
+            let scale = f64::from(k.cores[core].freq.mhz()) / max;
+            let contrib = (t.run_in_step as f64 / dt as f64).min(1.0) * scale;
+            t.util = pelt_update(t.util, contrib, dt);
+            t.run_in_step = 0;
+            k.cpus[t.cpu as usize].util += t.util;
+        }
+        for c in &mut k.cpus {
+            c.util = c.util.min(1.0);
+        }
+    }
+
+    fn move_frequencies(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64, now: u64) {
+        let nr_sockets = self.k.machine.sockets as usize;
+        let mut active_cores = vec![0u32; nr_sockets];
+        for (&core, s) in hot.iter().zip(samples) {
+            if s.active > 0.0 {
+                active_cores[self.k.cores[core].socket as usize] += 1;
+            }
+        }
+        for (&core, sample) in hot.iter().zip(samples) {
+            let socket = self.k.cores[core].socket as usize;
+            let ceiling_mhz = self.k.machine.turbo_ceiling_mhz(active_cores[socket]);
+            let act = self.core_inputs(core, sample.active, ceiling_mhz, now);
+            let k = &mut self.k;
+            let before = k.cores[core].freq.mhz();
+            let after = k.cores[core].freq.step(&k.machine, k.cfg.governor, dt, act);
+            if after != before {
+                for i in 0..self.k.core_cpus[core].len() {
+                    let c = self.k.core_cpus[core][i];
+                    self.k.emit(c, EventKind::Frequency { khz: after * 1000 });
+                    self.retime(c);
+                }
+            }
+        }
+    }
+
+    /// What the governor of `core` sees at the end of a step.
+    fn core_inputs(&self, core: usize, active: f64, ceiling_mhz: u32, now: u64) -> CoreActivity {
+        let k = &self.k;
+        let cpus = k.core_cpus[core].iter().map(|&c| &k.cpus[c as usize]);
+        let any_active = cpus.clone().any(|c| c.active_since.is_some());
+        let idle_for_ns = if any_active {
+            0
+        } else {
+            now - cpus.clone().map(|c| c.inactive_since).max().unwrap_or(0)
+        };
+        CoreActivity {
+            active,
+            idle_for_ns,
+            util: cpus.map(|c| c.util).fold(0.0, f64::max),
+            ceiling_mhz,
+        }
+    }
+
+    /// The scheduler tick on every CPU.
+    pub(crate) fn tick(&mut self) {
+        let now = self.k.now;
+        self.close_interval();
+        if self.k.deadlocked() {
+            self.k.deadlock = true;
+            self.k.stop_at = Some(now);
+            return;
+        }
+        let slice = self.k.cfg.slice_ns;
+        for cpu in 0..self.k.cpus.len() as Cpu {
+            let mhz = self.k.cpu_mhz(cpu);
+            let c = &mut self.k.cpus[cpu as usize];
+            c.last_tick_mhz = mhz;
+            if c.curr.is_some() && !c.queue.is_empty() && now - c.slice_start >= slice {
+                self.preempt(cpu);
+            }
+        }
+        self.periodic_balance();
+        for cpu in 0..self.k.cpus.len() as Cpu {
+            self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
+            self.apply_actions();
+        }
+        if self.k.live_tasks > 0 {
+            let next = now + self.k.cfg.tick_ns();
+            self.k.push(next, Ev::Tick);
+        }
+    }
+
+    /// Records CPUs and sockets used and peak concurrency of the interval
+    /// that ends now, and starts the next one.
+    fn close_interval(&mut self) {
+        let k = &mut self.k;
+        let mut sockets = vec![false; k.machine.sockets as usize];
+        let mut used = 0;
+        for (cpu, c) in k.cpus.iter_mut().enumerate() {
+            if c.used_in_interval || c.curr.is_some() {
+                used += 1;
+                sockets[k.topo.cpus[cpu].socket as usize] = true;
+            }
+            c.used_in_interval = c.curr.is_some();
+        }
+        let nr_sockets = sockets.iter().filter(|&&s| s).count() as u32;
+        let s = &mut k.stats;
+        s.intervals
+            .push((used, nr_sockets, s.max_running_in_interval));
+        s.max_running_in_interval = s.running_now;
+    }
+}

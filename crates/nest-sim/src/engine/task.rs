@@ -1,0 +1,296 @@
+//! Task life: creation, wakeup, the program interpreter, exit.
+
+use nest_trace::{Cpu, EventKind};
+
+use super::kernel::{Kernel, Remaining, Task, TaskPhase, TaskStats};
+use super::{Ev, Sim};
+use crate::policy::{Ctx, Wake};
+use crate::rng::Rng;
+use crate::workload::{Amount, Op};
+
+/// What the running task does after interpreting its next operations.
+pub(crate) enum Outcome {
+    /// Computes or busy-waits: `remaining` is set.
+    Compute,
+    /// Blocked (sleep, barrier, lock, channel, children).
+    Block,
+    Exit,
+}
+
+impl Sim<'_> {
+    /// Creates a task running `program`, forked by `parent` on `cpu`.
+    pub(crate) fn spawn(&mut self, program: usize, parent: Option<u32>, cpu: Cpu) {
+        let k = &mut self.k;
+        let id = k.tasks.len() as u32;
+        let comm = k.workload.programs[program].name.clone();
+        k.tasks.push(Task {
+            program,
+            pc: 0,
+            loops: Vec::new(),
+            phase: TaskPhase::Blocked,
+            cpu,
+            has_run: false,
+            remaining: Remaining::Nothing,
+            parent,
+            live_children: 0,
+            waiting_children: false,
+            rng: Rng::derive(k.cfg.seed, u64::from(id)),
+            timers: Vec::new(),
+            enqueued_at: k.now,
+            util: 0.0,
+            run_start: None,
+            run_in_step: 0,
+            stats: TaskStats {
+                pid: Kernel::pid(id),
+                comm: comm.clone(),
+                start_ns: k.now,
+                ..TaskStats::default()
+            },
+        });
+        k.live_tasks += 1;
+        k.live.push(id);
+        if let Some(p) = parent {
+            k.tasks[p as usize].live_children += 1;
+        }
+        let parent_pid = parent.map_or(0, Kernel::pid);
+        k.emit(
+            cpu,
+            EventKind::NewTask {
+                parent: parent_pid,
+                child: Kernel::pid(id),
+                comm,
+            },
+        );
+        let target = self.select(id, cpu, parent.map(|_| cpu), Wake::Fork);
+        // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
+        let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
+        let t = &mut self.k.tasks[id as usize];
+        t.util = spare / 2.0;
+        t.cpu = target;
+        self.k.cpus[target as usize].util += spare / 2.0;
+        // As Linux's sched_wakeup_new: where the new task was placed.
+        self.k.emit(
+            cpu,
+            EventKind::Wakeup {
+                pid: Kernel::pid(id),
+                target_cpu: target,
+            },
+        );
+        self.enqueue(id, target);
+    }
+
+    /// Wakes a blocked task; `waker` is the CPU that caused it, if any.
+    pub(crate) fn wake(&mut self, task: u32, waker: Option<Cpu>) {
+        if self.k.tasks[task as usize].phase != TaskPhase::Blocked {
+            return;
+        }
+        let prev = self.k.tasks[task as usize].cpu;
+        let target = self.select(task, prev, waker, Wake::Wakeup);
+        let from = waker.unwrap_or(prev);
+        let pid = Kernel::pid(task);
+        self.k.emit(
+            from,
+            EventKind::Wakeup {
+                pid,
+                target_cpu: target,
+            },
+        );
+        self.enqueue(task, target);
+    }
+
+    /// Asks the policy for a CPU, guarding against out-of-range answers.
+    fn select(&mut self, task: u32, prev: Cpu, waker: Option<Cpu>, why: Wake) -> Cpu {
+        let cpu = self
+            .policy
+            .select_cpu(&mut Ctx { k: &mut self.k }, task, prev, waker, why);
+        self.apply_actions();
+        if (cpu as usize) < self.k.cpus.len() {
+            cpu
+        } else {
+            prev
+        }
+    }
+
+    /// Interprets `task`'s program (it runs on `cpu`) until it computes,
+    /// blocks or exits.
+    pub(crate) fn advance(&mut self, task: u32, cpu: Cpu) -> Outcome {
+        loop {
+            let t = &mut self.k.tasks[task as usize];
+            let ops = &self.k.workload.programs[t.program].ops;
+            let Some(op) = ops.get(t.pc).cloned() else {
+                return Outcome::Exit;
+            };
+            t.pc += 1;
+            if let Some(outcome) = self.exec(task, cpu, op) {
+                return outcome;
+            }
+        }
+    }
+
+    /// Executes one operation; `None` means "go on with the next one".
+    fn exec(&mut self, task: u32, cpu: Cpu, op: Op) -> Option<Outcome> {
+        let now = self.k.now;
+        let nominal_ghz = f64::from(self.k.machine.frequency.nominal_mhz) / 1000.0;
+        let t = &mut self.k.tasks[task as usize];
+        match op {
+            Op::Run(a) => {
+                t.remaining = Remaining::Work(draw(&mut t.rng, a) as f64 * nominal_ghz);
+                Some(Outcome::Compute)
+            }
+            Op::RunTime(a) => {
+                t.remaining = Remaining::Time(draw(&mut t.rng, a) as f64);
+                Some(Outcome::Compute)
+            }
+            Op::Sleep(a) => {
+                let d = draw(&mut t.rng, a);
+                self.k.push(now + d, Ev::WakeTask { task });
+                Some(Outcome::Block)
+            }
+            Op::Timer { id, period_ns } => self.timer(task, id, period_ns),
+            Op::LoopStart { count } => {
+                t.loops.push(if count == 0 { u64::MAX } else { count });
+                None
+            }
+            Op::LoopEnd { start } => {
+                if let Some(n) = t.loops.last_mut() {
+                    *n = n.saturating_sub(1);
+                    if *n > 0 {
+                        t.pc = start + 1;
+                    } else {
+                        t.loops.pop();
+                    }
+                }
+                None
+            }
+            Op::Fork { program } => {
+                self.spawn(program, Some(task), cpu);
+                None
+            }
+            Op::WaitChildren => {
+                if t.live_children == 0 {
+                    return None;
+                }
+                t.waiting_children = true;
+                Some(Outcome::Block)
+            }
+            Op::Barrier(b) => self.barrier(task, cpu, b),
+            Op::Lock(l) => self.lock(task, l),
+            Op::Unlock(l) => {
+                self.unlock(l, cpu);
+                None
+            }
+            Op::Send(c) => {
+                self.send(c, cpu);
+                None
+            }
+            Op::Recv(c) => self.recv(task, c),
+        }
+    }
+
+    fn timer(&mut self, task: u32, id: usize, period_ns: u64) -> Option<Outcome> {
+        let now = self.k.now;
+        let t = &mut self.k.tasks[task as usize];
+        if t.timers.len() <= id {
+            t.timers.resize(id + 1, 0);
+        }
+        if t.timers[id] == 0 {
+            t.timers[id] = now;
+        }
+        t.timers[id] += period_ns;
+        let at = t.timers[id];
+        if at <= now {
+            return None; // late: rt-app runs the next activation at once
+        }
+        self.k.push(at, Ev::WakeTask { task });
+        Some(Outcome::Block)
+    }
+
+    fn barrier(&mut self, task: u32, cpu: Cpu, b: usize) -> Option<Outcome> {
+        let need = self.k.workload.barriers[b];
+        let bar = &mut self.k.barriers[b];
+        bar.arrived += 1;
+        if bar.arrived < need {
+            bar.waiters.push(task);
+            return Some(Outcome::Block);
+        }
+        bar.arrived = 0;
+        let waiters = std::mem::take(&mut bar.waiters);
+        for w in waiters {
+            self.wake(w, Some(cpu));
+        }
+        None
+    }
+
+    fn lock(&mut self, task: u32, l: usize) -> Option<Outcome> {
+        let lock = &mut self.k.locks[l];
+        if lock.owner.is_none() {
+            lock.owner = Some(task);
+            return None;
+        }
+        lock.waiters.push_back(task);
+        Some(Outcome::Block)
+    }
+
+    /// Releases lock `l`, handing it to the first waiter.
+    fn unlock(&mut self, l: usize, cpu: Cpu) {
+        let lock = &mut self.k.locks[l];
+        lock.owner = lock.waiters.pop_front();
+        if let Some(next) = lock.owner {
+            self.wake(next, Some(cpu));
+        }
+    }
+
+    fn send(&mut self, c: usize, cpu: Cpu) {
+        let ch = &mut self.k.channels[c];
+        match ch.waiters.pop_front() {
+            Some(r) => self.wake(r, Some(cpu)),
+            None => ch.messages += 1,
+        }
+    }
+
+    fn recv(&mut self, task: u32, c: usize) -> Option<Outcome> {
+        let ch = &mut self.k.channels[c];
+        if ch.messages > 0 {
+            ch.messages -= 1;
+            return None;
+        }
+        ch.waiters.push_back(task);
+        Some(Outcome::Block)
+    }
+
+    /// Marks `task` dead and notifies its parent (on `cpu`).
+    pub(crate) fn exit(&mut self, task: u32, cpu: Cpu) {
+        let now = self.k.now;
+        let t = &mut self.k.tasks[task as usize];
+        t.phase = TaskPhase::Dead;
+        t.stats.end_ns = Some(now);
+        let parent = t.parent;
+        self.k.live_tasks -= 1;
+        if let Some(i) = self.k.live.iter().position(|&x| x == task) {
+            self.k.live.remove(i);
+        }
+        self.k.emit(
+            cpu,
+            EventKind::Exit {
+                pid: Kernel::pid(task),
+            },
+        );
+        self.policy
+            .task_exit(&mut Ctx { k: &mut self.k }, task, cpu);
+        self.apply_actions();
+        let Some(p) = parent else { return };
+        let pt = &mut self.k.tasks[p as usize];
+        pt.live_children -= 1;
+        if pt.live_children == 0 && pt.waiting_children {
+            pt.waiting_children = false;
+            self.wake(p, Some(cpu));
+        }
+    }
+}
+
+fn draw(rng: &mut Rng, a: Amount) -> u64 {
+    match a {
+        Amount::Fixed(v) => v,
+        Amount::Uniform(lo, hi) => rng.range(lo, hi),
+    }
+}

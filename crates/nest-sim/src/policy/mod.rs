@@ -1,0 +1,177 @@
+//! Placement policies and the view of the simulated kernel they get.
+//!
+//! The engine calls a [`Policy`] at the points where a scheduler decides or
+//! learns something: a task becomes runnable (fork or wakeup), a CPU goes
+//! idle or busy, a task starts running or exits, a tick, a timer the policy
+//! armed fires. Everything a policy may read or ask for goes through [`Ctx`],
+//! so new policies (Nest, S_move, S_local...) need no engine change.
+
+pub mod baseline;
+pub mod nest;
+pub mod smove;
+
+use nest_trace::{Cpu, Nest, Topology};
+
+use crate::engine::{Action, Kernel, TaskPhase};
+use crate::machine::Machine;
+
+/// A task id; equal to the task's pid in traces.
+pub type TaskId = u32;
+
+/// Why a task is being placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// A new task (fork, including exec: it stays where it is forked).
+    Fork,
+    /// A sleeping task woke up.
+    Wakeup,
+}
+
+/// Ask the engine to keep an idle CPU busy (warm) instead of idling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spin {
+    /// Longest spin; work arriving on the CPU always ends it at once.
+    pub max_ns: u64,
+    /// Also stop when the CPU's SMT sibling starts running a task.
+    pub until_sibling_busy: bool,
+}
+
+/// A placement policy. Only `select_cpu` is mandatory.
+pub trait Policy {
+    /// Short name for tables.
+    fn name(&self) -> String;
+
+    /// The CPU on which `task` becomes runnable. `prev` is its last CPU (on
+    /// fork: the parent's), `waker` the CPU of the task that woke it, if any.
+    fn select_cpu(
+        &mut self,
+        cx: &mut Ctx,
+        task: TaskId,
+        prev: Cpu,
+        waker: Option<Cpu>,
+        why: Wake,
+    ) -> Cpu;
+
+    /// `cpu` has nothing left to run. Return a spin request to keep it warm.
+    fn cpu_idle(&mut self, _cx: &mut Ctx, _cpu: Cpu) -> Option<Spin> {
+        None
+    }
+
+    /// `cpu` was idle (or spinning) and now runs a task.
+    fn cpu_busy(&mut self, _cx: &mut Ctx, _cpu: Cpu) {}
+
+    /// `task` started (or resumed) running on `cpu`.
+    fn task_running(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
+
+    /// `task` exited on `cpu`.
+    fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
+
+    /// The periodic scheduler tick, once per CPU.
+    fn tick(&mut self, _cx: &mut Ctx, _cpu: Cpu) {}
+
+    /// A timer armed with [`Ctx::arm_timer`] fired.
+    fn timer(&mut self, _cx: &mut Ctx, _token: u64) {}
+}
+
+/// What a policy may see of, and ask from, the simulated kernel.
+pub struct Ctx<'a> {
+    pub(crate) k: &'a mut Kernel,
+}
+
+impl Ctx<'_> {
+    /// Simulated time, ns.
+    pub fn now(&self) -> u64 {
+        self.k.now
+    }
+
+    pub fn machine(&self) -> &Machine {
+        &self.k.machine
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.k.topo
+    }
+
+    pub fn nr_cpus(&self) -> u32 {
+        self.k.cpus.len() as u32
+    }
+
+    /// No task running or queued (a warm-spinning CPU is idle).
+    pub fn is_idle(&self, cpu: Cpu) -> bool {
+        self.k.is_idle(cpu)
+    }
+
+    /// Tasks running or queued on `cpu`.
+    pub fn nr_running(&self, cpu: Cpu) -> u32 {
+        self.k.nr_running(cpu)
+    }
+
+    /// When `cpu` last became idle (meaningful when idle).
+    pub fn idle_since(&self, cpu: Cpu) -> u64 {
+        self.k.cpus[cpu as usize].idle_since
+    }
+
+    /// PELT-like utilisation of `cpu` in [0, 1] at the last frequency step.
+    pub fn util(&self, cpu: Cpu) -> f64 {
+        self.k.cpus[cpu as usize].util
+    }
+
+    /// All hardware threads of `cpu`'s physical core (`cpu` included),
+    /// ascending.
+    pub fn smt_siblings(&self, cpu: Cpu) -> &[Cpu] {
+        &self.k.core_cpus[self.k.topo.cpus[cpu as usize].core as usize]
+    }
+
+    /// CPUs sharing last-level cache `llc`, ascending.
+    pub fn llc_cpus(&self, llc: u32) -> &[Cpu] {
+        &self.k.llc_cpus[llc as usize]
+    }
+
+    /// CPUs of socket `socket`, ascending.
+    pub fn socket_cpus(&self, socket: u32) -> &[Cpu] {
+        &self.k.socket_cpus[socket as usize]
+    }
+
+    pub fn socket(&self, cpu: Cpu) -> u32 {
+        self.k.topo.cpus[cpu as usize].socket
+    }
+
+    pub fn llc(&self, cpu: Cpu) -> u32 {
+        self.k.topo.cpus[cpu as usize].llc
+    }
+
+    pub fn core(&self, cpu: Cpu) -> u32 {
+        self.k.topo.cpus[cpu as usize].core
+    }
+
+    /// Frequency of `cpu` observed at the last tick, MHz.
+    pub fn last_tick_mhz(&self, cpu: Cpu) -> u32 {
+        self.k.cpus[cpu as usize].last_tick_mhz
+    }
+
+    /// Frequency `cpu` runs at now, MHz.
+    pub fn cur_mhz(&self, cpu: Cpu) -> u32 {
+        self.k.cpu_mhz(cpu)
+    }
+
+    /// Where `task` is in its life.
+    pub fn task_phase(&self, task: TaskId) -> TaskPhase {
+        self.k.task_phase(task)
+    }
+
+    /// Calls [`Policy::timer`] with `token` after `delay_ns`.
+    pub fn arm_timer(&mut self, delay_ns: u64, token: u64) {
+        self.k.arm_timer(delay_ns, token);
+    }
+
+    /// Moves `task` to `cpu` if it is still waiting in a run queue (applied
+    /// right after the current policy call returns).
+    pub fn migrate(&mut self, task: TaskId, cpu: Cpu) {
+        self.k.actions.push(Action::Migrate { task, cpu });
+    }
+
+    /// Records a nest membership change in the trace.
+    pub fn nest_changed(&mut self, cpu: Cpu, nest: Nest) {
+        self.k.emit(cpu, nest_trace::EventKind::NestChange { nest });
+    }
+}

@@ -1,0 +1,205 @@
+//! Nest in the simulator: an adapter from the engine's [`Policy`] hooks to
+//! the shared C policy (`policy/nest_policy.c`, built natively by the
+//! `nest-policy` crate). Every placement decision is the C code's; this file
+//! only supplies the platform (idle claims, the default placement = the
+//! baseline model, the clock) and forwards the engine's notifications.
+//!
+//! Warm spinning: the C policy has no spin hook yet, so the adapter applies
+//! the rule of NEST-SPEC ("a CPU of the primary nest that becomes idle keeps
+//! executing for up to S_max, stopping when work arrives or its SMT sibling
+//! becomes busy") by asking the C policy whether the CPU is in the primary
+//! nest.
+
+use nest_policy::{NestPolicy, Params, Platform, Stat, TaskState};
+use nest_trace::{Cpu, Nest as NestKind};
+
+use super::baseline;
+use super::{Ctx, Policy, Spin, TaskId, Wake};
+
+/// The Nest policy, driven by the shared C code.
+pub struct Nest {
+    policy: NestPolicy,
+    params: Params,
+    /// Per-task C state, indexed by task id.
+    tasks: Vec<TaskState>,
+    /// Keep idle primary CPUs warm (off for the "no spin" ablation).
+    warm_spin: bool,
+    /// Nest membership last reported to the trace, per CPU.
+    reported: Vec<NestKind>,
+    /// Nest membership per CPU, as of `version`.
+    nests: Vec<NestKind>,
+    version: Option<u64>,
+}
+
+/// The C policy's counters of nest membership changes: their sum changes
+/// exactly when a CPU joins or leaves a nest.
+const MEMBERSHIP_STATS: [Stat; 5] = [
+    Stat::Promoted,
+    Stat::JoinedReserve,
+    Stat::JoinedPrimary,
+    Stat::Compacted,
+    Stat::ExitDemoted,
+];
+
+impl Nest {
+    /// Nest for a machine with `topo`, started on CPU 0.
+    pub fn new(
+        topo: &nest_trace::Topology,
+        params: Params,
+        warm_spin: bool,
+    ) -> anyhow::Result<Self> {
+        let policy = NestPolicy::new(topo, 0, &params).map_err(|e| anyhow::anyhow!("nest: {e}"))?;
+        Ok(Self {
+            policy,
+            params,
+            tasks: Vec::new(),
+            warm_spin,
+            reported: vec![NestKind::None; topo.nr_cpus()],
+            nests: vec![NestKind::None; topo.nr_cpus()],
+            version: None,
+        })
+    }
+
+    /// Nest membership of every CPU, re-read from the C policy only when
+    /// its membership counters moved.
+    fn nests(&mut self) -> &[NestKind] {
+        let version = MEMBERSHIP_STATS.iter().map(|&s| self.policy.stat(s)).sum();
+        if self.version != Some(version) {
+            self.version = Some(version);
+            self.nests.iter_mut().for_each(|n| *n = NestKind::None);
+            for c in self.policy.reserve() {
+                self.nests[c as usize] = NestKind::Reserve;
+            }
+            for c in self.policy.primary() {
+                self.nests[c as usize] = NestKind::Primary;
+            }
+        }
+        &self.nests
+    }
+
+    /// How many times the C policy counted `stat`.
+    pub fn stat(&self, stat: Stat) -> u64 {
+        self.policy.stat(stat)
+    }
+
+    fn task(&mut self, task: TaskId) -> &mut TaskState {
+        let i = task as usize;
+        if self.tasks.len() <= i {
+            self.tasks.resize_with(i + 1, TaskState::new);
+        }
+        &mut self.tasks[i]
+    }
+
+    /// Emits trace events for nest membership changes (only when tracing).
+    fn report_nests(&mut self, cx: &mut Ctx) {
+        if !cx.k.cfg.record_trace {
+            return;
+        }
+        self.nests();
+        for (cpu, (&new, old)) in self.nests.iter().zip(self.reported.iter_mut()).enumerate() {
+            if new != *old {
+                *old = new;
+                cx.nest_changed(cpu as Cpu, new);
+            }
+        }
+    }
+}
+
+/// The simulator as the C policy's platform, for one placement.
+struct SimPlatform<'a, 'b> {
+    cx: &'a Ctx<'b>,
+    waker: Option<Cpu>,
+    why: Wake,
+    /// CPUs claimed during this placement (claims are exclusive).
+    claimed: Vec<Cpu>,
+}
+
+impl Platform for SimPlatform<'_, '_> {
+    fn claim_idle(&mut self, cpu: u32) -> bool {
+        if cpu >= self.cx.nr_cpus() || !self.cx.is_idle(cpu) || self.claimed.contains(&cpu) {
+            return false;
+        }
+        self.claimed.push(cpu);
+        true
+    }
+
+    fn task_allowed(&self, cpu: u32) -> bool {
+        cpu < self.cx.nr_cpus()
+    }
+
+    fn default_cpu(&mut self, prev: u32) -> (u32, bool) {
+        let cpu = baseline::select(self.cx, prev, self.waker, self.why);
+        (cpu, self.claim_idle(cpu))
+    }
+
+    fn pick_any_idle(&mut self) -> Option<u32> {
+        let n = self.cx.nr_cpus();
+        let idle_core = (0..n).find(|&c| {
+            self.cx.smt_siblings(c).iter().all(|&s| self.cx.is_idle(s))
+                && !self.claimed.contains(&c)
+        });
+        let cpu = idle_core
+            .or_else(|| (0..n).find(|&c| self.cx.is_idle(c) && !self.claimed.contains(&c)))?;
+        self.claim_idle(cpu).then_some(cpu)
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.cx.now()
+    }
+}
+
+impl Policy for Nest {
+    fn name(&self) -> String {
+        if self.warm_spin {
+            "nest".into()
+        } else {
+            "nest-nospin".into()
+        }
+    }
+
+    fn select_cpu(
+        &mut self,
+        cx: &mut Ctx,
+        task: TaskId,
+        prev: Cpu,
+        waker: Option<Cpu>,
+        why: Wake,
+    ) -> Cpu {
+        let mut plat = SimPlatform {
+            cx,
+            waker,
+            why,
+            claimed: Vec::new(),
+        };
+        // Borrow the task state separately from the C policy.
+        self.task(task);
+        let state = &mut self.tasks[task as usize];
+        let choice = self.policy.select_cpu(&mut plat, state, prev);
+        self.report_nests(cx);
+        choice.cpu
+    }
+
+    fn cpu_idle(&mut self, cx: &mut Ctx, cpu: Cpu) -> Option<Spin> {
+        self.policy.cpu_idle(cpu, cx.now());
+        self.report_nests(cx);
+        let primary = self.nests().get(cpu as usize) == Some(&NestKind::Primary);
+        (self.warm_spin && primary && self.params.s_max_ns > 0).then_some(Spin {
+            max_ns: self.params.s_max_ns,
+            until_sibling_busy: true,
+        })
+    }
+
+    fn cpu_busy(&mut self, _cx: &mut Ctx, cpu: Cpu) {
+        self.policy.cpu_busy(cpu);
+    }
+
+    fn task_running(&mut self, _cx: &mut Ctx, task: TaskId, cpu: Cpu) {
+        self.task(task);
+        self.policy
+            .task_running(&mut self.tasks[task as usize], cpu);
+    }
+
+    fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, cpu: Cpu) {
+        self.policy.task_exiting(cpu);
+    }
+}

@@ -1,0 +1,83 @@
+//! Per-socket power model (see docs/sim.md, "Power model").
+//!
+//! - While no core of the whole machine is active, each socket draws
+//!   `package_idle_w` (package C-state).
+//! - Otherwise every socket draws `uncore_active_w` (all sockets stay in a
+//!   high-availability state so that their memory is reachable), plus, for
+//!   each core, `core_idle_w` while idle and, while active,
+//!   `core_static_w + core_dynamic_w_at_nominal * f/f_nom * (V/V_nom)^2`.
+//! - The voltage V is shared by the socket and follows its fastest active
+//!   core ("package power follows the highest-frequency core"); V is linear
+//!   in f between `voltage_at_min_v` and `voltage_at_max_v`.
+//! - No RAPL/TDP limiting is modelled.
+
+use crate::machine::Machine;
+
+/// What one physical core did during an accounting step.
+#[derive(Clone, Copy, Debug)]
+pub struct CoreSample {
+    /// Share of the step the core was active, in [0, 1].
+    pub active: f64,
+    pub mhz: u32,
+}
+
+/// Supply voltage needed to run at `mhz`.
+pub fn voltage(m: &Machine, mhz: u32) -> f64 {
+    let f = &m.frequency;
+    let p = &m.power;
+    let span = f64::from(f.max_mhz.saturating_sub(f.min_mhz)).max(1.0);
+    let x = (f64::from(mhz.saturating_sub(f.min_mhz)) / span).clamp(0.0, 1.0);
+    p.voltage_at_min_v + (p.voltage_at_max_v - p.voltage_at_min_v) * x
+}
+
+/// Power (W) of one socket whose cores behaved as `cores` during a step,
+/// plus `idle_cores` more cores idle all along. `machine_active` tells
+/// whether any core of the machine was active.
+pub fn socket_power_w(
+    m: &Machine,
+    cores: &[CoreSample],
+    idle_cores: usize,
+    machine_active: bool,
+) -> f64 {
+    let p = &m.power;
+    if !machine_active {
+        return p.package_idle_w;
+    }
+    let socket_mhz = cores
+        .iter()
+        .filter(|c| c.active > 0.0)
+        .map(|c| c.mhz)
+        .max()
+        .unwrap_or(m.frequency.min_mhz);
+    let v_ratio = voltage(m, socket_mhz) / voltage(m, m.frequency.nominal_mhz);
+    let nominal = f64::from(m.frequency.nominal_mhz);
+    let core_w = |c: &CoreSample| {
+        let dynamic = p.core_dynamic_w_at_nominal * f64::from(c.mhz) / nominal * v_ratio * v_ratio;
+        c.active * (p.core_static_w + dynamic) + (1.0 - c.active) * p.core_idle_w
+    };
+    p.uncore_active_w + cores.iter().map(core_w).sum::<f64>() + idle_cores as f64 * p.core_idle_w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_cores_at_nominal_draw_tdp() {
+        for name in Machine::builtin_names() {
+            let m = Machine::builtin(name).unwrap();
+            let mhz = m.frequency.nominal_mhz;
+            let cores = vec![CoreSample { active: 1.0, mhz }; m.cores_per_socket as usize];
+            let w = socket_power_w(&m, &cores, 0, true);
+            if name.starts_with("xeon") {
+                assert!((w - m.power.tdp_w).abs() < 0.1, "{name}: {w} W");
+            }
+            let idle = vec![CoreSample { active: 0.0, mhz }; m.cores_per_socket as usize];
+            assert!(socket_power_w(&m, &idle, 0, true) < w);
+            assert!(socket_power_w(&m, &idle, 0, false) < socket_power_w(&m, &idle, 0, true));
+            let n = idle.len();
+            let all_cold = socket_power_w(&m, &[], n, true);
+            assert!((all_cold - socket_power_w(&m, &idle, 0, true)).abs() < 1e-9);
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Workloads: what tasks do, as small programs of operations.
+//!
+//! A task's CPU demand is work (`Run`, in nanoseconds *at the machine's
+//! nominal frequency*, i.e. cycles); its run time therefore depends on the
+//! frequency of the core it runs on. `RunTime`, `Sleep` and timers are plain
+//! time. Workloads come from rt-app JSON files ([`rtapp`]) or from the
+//! built-in parametrised families ([`builtin`]).
+
+pub mod builtin;
+pub mod rtapp;
+
+use serde::Serialize;
+
+/// An amount, fixed or drawn uniformly (inclusive) from the task's PRNG.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Amount {
+    Fixed(u64),
+    Uniform(u64, u64),
+}
+
+/// One operation of a task program.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Op {
+    /// Compute: work worth this many ns at nominal frequency.
+    Run(Amount),
+    /// Busy for this many ns whatever the frequency.
+    RunTime(Amount),
+    /// Sleep for this many ns.
+    Sleep(Amount),
+    /// Sleep until the next activation of periodic timer `id` (per task).
+    Timer {
+        id: usize,
+        period_ns: u64,
+    },
+    /// Wait until every participant reached barrier `id`.
+    Barrier(usize),
+    Lock(usize),
+    Unlock(usize),
+    /// Start a new task running program `program`.
+    Fork {
+        program: usize,
+    },
+    /// Block until every child of this task has exited.
+    WaitChildren,
+    /// Post one message on channel `id`, waking a receiver.
+    Send(usize),
+    /// Take one message from channel `id`, blocking while there is none.
+    Recv(usize),
+    /// Start of a loop body repeated `count` times (0: forever).
+    LoopStart {
+        count: u64,
+    },
+    /// End of the loop body starting at op index `start`.
+    LoopEnd {
+        start: usize,
+    },
+}
+
+/// A named program: what one kind of task does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Program {
+    pub name: String,
+    pub ops: Vec<Op>,
+}
+
+/// A complete workload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Workload {
+    pub name: String,
+    pub programs: Vec<Program>,
+    /// Programs started at time 0, with their number of instances.
+    pub initial: Vec<(usize, u32)>,
+    /// Number of participants of each barrier.
+    pub barriers: Vec<u32>,
+    pub nr_locks: usize,
+    pub nr_channels: usize,
+    /// Stop the run after this long even if tasks remain.
+    pub duration_ns: Option<u64>,
+}
+
+impl Workload {
+    /// Total number of tasks started at time 0.
+    pub fn nr_initial_tasks(&self) -> u32 {
+        self.initial.iter().map(|&(_, n)| n).sum()
+    }
+}

@@ -1,0 +1,364 @@
+//! Whole-simulator tests: determinism, hardware behaviour seen through the
+//! engine, baseline placement and balancing, policies' use of the hooks.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nest_sim::policy::Policy;
+use nest_sim::policy::baseline::Baseline;
+use nest_sim::policy::nest::Nest;
+use nest_sim::policy::smove::{SLocal, SMove};
+use nest_sim::workload::{Workload, builtin, rtapp};
+use nest_sim::{Governor, Machine, RunResult, SimConfig};
+use nest_trace::{EventKind, Trace};
+
+fn machine(name: &str) -> Machine {
+    Machine::builtin(name).unwrap()
+}
+
+fn run_with(m: &Machine, w: &Workload, p: &mut dyn Policy, gov: Governor, seed: u64) -> RunResult {
+    let mut cfg = SimConfig::new(m.clone(), gov, seed);
+    cfg.record_trace = true;
+    nest_sim::run(cfg, w, p).unwrap()
+}
+
+fn run(m: &Machine, spec: &str, p: &mut dyn Policy, seed: u64) -> RunResult {
+    let w = builtin::build(spec, m.nr_cores()).unwrap();
+    run_with(m, &w, p, Governor::Powersave, seed)
+}
+
+/// Bytes of everything a run outputs: results and trace.
+fn output_bytes(r: &RunResult) -> Vec<u8> {
+    let mut v = serde_json::to_vec(r).unwrap();
+    v.extend(serde_json::to_vec(r.trace.as_ref().unwrap()).unwrap());
+    v
+}
+
+#[test]
+fn same_seed_gives_identical_bytes() {
+    let m = machine("test-guest-2s");
+    for spec in [
+        "configure:steps=40",
+        "hackbench:groups=2,fds=4,loops=20",
+        "sleepers:loops=200",
+    ] {
+        let a = run(&m, spec, &mut Baseline, 7);
+        let b = run(&m, spec, &mut Baseline, 7);
+        assert_eq!(output_bytes(&a), output_bytes(&b), "{spec}");
+        let nest = |m: &Machine| Nest::new(&m.topology(), Default::default(), true).unwrap();
+        let a = run(&m, spec, &mut nest(&m), 7);
+        let b = run(&m, spec, &mut nest(&m), 7);
+        assert_eq!(output_bytes(&a), output_bytes(&b), "nest {spec}");
+    }
+}
+
+#[test]
+fn different_seeds_differ_but_agree_statistically() {
+    let m = machine("xeon-gold-5218-2s");
+    let times: Vec<f64> = (1..=6)
+        .map(|seed| run(&m, "configure:steps=60", &mut Baseline, seed).completion_ns as f64)
+        .collect();
+    let distinct: BTreeSet<u64> = times.iter().map(|&t| t as u64).collect();
+    assert_eq!(distinct.len(), times.len(), "seeds should change the run");
+    let (mean, sd) = nest_sim::results::mean_std(&times);
+    assert!(sd / mean < 0.05, "coefficient of variation {}", sd / mean);
+}
+
+/// Frequency (kHz) of every CPU over time, from a trace.
+fn freq_timeline(t: &Trace) -> BTreeMap<u32, Vec<(u64, u32)>> {
+    let mut m: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
+    for e in &t.events {
+        if let EventKind::Frequency { khz } = e.kind {
+            m.entry(e.cpu).or_default().push((e.ts_ns, khz));
+        }
+    }
+    m
+}
+
+fn one_busy_task(ms: u64) -> Workload {
+    let text = format!(r#"{{"tasks": {{"spin": {{"runtime": {}}}}}}}"#, ms * 1000);
+    rtapp::parse(&text, "inline").unwrap()
+}
+
+#[test]
+fn e7_core_ramps_up_in_about_29_ms_and_siblings_share_frequency() {
+    let m = machine("xeon-e7-8870-v4-4s");
+    let r = run_with(
+        &m,
+        &one_busy_task(200),
+        &mut Baseline,
+        Governor::Powersave,
+        1,
+    );
+    let trace = r.trace.unwrap();
+    let first_run = trace
+        .events
+        .iter()
+        .find_map(|e| match e.kind {
+            EventKind::Switch { next, .. } if next != 0 => Some((e.ts_ns, e.cpu)),
+            _ => None,
+        })
+        .unwrap();
+    let timeline = freq_timeline(&trace);
+    let reached = timeline[&first_run.1]
+        .iter()
+        .find(|&&(_, khz)| khz >= 3_000_000)
+        .map(|&(t, _)| t - first_run.0)
+        .unwrap();
+    assert!(
+        (26_000_000..=32_000_000).contains(&reached),
+        "ramp took {reached} ns"
+    );
+    let sibling = (first_run.1 + 80) % 160;
+    assert_eq!(
+        timeline[&first_run.1], timeline[&sibling],
+        "SMT siblings must share frequency"
+    );
+}
+
+#[test]
+fn e7_core_falls_in_about_10_ms_after_the_task_stops() {
+    let m = machine("xeon-e7-8870-v4-4s");
+    let r = run_with(
+        &m,
+        &one_busy_task(100),
+        &mut Baseline,
+        Governor::Powersave,
+        1,
+    );
+    // The run ends when the task exits; simulate the idle tail with a
+    // second task that sleeps then exits.
+    let text = r#"{"tasks": {"spin": {"runtime": 100000}, "tail": {"sleep": 200000}}}"#;
+    let w = rtapp::parse(text, "inline").unwrap();
+    let r2 = run_with(&m, &w, &mut Baseline, Governor::Powersave, 1);
+    let trace = r2.trace.unwrap();
+    let spin_pid = 1;
+    let (stop, cpu) = trace
+        .events
+        .iter()
+        .find_map(|e| match e.kind {
+            EventKind::Exit { pid } if pid == spin_pid => Some((e.ts_ns, e.cpu)),
+            _ => None,
+        })
+        .unwrap();
+    let band_top = (m.frequency.min_mhz + m.dynamics.settle_above_min_mhz) * 1000;
+    let fell = freq_timeline(&trace)[&cpu]
+        .iter()
+        .find(|&&(t, khz)| t > stop && khz <= band_top)
+        .map(|&(t, _)| t - stop)
+        .unwrap();
+    assert!(
+        (7_000_000..=12_000_000).contains(&fell),
+        "fall took {fell} ns"
+    );
+    assert!(r.completion_ns >= 100_000_000);
+}
+
+/// CPUs on which each task first ran.
+fn first_cpus(t: &Trace) -> BTreeMap<u32, u32> {
+    let mut m = BTreeMap::new();
+    for e in &t.events {
+        if let EventKind::Switch { next, .. } = e.kind
+            && next != 0
+        {
+            m.entry(next).or_insert(e.cpu);
+        }
+    }
+    m
+}
+
+#[test]
+fn baseline_fork_spreads_children_over_idle_cores() {
+    let m = machine("xeon-gold-5218-2s");
+    let text = r#"{"tasks": {
+        "parent": {"fork0": "child", "fork1": "child", "fork2": "child", "fork3": "child",
+                   "fork4": "child", "fork5": "child", "wait_children": true},
+        "child": {"instance": 0, "run": 20000}}}"#;
+    let w = rtapp::parse(text, "inline").unwrap();
+    let r = run_with(&m, &w, &mut Baseline, Governor::Powersave, 1);
+    let topo = m.topology();
+    let firsts = first_cpus(r.trace.as_ref().unwrap());
+    let cores: BTreeSet<u32> = firsts
+        .values()
+        .map(|&c| topo.cpus[c as usize].core)
+        .collect();
+    assert_eq!(firsts.len(), 7);
+    assert_eq!(
+        cores.len(),
+        7,
+        "parent and six children on distinct cores: {firsts:?}"
+    );
+}
+
+#[test]
+fn overload_is_balanced_onto_idle_cpus() {
+    // S_local piles every task onto CPU 0; the kernel's balancing must
+    // spread them so the run takes about as long as on a fair machine.
+    let m = machine("test-guest-2s");
+    let text = r#"{"tasks": {
+        "parent": {"fork0": "w", "fork1": "w", "fork2": "w", "fork3": "w", "fork4": "w",
+                   "fork5": "w", "fork6": "w", "fork7": "w", "wait_children": true},
+        "w": {"instance": 0, "loop": 20, "run": 5000}}}"#;
+    let w = rtapp::parse(text, "inline").unwrap();
+    let balanced = run_with(&m, &w, &mut SLocal, Governor::Performance, 1);
+    let mut cfg = SimConfig::new(m.clone(), Governor::Performance, 1);
+    cfg.load_balance = false;
+    let piled = nest_sim::run(cfg, &w, &mut SLocal).unwrap();
+    // 8 tasks x 100 ms of work at nominal: about 8 times longer on one CPU
+    // (less turbo headroom with 8 active cores narrows the gap somewhat).
+    let ratio = piled.completion_ns as f64 / balanced.completion_ns as f64;
+    assert!(
+        ratio > 5.0,
+        "piled {} ns, balanced {} ns",
+        piled.completion_ns,
+        balanced.completion_ns
+    );
+    // No CPU idles for a whole tick while a task waits: total wait is small.
+    let wait_ms = balanced.total_wait_ns() as f64 / 1e6;
+    assert!(wait_ms < 8.0 * 8.0, "waited {wait_ms} ms");
+}
+
+#[test]
+fn nest_reuses_fewer_cores_and_keeps_them_warm() {
+    let m = machine("xeon-gold-5218-2s");
+    let linux = run(&m, "configure:steps=80", &mut Baseline, 1);
+    let mut nest = Nest::new(&m.topology(), Default::default(), true).unwrap();
+    let nested = run(&m, "configure:steps=80", &mut nest, 1);
+    assert!(nested.mean_cpus_used < linux.mean_cpus_used);
+    assert!(nested.spin_ns > 0);
+    assert!(nested.share_at_or_above_nominal() >= linux.share_at_or_above_nominal());
+    let spins = nested
+        .trace
+        .as_ref()
+        .unwrap()
+        .events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::WarmSpin { duration_ns, .. } => Some(duration_ns),
+            _ => None,
+        });
+    assert!(spins.into_iter().all(|d| d <= 8_000_000));
+    let mut nospin = Nest::new(&m.topology(), Default::default(), false).unwrap();
+    assert_eq!(run(&m, "configure:steps=80", &mut nospin, 1).spin_ns, 0);
+    let nests = nested
+        .trace
+        .unwrap()
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::NestChange { .. }))
+        .count();
+    assert!(nests > 0);
+}
+
+#[test]
+fn smove_timer_moves_a_task_left_waiting_on_the_wakers_cpu() {
+    // The parent forks a child then keeps computing: S_move queues the child
+    // behind it (the default CPU is cold) and moves it after the delay.
+    let m = machine("test-guest-2s");
+    let text = r#"{"tasks": {
+        "parent": {"fork": "child", "run": 20000},
+        "child": {"instance": 0, "run": 1000}}}"#;
+    let w = rtapp::parse(text, "inline").unwrap();
+    let r = run_with(&m, &w, &mut SMove::new(50_000), Governor::Powersave, 1);
+    let child = &r.tasks[1];
+    assert!(
+        (50_000..60_000).contains(&child.wait_ns),
+        "waited {} ns",
+        child.wait_ns
+    );
+    let firsts = first_cpus(r.trace.as_ref().unwrap());
+    assert_ne!(
+        firsts[&1], firsts[&2],
+        "child should have moved off the parent's CPU"
+    );
+}
+
+#[test]
+fn cli_runs_with_small_arguments_and_reports_bad_files() {
+    use clap::Parser;
+    let args = nest_sim::cli::SimArgs::parse_from([
+        "sim",
+        "-m",
+        "test-guest-2s",
+        "-w",
+        "configure:steps=5",
+        "-s",
+        "2",
+        "-q",
+        "-f",
+        "csv",
+        "-p",
+        "linux,nest,s-move,s-local,nest-nospin",
+    ]);
+    nest_sim::cli::run(args).unwrap();
+    let dir = std::env::temp_dir().join(format!("nest-sim-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\"tasks\": {\"a\": {\"run\": -1}}}").unwrap();
+    let m = machine("test-guest-2s");
+    let err = nest_sim::cli::load_workload(bad.to_str().unwrap(), &m).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("bad.json") && msg.contains("$.tasks.a.run") && msg.contains("expected"),
+        "{msg}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn shipped_workload_files_parse_and_run() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../workloads");
+    let m = machine("test-guest-2s");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let w = nest_sim::cli::load_workload(path.to_str().unwrap(), &m).unwrap();
+            let mut cfg = SimConfig::new(m.clone(), Governor::Powersave, 1);
+            cfg.max_time_ns = 3_000_000_000;
+            let r = nest_sim::run(cfg, &w, &mut Baseline).unwrap();
+            assert!(
+                r.completion_ns > 0 && r.tasks.len() > 1,
+                "{}",
+                path.display()
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 4);
+}
+
+#[test]
+fn busy_cores_run_at_the_turbo_ceiling_for_their_count() {
+    // k busy tasks forked from CPU 0 stay on socket 0 (k < CPUs/4) on
+    // distinct cores; with the performance governor they reach the ceiling.
+    let m = machine("xeon-gold-5218-2s");
+    for (k, mhz) in [(1, 3900), (2, 3900), (3, 3700), (4, 3700), (6, 3600)] {
+        let text = format!(r#"{{"tasks": {{"hog": {{"instance": {k}, "runtime": 100000}}}}}}"#);
+        let w = rtapp::parse(&text, "inline").unwrap();
+        let r = run_with(&m, &w, &mut Baseline, Governor::Performance, 1);
+        let trace = r.trace.unwrap();
+        let top = trace
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Frequency { khz } => Some(khz / 1000),
+                _ => None,
+            })
+            .max()
+            .unwrap();
+        assert_eq!(top, mhz, "{k} busy cores");
+    }
+}
+
+#[test]
+fn a_deadlocked_workload_stops_and_says_so() {
+    let m = machine("test-guest-2s");
+    let w = rtapp::parse(
+        r#"{"tasks": {"a": {"run": 100, "recv": "never"}}}"#,
+        "inline",
+    )
+    .unwrap();
+    let r = run_with(&m, &w, &mut Baseline, Governor::Powersave, 1);
+    assert!(r.deadlocked);
+    assert!(r.completion_ns < 10_000_000);
+}
