@@ -27,9 +27,7 @@ scripts/setup.sh
 
 if ! $host_only; then
 	step "guest kernel with sched_ext"
-	NEST_KERNEL_DIR=$(scripts/guest-kernel.sh | tail -n 1)
-	export NEST_KERNEL_DIR
-	echo "using $NEST_KERNEL_DIR"
+	echo "using $(scripts/guest-kernel.sh | tail -n 1)"
 fi
 
 step "rustfmt"

@@ -1,0 +1,179 @@
+//! Judging guest runs of scx_nest.
+//!
+//! The guest scripts under `tests/vm/` only report facts, one `key=value`
+//! per line, followed by the guest's dmesg after a `--- dmesg` line. The
+//! verdicts live here, on the host, where they are unit-tested against
+//! good and bad reports.
+
+use nest_vm::scan_console;
+
+/// What a guest script reported.
+#[derive(Debug, Default)]
+pub struct Report {
+    facts: Vec<(String, String)>,
+    /// Lines that are not facts (program output), in order.
+    pub output: Vec<String>,
+    /// The guest's kernel log.
+    pub dmesg: String,
+}
+
+impl Report {
+    pub fn parse(stdout: &str) -> Self {
+        let mut report = Report::default();
+        let mut lines = stdout.lines();
+        for line in lines.by_ref() {
+            if line == "--- dmesg" {
+                break;
+            }
+            match line.split_once('=') {
+                Some((key, value)) if is_key(key) => {
+                    report.facts.push((key.to_string(), value.to_string()))
+                }
+                _ => report.output.push(line.to_string()),
+            }
+        }
+        report.dmesg = lines.collect::<Vec<_>>().join("\n");
+        report
+    }
+
+    /// The first value reported for `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.all(key).next()
+    }
+
+    /// Every value reported for `key`, in order.
+    pub fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.facts
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn is_key(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Kernel problems in a log: BUG, WARNING, Oops, panics, stalls.
+pub fn kernel_problems(log: &str) -> Vec<String> {
+    scan_console(log)
+        .into_iter()
+        .map(|issue| format!("{:?}: {}", issue.kind, issue.line.trim()))
+        .collect()
+}
+
+/// Everything wrong with a lifecycle run (tests/vm/lifecycle.sh): the
+/// scheduler must attach under our name, stay enabled through the whole
+/// load, leave on SIGINT with status 0, and the kernel must not complain.
+/// An empty list means the run passed.
+pub fn lifecycle_problems(report: &Report, min_samples: usize) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut expect = |what: &str, ok: bool, got: String| {
+        if !ok {
+            problems.push(format!("{what} (got {got})"));
+        }
+    };
+    let fact = |key: &str| report.get(key).unwrap_or("nothing").to_string();
+
+    expect(
+        "sched_ext enabled after attaching",
+        report.get("state_after_attach") == Some("enabled"),
+        fact("state_after_attach"),
+    );
+    expect(
+        "the attached ops are scx_nest's",
+        report.get("ops").is_some_and(|ops| ops.starts_with("nest")),
+        fact("ops"),
+    );
+    let samples: Vec<&str> = report.all("sample").collect();
+    expect(
+        "enough state samples during the load",
+        samples.len() >= min_samples,
+        format!("{} samples", samples.len()),
+    );
+    expect(
+        "sched_ext enabled during the whole load",
+        samples.iter().all(|s| *s == "enabled"),
+        samples.join(","),
+    );
+    expect(
+        "the load exits with status 0",
+        report.get("load_exit") == Some("0"),
+        fact("load_exit"),
+    );
+    expect(
+        "scx_nest exits with status 0 after SIGINT",
+        report.get("sched_exit") == Some("0"),
+        fact("sched_exit"),
+    );
+    expect(
+        "sched_ext disabled after scx_nest exits",
+        report.get("state_after_exit") == Some("disabled"),
+        fact("state_after_exit"),
+    );
+    for problem in kernel_problems(&report.dmesg) {
+        problems.push(format!("kernel log: {problem}"));
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+state_after_attach=enabled
+ops=nest_0.1.0_x86_64
+sample=enabled
+sample=enabled
+load_exit=0
+load: hogs: threads=2
+sched_exit=0
+state_after_exit=disabled
+scx_nest: EXIT: unregistered from user space
+--- dmesg
+[    1.0] sched_ext: BPF scheduler \"nest\" enabled
+[    9.0] sched_ext: BPF scheduler \"nest\" disabled (unregistered from user space)";
+
+    #[test]
+    fn a_clean_run_passes() {
+        let report = Report::parse(GOOD);
+        assert_eq!(report.get("ops"), Some("nest_0.1.0_x86_64"));
+        assert_eq!(report.all("sample").count(), 2);
+        assert!(report.output.iter().any(|l| l.starts_with("load: hogs")));
+        assert!(report.dmesg.contains("enabled"));
+        assert_eq!(lifecycle_problems(&report, 2), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_ejected_scheduler_fails() {
+        let ejected = GOOD
+            .replacen("sample=enabled", "sample=disabled", 1)
+            .replace("sched_exit=0", "sched_exit=1")
+            .replace(
+                "[    9.0] sched_ext: BPF scheduler \"nest\" disabled (unregistered from user space)",
+                "[    5.0] sched_ext: BPF scheduler \"nest\" disabled (runtime error)\n\
+                 [    5.0] sched_ext: nest: runnable task stall (nest-load[123] failed to run for 2.1s)",
+            );
+        let problems = lifecycle_problems(&Report::parse(&ejected), 2);
+        assert!(problems.iter().any(|p| p.contains("during the whole load")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("status 0 after SIGINT")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("stall")), "{problems:?}");
+    }
+
+    #[test]
+    fn missing_facts_fail() {
+        let problems = lifecycle_problems(&Report::parse(""), 1);
+        assert!(problems.len() >= 6, "{problems:?}");
+    }
+
+    #[test]
+    fn kernel_warnings_fail() {
+        let warned = format!("{GOOD}\n[    3.0] WARNING: CPU: 1 PID: 7 at kernel/sched/ext.c:123");
+        let problems = lifecycle_problems(&Report::parse(&warned), 2);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+    }
+}

@@ -1,0 +1,144 @@
+//! scx_nest in a real sched_ext kernel under QEMU. Ignored by default (each
+//! boots a guest); scripts/test.sh runs them with `--ignored`. They need
+//! `cargo build -p scx_nest -p nest-load` first and fail, not skip, when a
+//! binary, the guest kernel or QEMU is missing.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use nest_vm::{VmOutcome, VmSpec, run, shell_quote};
+use vm_tests::{Report, kernel_problems, lifecycle_problems};
+
+/// One guest at a time: TCG is CPU-bound and the host has few cores.
+static ONE_GUEST: Mutex<()> = Mutex::new(());
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+}
+
+fn bin_dir() -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+        .join("debug");
+    for bin in ["scx_nest", "nest-load"] {
+        assert!(
+            dir.join(bin).exists(),
+            "{} is missing: run `cargo build -p scx_nest -p nest-load` first",
+            dir.join(bin).display()
+        );
+    }
+    dir
+}
+
+/// Two sockets of two cores, one NUMA node each: small enough to boot
+/// quickly, big enough for the policy's socket ordering to matter.
+fn two_sockets() -> VmSpec {
+    VmSpec {
+        sockets: 2,
+        cores_per_socket: 2,
+        threads_per_core: 1,
+        numa: true,
+        timeout: Duration::from_secs(300),
+        workdir: Some(repo_root()),
+        ..VmSpec::default()
+    }
+}
+
+/// Run a script of tests/vm/ in the guest with `args`.
+fn guest(script: &str, args: &[&str]) -> (VmOutcome, Report) {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let mut command = format!(
+        "NEST_BIN={} tests/vm/{script}",
+        shell_quote(&bin_dir().to_string_lossy())
+    );
+    for arg in args {
+        command.push(' ');
+        command.push_str(&shell_quote(arg));
+    }
+    let outcome = run(&two_sockets(), &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
+    eprintln!(
+        "guest {script}: boot {:.1?}, total {:.1?}, status {:?}",
+        outcome.boot_time.unwrap_or_default(),
+        outcome.elapsed,
+        outcome.exit_status
+    );
+    assert!(
+        outcome.success(),
+        "{}\nstdout:\n{}\nstderr:\n{}\nconsole:\n{}",
+        outcome.failure().unwrap_or_default(),
+        outcome.stdout,
+        outcome.stderr,
+        outcome.console_log
+    );
+    let report = Report::parse(&outcome.stdout);
+    (outcome, report)
+}
+
+fn show_output(report: &Report) {
+    for line in &report.output {
+        eprintln!("  {line}");
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
+    let load_seconds = 10;
+    let (outcome, report) = guest("lifecycle.sh", &[&load_seconds.to_string(), "--stats", "2"]);
+    show_output(&report);
+    let mut problems = lifecycle_problems(&report, load_seconds - 2);
+    problems.extend(kernel_problems(&outcome.console_log));
+    assert!(problems.is_empty(), "problems: {problems:#?}\n{}", outcome.stdout);
+}
+
+/// The harness must be able to fail: a scheduler that starves a task is
+/// ejected by the kernel's watchdog, and the lifecycle verdict says so.
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn negative_control_a_starving_scheduler_is_caught() {
+    let (_outcome, report) = guest(
+        "lifecycle.sh",
+        &["8", "--watchdog", "2s", "--debug-stall-comm", "nest-load"],
+    );
+    show_output(&report);
+    let problems = lifecycle_problems(&report, 1);
+    eprintln!("verdict (expected to fail): {problems:#?}");
+    let has = |needle: &str| problems.iter().any(|p| p.contains(needle));
+    assert!(has("enabled during the whole load"), "ejection not seen: {problems:#?}");
+    assert!(has("status 0 after SIGINT"), "non-zero scx_nest exit not seen: {problems:#?}");
+    assert!(has("SchedExtStall"), "the kernel's stall report not seen: {problems:#?}");
+    assert!(
+        report.output.iter().any(|l| l.contains("runnable task stall")),
+        "scx_nest did not report why it was ejected: {:#?}",
+        report.output
+    );
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn scx_nest_refuses_non_root_a_second_scheduler_and_bad_options() {
+    let (_outcome, report) = guest("refusals.sh", &[]);
+    let fact = |key: &str| report.get(key).unwrap_or_default().to_string();
+    eprintln!("{:#?}", report);
+
+    assert_eq!(fact("nonroot_exit"), "1");
+    assert!(fact("nonroot_message").contains("must run as root"), "{}", fact("nonroot_message"));
+    assert_eq!(fact("state_after_nonroot"), "disabled");
+
+    assert_eq!(fact("state_with_first"), "enabled");
+    assert_eq!(fact("second_exit"), "1");
+    assert!(
+        fact("second_message").contains("another sched_ext scheduler is attached"),
+        "{}",
+        fact("second_message")
+    );
+    assert_eq!(fact("bad_option_exit"), "1");
+    assert!(fact("bad_option_message").contains("--p-remove"), "{}", fact("bad_option_message"));
+    assert_eq!(fact("state_after_attempts"), "enabled", "a refused start disturbed the running scheduler");
+
+    assert_eq!(fact("first_exit"), "0");
+    assert_eq!(fact("state_after_exit"), "disabled");
+    assert_eq!(kernel_problems(&report.dmesg), Vec::<String>::new());
+}
