@@ -100,7 +100,12 @@ mod tests {
                    [ 3.3] Kernel panic - not syncing: Fatal exception\n";
         assert_eq!(
             kinds(log),
-            [IssueKind::Bug, IssueKind::Oops, IssueKind::Warning, IssueKind::Panic]
+            [
+                IssueKind::Bug,
+                IssueKind::Oops,
+                IssueKind::Warning,
+                IssueKind::Panic
+            ]
         );
         assert_eq!(scan_console(log)[0].line_number, 2);
     }
@@ -112,7 +117,11 @@ mod tests {
                    [ 41.0] sched_ext: BPF scheduler \"nest\" disabled (scx_bpf_error)\n";
         assert_eq!(
             kinds(log),
-            [IssueKind::SchedExtError, IssueKind::SchedExtStall, IssueKind::SchedExtError]
+            [
+                IssueKind::SchedExtError,
+                IssueKind::SchedExtStall,
+                IssueKind::SchedExtError
+            ]
         );
     }
 

@@ -51,7 +51,8 @@ impl Cpio {
         ];
         self.bytes.extend_from_slice(b"070701");
         for field in fields {
-            self.bytes.extend_from_slice(format!("{field:08x}").as_bytes());
+            self.bytes
+                .extend_from_slice(format!("{field:08x}").as_bytes());
         }
         self.bytes.extend_from_slice(path.as_bytes());
         self.bytes.push(0);

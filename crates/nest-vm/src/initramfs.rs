@@ -45,7 +45,11 @@ fn archive(kernel: &GuestKernel) -> Result<Vec<u8>> {
     let mut order = String::new();
     for module in load_order(&kernel.modules, &MODULES)? {
         let name = format!("{}.ko", module_name(&module));
-        cpio.file(&format!("modules/{name}"), 0o644, &read_module(&kernel.modules.join(&module))?);
+        cpio.file(
+            &format!("modules/{name}"),
+            0o644,
+            &read_module(&kernel.modules.join(&module))?,
+        );
         order.push_str(&name);
         order.push('\n');
     }
@@ -54,7 +58,8 @@ fn archive(kernel: &GuestKernel) -> Result<Vec<u8>> {
 }
 
 fn read_busybox() -> Result<Vec<u8>> {
-    let path = std::env::var_os("NEST_BUSYBOX").map_or_else(|| PathBuf::from("/bin/busybox"), PathBuf::from);
+    let path = std::env::var_os("NEST_BUSYBOX")
+        .map_or_else(|| PathBuf::from("/bin/busybox"), PathBuf::from);
     fs::read(&path).with_context(|| {
         format!(
             "cannot read {} (static busybox for the guest): run scripts/setup.sh to install busybox-static",
@@ -72,8 +77,12 @@ fn module_name(path: &str) -> &str {
 /// Module paths (relative to the module tree) to load, dependencies first.
 pub fn load_order(modules_dir: &Path, wanted: &[&str]) -> Result<Vec<String>> {
     let dep_file = modules_dir.join("modules.dep");
-    let text = fs::read_to_string(&dep_file)
-        .with_context(|| format!("cannot read {}: re-run scripts/guest-kernel.sh", dep_file.display()))?;
+    let text = fs::read_to_string(&dep_file).with_context(|| {
+        format!(
+            "cannot read {}: re-run scripts/guest-kernel.sh",
+            dep_file.display()
+        )
+    })?;
     resolve(&parse_modules_dep(&text), wanted)
 }
 
@@ -97,7 +106,9 @@ pub fn resolve(deps: &HashMap<String, Vec<String>>, wanted: &[&str]) -> Result<V
     let mut order = Vec::new();
     for name in wanted {
         let Some(path) = by_name.get(&name.replace('-', "_")) else {
-            bail!("kernel module {name} not found in modules.dep: the guest kernel lacks 9p support");
+            bail!(
+                "kernel module {name} not found in modules.dep: the guest kernel lacks 9p support"
+            );
         };
         visit(deps, path, &mut order);
     }
@@ -126,9 +137,18 @@ fn read_module(path: &Path) -> Result<Vec<u8>> {
         .arg("-dc")
         .arg(path)
         .output()
-        .with_context(|| format!("cannot run {tool} to decompress {}: run scripts/setup.sh", path.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot run {tool} to decompress {}: run scripts/setup.sh",
+                path.display()
+            )
+        })?;
     if !out.status.success() {
-        bail!("{tool} -dc {} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{tool} -dc {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(out.stdout)
 }
@@ -139,7 +159,8 @@ fn writable_cache_dir() -> Result<PathBuf> {
         return Ok(preferred);
     }
     let fallback = std::env::temp_dir().join("nest-cache").join("initramfs");
-    fs::create_dir_all(&fallback).with_context(|| format!("cannot create {}", fallback.display()))?;
+    fs::create_dir_all(&fallback)
+        .with_context(|| format!("cannot create {}", fallback.display()))?;
     Ok(fallback)
 }
 
@@ -180,7 +201,10 @@ kernel/fs/netfs/netfs.ko.xz:
 
     #[test]
     fn names_modules() {
-        assert_eq!(module_name("kernel/net/9p/9pnet_virtio.ko.xz"), "9pnet_virtio");
+        assert_eq!(
+            module_name("kernel/net/9p/9pnet_virtio.ko.xz"),
+            "9pnet_virtio"
+        );
         assert_eq!(module_name("a/b.ko"), "b");
     }
 

@@ -38,7 +38,10 @@ impl GuestKernel {
     pub fn locate(dir: &Path) -> Result<Self> {
         let hint = "run scripts/guest-kernel.sh (or `nest vm kernel`) to fetch one";
         if !dir.is_dir() {
-            bail!("guest kernel directory {} does not exist: {hint}", dir.display());
+            bail!(
+                "guest kernel directory {} does not exist: {hint}",
+                dir.display()
+            );
         }
         let kernel = Self {
             dir: dir.to_path_buf(),
@@ -47,9 +50,17 @@ impl GuestKernel {
             modules: dir.join("modules"),
             release: read_release(dir)?,
         };
-        for file in [&kernel.vmlinuz, &kernel.config, &kernel.modules.join("modules.dep")] {
+        for file in [
+            &kernel.vmlinuz,
+            &kernel.config,
+            &kernel.modules.join("modules.dep"),
+        ] {
             if !file.is_file() {
-                bail!("guest kernel in {} is incomplete ({} missing): {hint}", dir.display(), file.display());
+                bail!(
+                    "guest kernel in {} is incomplete ({} missing): {hint}",
+                    dir.display(),
+                    file.display()
+                );
             }
         }
         Ok(kernel)
@@ -59,7 +70,9 @@ impl GuestKernel {
     pub fn has_sched_ext(&self) -> Result<bool> {
         let config = fs::read_to_string(&self.config)
             .with_context(|| format!("cannot read {}", self.config.display()))?;
-        Ok(config.lines().any(|l| l.trim() == "CONFIG_SCHED_CLASS_EXT=y"))
+        Ok(config
+            .lines()
+            .any(|l| l.trim() == "CONFIG_SCHED_CLASS_EXT=y"))
     }
 }
 
@@ -89,6 +102,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("release"), "7.2.13+deb14-amd64\n").unwrap();
         let err = GuestKernel::locate(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("vmlinuz missing") && err.contains("guest-kernel.sh"), "{err}");
+        assert!(
+            err.contains("vmlinuz missing") && err.contains("guest-kernel.sh"),
+            "{err}"
+        );
     }
 }

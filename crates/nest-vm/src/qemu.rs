@@ -41,8 +41,22 @@ pub fn kernel_cmdline(spec: &VmSpec) -> String {
 
 /// Arguments for `qemu-system-x86_64` (without the program name).
 pub fn qemu_args(spec: &VmSpec, files: &BootFiles) -> Vec<String> {
-    let mut args = strings(&["-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none"]);
-    args.extend(strings(&["-machine", "pc", "-accel", "tcg", "-cpu", "max"]));
+    let mut args = strings(&[
+        "-nodefaults",
+        "-no-reboot",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+    ]);
+    args.extend(strings(&[
+        "-machine",
+        "pc",
+        "-accel",
+        "tcg",
+        "-cpu",
+        &spec.cpu_model,
+    ]));
     args.extend(topology_args(spec));
     args.extend(memory_args(spec));
     args.extend([
@@ -124,13 +138,19 @@ mod tests {
     }
 
     fn value_of<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
-        args.windows(2).filter(|w| w[0] == flag).map(|w| w[1].as_str()).collect()
+        args.windows(2)
+            .filter(|w| w[0] == flag)
+            .map(|w| w[1].as_str())
+            .collect()
     }
 
     #[test]
     fn smp_matches_topology() {
         let args = qemu_args(&VmSpec::with_topology(2, 4, 2), &files());
-        assert_eq!(value_of(&args, "-smp"), ["cpus=16,sockets=2,cores=4,threads=2"]);
+        assert_eq!(
+            value_of(&args, "-smp"),
+            ["cpus=16,sockets=2,cores=4,threads=2"]
+        );
     }
 
     #[test]
@@ -143,7 +163,10 @@ mod tests {
         let args = qemu_args(&spec, &files());
         assert_eq!(
             value_of(&args, "-object"),
-            ["memory-backend-ram,id=mem0,size=1024M", "memory-backend-ram,id=mem1,size=1024M"]
+            [
+                "memory-backend-ram,id=mem0,size=1024M",
+                "memory-backend-ram,id=mem1,size=1024M"
+            ]
         );
         assert_eq!(
             value_of(&args, "-numa"),
@@ -192,6 +215,9 @@ mod tests {
             extra_cmdline: vec!["loglevel=4".into()],
             ..VmSpec::default()
         };
-        assert_eq!(kernel_cmdline(&spec), "console=ttyS0 panic=-1 rdinit=/init loglevel=4");
+        assert_eq!(
+            kernel_cmdline(&spec),
+            "console=ttyS0 panic=-1 rdinit=/init loglevel=4"
+        );
     }
 }

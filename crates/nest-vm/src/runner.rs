@@ -58,7 +58,10 @@ impl VmOutcome {
         match self.exit_status {
             Some(0) => None,
             Some(code) => Some(format!("guest command exited with status {code}")),
-            None => Some(format!("guest ended without a command status ({})", self.end_reason())),
+            None => Some(format!(
+                "guest ended without a command status ({})",
+                self.end_reason()
+            )),
         }
     }
 
@@ -67,7 +70,12 @@ impl VmOutcome {
         if let Some(issue) = issues.iter().find(|i| i.kind == crate::IssueKind::Panic) {
             return issue.line.trim().to_string();
         }
-        match self.console_log.lines().rev().find(|l| l.contains("nest-init: error")) {
+        match self
+            .console_log
+            .lines()
+            .rev()
+            .find(|l| l.contains("nest-init: error"))
+        {
             Some(line) => line.trim().to_string(),
             None => "see the console log".to_string(),
         }
@@ -96,7 +104,8 @@ pub fn run(spec: &VmSpec, command: &str) -> Result<VmOutcome> {
     let qemu_log = work.path().join("qemu.log");
     let mut cmd = Command::new(&qemu);
     cmd.args(qemu_args(spec, &files));
-    let (timed_out, boot_time, elapsed) = supervise(cmd, &qemu_log, &files.share_dir, spec.timeout)?;
+    let (timed_out, boot_time, elapsed) =
+        supervise(cmd, &qemu_log, &files.share_dir, spec.timeout)?;
     collect(&files, &qemu_log, timed_out, boot_time, elapsed)
 }
 
@@ -115,7 +124,9 @@ fn prepare_share(share: &Path, kernel: &GuestKernel, spec: &VmSpec, command: &st
     let env = format!(
         "NEST_WORKDIR={}\nNEST_PATH={}\n",
         shell_quote(&workdir.display().to_string()),
-        shell_quote(&format!("{path}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"))
+        shell_quote(&format!(
+            "{path}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        ))
     );
     fs::write(share.join("env"), env)?;
     Ok(())
@@ -176,7 +187,11 @@ fn collect(
 ) -> Result<VmOutcome> {
     let share = &files.share_dir;
     let outcome = VmOutcome {
-        exit_status: if timed_out { None } else { read_status(&share.join("status")) },
+        exit_status: if timed_out {
+            None
+        } else {
+            read_status(&share.join("status"))
+        },
         stdout: read_lossy(&share.join("stdout")),
         stderr: read_lossy(&share.join("stderr")),
         console_log: read_lossy(&files.console_log),
@@ -186,7 +201,10 @@ fn collect(
         qemu_log: read_lossy(qemu_log),
     };
     if outcome.console_log.is_empty() && !timed_out {
-        bail!("QEMU failed before the guest started:\n{}", outcome.qemu_log.trim());
+        bail!(
+            "QEMU failed before the guest started:\n{}",
+            outcome.qemu_log.trim()
+        );
     }
     Ok(outcome)
 }
@@ -212,7 +230,10 @@ pub fn shell_quote(word: &str) -> String {
 
 /// Joins `args` into one shell command line, quoting as needed.
 pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
-    args.iter().map(|a| shell_quote(a.as_ref())).collect::<Vec<_>>().join(" ")
+    args.iter()
+        .map(|a| shell_quote(a.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -225,7 +246,10 @@ mod tests {
         assert_eq!(shell_quote(""), "''");
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_join(&["sh", "-c", "echo hi; exit 7"]), "sh -c 'echo hi; exit 7'");
+        assert_eq!(
+            shell_join(&["sh", "-c", "echo hi; exit 7"]),
+            "sh -c 'echo hi; exit 7'"
+        );
     }
 
     fn outcome() -> VmOutcome {

@@ -11,6 +11,10 @@ use crate::kernel::default_kernel_dir;
 /// on a small host is hopeless long before that.
 pub const MAX_CPUS: u32 = 255;
 
+/// QEMU CPU model: every feature TCG emulates, with an Intel vendor so the
+/// guest reads SMT siblings and shared caches from CPUID leaves 4 and 0xB.
+pub const DEFAULT_CPU_MODEL: &str = "max,vendor=GenuineIntel";
+
 /// A guest to boot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmSpec {
@@ -34,6 +38,8 @@ pub struct VmSpec {
     pub workdir: Option<PathBuf>,
     /// Extra kernel command-line arguments.
     pub extra_cmdline: Vec<String>,
+    /// QEMU `-cpu` model (see [`DEFAULT_CPU_MODEL`]).
+    pub cpu_model: String,
 }
 
 impl Default for VmSpec {
@@ -48,6 +54,7 @@ impl Default for VmSpec {
             kernel_dir: default_kernel_dir(),
             workdir: None,
             extra_cmdline: Vec::new(),
+            cpu_model: DEFAULT_CPU_MODEL.to_string(),
         }
     }
 }
@@ -161,7 +168,14 @@ mod tests {
             ..VmSpec::with_topology(2, 1, 1)
         };
         assert!(spec.validate().is_err());
-        assert!(VmSpec { numa: false, ..spec }.validate().is_ok());
+        assert!(
+            VmSpec {
+                numa: false,
+                ..spec
+            }
+            .validate()
+            .is_ok()
+        );
     }
 
     #[test]

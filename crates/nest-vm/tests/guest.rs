@@ -3,11 +3,17 @@
 //! (scripts/test.sh does). They fail, not skip, when the guest kernel or
 //! QEMU is missing.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nest_vm::{VmOutcome, VmSpec, run};
 
+/// One guest at a time: the host has few cores and TCG is CPU-bound, so
+/// parallel guests would only slow each other past their deadlines.
+static ONE_GUEST: Mutex<()> = Mutex::new(());
+
 fn boot(spec: &VmSpec, command: &str) -> VmOutcome {
+    let _guard = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     let start = Instant::now();
     let outcome = run(spec, command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
     eprintln!(
@@ -41,7 +47,11 @@ ls -d /sys/devices/system/node/node[0-9]* | wc -l";
 fn topology_lines(spec: &VmSpec) -> Vec<String> {
     let outcome = boot(spec, TOPOLOGY);
     expect_success(&outcome);
-    outcome.stdout.lines().map(|l| l.trim().to_string()).collect()
+    outcome
+        .stdout
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect()
 }
 
 #[test]
@@ -56,7 +66,11 @@ fn topology_2x4x2_numa() {
     let lines = topology_lines(&spec);
     assert_eq!(lines[0], "2", "sockets: {lines:?}");
     assert_eq!(lines[1], "16", "CPUs: {lines:?}");
-    assert_eq!(lines[2].split([',', '-']).count(), 2, "cpu0 SMT siblings: {lines:?}");
+    assert_eq!(
+        lines[2].split([',', '-']).count(),
+        2,
+        "cpu0 SMT siblings: {lines:?}"
+    );
     assert_eq!(lines[3], "2", "NUMA nodes: {lines:?}");
 }
 
@@ -76,7 +90,12 @@ fn topology_1x4x1() {
 fn exit_status_and_output_come_back() {
     let spec = VmSpec::with_topology(1, 2, 1);
     let outcome = boot(&spec, "sh -c 'echo hi; echo oops >&2; exit 7'");
-    assert_eq!(outcome.exit_status, Some(7), "console:\n{}", outcome.console_log);
+    assert_eq!(
+        outcome.exit_status,
+        Some(7),
+        "console:\n{}",
+        outcome.console_log
+    );
     assert_eq!(outcome.stdout, "hi\n");
     assert_eq!(outcome.stderr, "oops\n");
     assert!(!outcome.timed_out);
@@ -90,13 +109,18 @@ fn hanging_guest_is_killed_and_fails() {
         timeout: Duration::from_secs(20),
         ..VmSpec::with_topology(1, 2, 1)
     };
-    let start = Instant::now();
     let outcome = boot(&spec, "echo started; sleep 100000");
     assert!(outcome.timed_out);
     assert_eq!(outcome.exit_status, None);
     assert!(!outcome.success());
-    assert!(outcome.boot_time.is_some(), "the command should have started before the deadline");
-    assert!(start.elapsed() < Duration::from_secs(40), "not killed at the deadline");
+    assert!(
+        outcome.boot_time.is_some(),
+        "the command should have started before the deadline"
+    );
+    assert!(
+        outcome.elapsed < Duration::from_secs(25),
+        "not killed at the deadline"
+    );
 }
 
 #[test]
@@ -111,5 +135,9 @@ fn sched_ext_and_kernel_config_are_present() {
     expect_success(&outcome);
     let lines: Vec<_> = outcome.stdout.lines().collect();
     assert_eq!(lines, ["disabled", "CONFIG_SCHED_CLASS_EXT=y", "1"]);
-    assert!(outcome.console_issues().is_empty(), "{:?}", outcome.console_issues());
+    assert!(
+        outcome.console_issues().is_empty(),
+        "{:?}",
+        outcome.console_issues()
+    );
 }
