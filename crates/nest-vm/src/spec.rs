@@ -40,6 +40,9 @@ pub struct VmSpec {
     pub extra_cmdline: Vec<String>,
     /// QEMU `-cpu` model (see [`DEFAULT_CPU_MODEL`]).
     pub cpu_model: String,
+    /// One host thread per vCPU. Faster only with idle host cores, and
+    /// QEMU 7.2 then races with kernel code patching (see `qemu::TCG`).
+    pub multi_threaded_tcg: bool,
 }
 
 impl Default for VmSpec {
@@ -55,6 +58,7 @@ impl Default for VmSpec {
             workdir: None,
             extra_cmdline: Vec::new(),
             cpu_model: DEFAULT_CPU_MODEL.to_string(),
+            multi_threaded_tcg: false,
         }
     }
 }

@@ -54,6 +54,10 @@ struct RunArgs {
     /// QEMU CPU model.
     #[arg(long, default_value = nest_vm::DEFAULT_CPU_MODEL)]
     cpu: String,
+    /// One host thread per vCPU (MTTCG); can crash the guest with
+    /// `Oops: int3` during kernel code patching, see docs/vm.md.
+    #[arg(long)]
+    mttcg: bool,
     /// Guest kernel directory (default: $NEST_CACHE/kernel/current).
     #[arg(long)]
     kernel: Option<PathBuf>,
@@ -126,6 +130,7 @@ fn spec_from(args: &RunArgs) -> Result<VmSpec> {
         workdir: None,
         extra_cmdline: args.append.clone(),
         cpu_model: args.cpu.clone(),
+        multi_threaded_tcg: args.mttcg,
     };
     if let Some(cpus) = args.cpus
         && cpus != spec.cpus()
