@@ -1,0 +1,234 @@
+//! The QEMU command line (pure, so it can be unit tested).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+use crate::spec::VmSpec;
+
+/// Single-threaded TCG: with one host thread per vCPU (MTTCG), QEMU 7.2
+/// races with the kernel's int3-based code patching (static keys, e.g.
+/// "sched_clock: Marking stable" or enabling a sched_ext scheduler), and
+/// about one boot in three of a 16-vCPU guest died with `Oops: int3`.
+/// `VmSpec::multi_threaded_tcg` brings MTTCG back, at that risk.
+pub const TCG: &str = "tcg,thread=single";
+
+/// Files a boot needs on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootFiles {
+    pub vmlinuz: PathBuf,
+    pub initramfs: PathBuf,
+    /// Writable share the guest mounts at /run/nest.
+    pub share_dir: PathBuf,
+    /// Where the serial console goes.
+    pub console_log: PathBuf,
+}
+
+/// Finds `qemu-system-x86_64` (`$NEST_QEMU` overrides the search).
+pub fn find_qemu() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("NEST_QEMU") {
+        return Ok(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join("qemu-system-x86_64");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    bail!("qemu-system-x86_64 not found on PATH: run scripts/setup.sh (installs qemu-system-x86)")
+}
+
+/// The kernel command line.
+pub fn kernel_cmdline(spec: &VmSpec) -> String {
+    let mut args = vec!["console=ttyS0", "panic=-1", "rdinit=/init"];
+    args.extend(spec.extra_cmdline.iter().map(String::as_str));
+    args.join(" ")
+}
+
+/// Arguments for `qemu-system-x86_64` (without the program name).
+pub fn qemu_args(spec: &VmSpec, files: &BootFiles) -> Vec<String> {
+    let mut args = strings(&[
+        "-nodefaults",
+        "-no-reboot",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+    ]);
+    args.extend(strings(&[
+        "-machine",
+        "pc",
+        "-accel",
+        if spec.multi_threaded_tcg {
+            "tcg,thread=multi"
+        } else {
+            TCG
+        },
+        "-cpu",
+        &spec.cpu_model,
+    ]));
+    args.extend(topology_args(spec));
+    args.extend(memory_args(spec));
+    args.extend([
+        "-kernel".into(),
+        path_arg(&files.vmlinuz),
+        "-initrd".into(),
+        path_arg(&files.initramfs),
+        "-append".into(),
+        kernel_cmdline(spec),
+        "-serial".into(),
+        format!("file:{}", path_arg(&files.console_log)),
+    ]);
+    args.extend(share_args("hostroot", Path::new("/"), true));
+    args.extend(share_args("results", &files.share_dir, false));
+    args.extend(strings(&["-device", "virtio-rng-pci"]));
+    args
+}
+
+fn topology_args(spec: &VmSpec) -> Vec<String> {
+    let smp = format!(
+        "cpus={},sockets={},cores={},threads={}",
+        spec.cpus(),
+        spec.sockets,
+        spec.cores_per_socket,
+        spec.threads_per_core
+    );
+    vec!["-smp".into(), smp]
+}
+
+fn memory_args(spec: &VmSpec) -> Vec<String> {
+    let mut args = vec!["-m".into(), format!("{}M", spec.memory_mb)];
+    if !spec.numa {
+        return args;
+    }
+    for (node, mb) in spec.node_memory_mb().into_iter().enumerate() {
+        args.extend([
+            "-object".into(),
+            format!("memory-backend-ram,id=mem{node},size={mb}M"),
+            "-numa".into(),
+            format!("node,nodeid={node},memdev=mem{node}"),
+            "-numa".into(),
+            format!("cpu,node-id={node},socket-id={node}"),
+        ]);
+    }
+    args
+}
+
+fn share_args(tag: &str, path: &Path, readonly: bool) -> Vec<String> {
+    let mut opts = format!(
+        "local,path={},mount_tag={tag},security_model=none,multidevs=remap",
+        path_arg(path)
+    );
+    if readonly {
+        opts.push_str(",readonly=on");
+    }
+    vec!["-virtfs".into(), opts]
+}
+
+/// QEMU option values escape commas by doubling them.
+fn path_arg(path: &Path) -> String {
+    path.display().to_string().replace(',', ",,")
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files() -> BootFiles {
+        BootFiles {
+            vmlinuz: "/k/vmlinuz".into(),
+            initramfs: "/c/i.cpio".into(),
+            share_dir: "/tmp/x,y/share".into(),
+            console_log: "/tmp/x/console.log".into(),
+        }
+    }
+
+    fn value_of<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
+        args.windows(2)
+            .filter(|w| w[0] == flag)
+            .map(|w| w[1].as_str())
+            .collect()
+    }
+
+    #[test]
+    fn smp_matches_topology() {
+        let args = qemu_args(&VmSpec::with_topology(2, 4, 2), &files());
+        assert_eq!(
+            value_of(&args, "-smp"),
+            ["cpus=16,sockets=2,cores=4,threads=2"]
+        );
+    }
+
+    #[test]
+    fn numa_gives_one_node_per_socket() {
+        let spec = VmSpec {
+            numa: true,
+            memory_mb: 2048,
+            ..VmSpec::with_topology(2, 4, 2)
+        };
+        let args = qemu_args(&spec, &files());
+        assert_eq!(
+            value_of(&args, "-object"),
+            [
+                "memory-backend-ram,id=mem0,size=1024M",
+                "memory-backend-ram,id=mem1,size=1024M"
+            ]
+        );
+        assert_eq!(
+            value_of(&args, "-numa"),
+            [
+                "node,nodeid=0,memdev=mem0",
+                "cpu,node-id=0,socket-id=0",
+                "node,nodeid=1,memdev=mem1",
+                "cpu,node-id=1,socket-id=1"
+            ]
+        );
+        assert_eq!(value_of(&args, "-m"), ["2048M"]);
+    }
+
+    #[test]
+    fn no_numa_objects_without_numa() {
+        let args = qemu_args(&VmSpec::with_topology(2, 1, 1), &files());
+        assert!(value_of(&args, "-numa").is_empty());
+    }
+
+    #[test]
+    fn boots_tcg_without_devices_or_reboot() {
+        let args = qemu_args(&VmSpec::default(), &files());
+        for flag in ["-nodefaults", "-no-reboot"] {
+            assert!(args.iter().any(|a| a == flag), "{flag}");
+        }
+        assert_eq!(value_of(&args, "-accel"), ["tcg,thread=single"]);
+        assert_eq!(value_of(&args, "-serial"), ["file:/tmp/x/console.log"]);
+    }
+
+    #[test]
+    fn shares_host_root_readonly_and_results_writable() {
+        let args = qemu_args(&VmSpec::default(), &files());
+        let shares = value_of(&args, "-virtfs");
+        assert_eq!(
+            shares,
+            [
+                "local,path=/,mount_tag=hostroot,security_model=none,multidevs=remap,readonly=on",
+                "local,path=/tmp/x,,y/share,mount_tag=results,security_model=none,multidevs=remap"
+            ]
+        );
+    }
+
+    #[test]
+    fn cmdline_has_console_panic_and_extras() {
+        let spec = VmSpec {
+            extra_cmdline: vec!["loglevel=4".into()],
+            ..VmSpec::default()
+        };
+        assert_eq!(
+            kernel_cmdline(&spec),
+            "console=ttyS0 panic=-1 rdinit=/init loglevel=4"
+        );
+    }
+}

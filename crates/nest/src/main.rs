@@ -1,0 +1,32 @@
+//! `nest`: one command line for the Nest tools. Each subcommand lives in
+//! its own module with its own clap `Args` and a `run` function.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod vm;
+
+#[derive(Debug, Parser)]
+#[command(name = "nest", version, about = "Nest scheduler tools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Boot a QEMU guest with a sched_ext kernel and run commands in it.
+    Vm(vm::VmArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Vm(args) => vm::run(args),
+    };
+    result.unwrap_or_else(|err| {
+        eprintln!("nest: error: {err:#}");
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,257 @@
+//! `nest vm`: fetch the guest kernel and run commands in a QEMU guest.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use nest_vm::{GuestKernel, VmOutcome, VmSpec, default_kernel_dir, shell_join};
+
+#[derive(Debug, Args)]
+pub struct VmArgs {
+    #[command(subcommand)]
+    command: VmCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum VmCommand {
+    /// Print the cached guest kernel directory, fetching the kernel first
+    /// (scripts/guest-kernel.sh) if none is cached or --refresh is given.
+    Kernel {
+        /// Look for a newer kernel even if one is cached.
+        #[arg(long)]
+        refresh: bool,
+    },
+    /// Boot a guest, run CMD as root in it and exit with its status.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// CPU sockets (one NUMA node each with --numa).
+    #[arg(long, default_value_t = 1)]
+    sockets: u32,
+    /// Cores per socket.
+    #[arg(long, default_value_t = 4)]
+    cores: u32,
+    /// SMT threads per core.
+    #[arg(long, default_value_t = 1)]
+    threads: u32,
+    /// Total vCPUs, checked against sockets x cores x threads.
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// One NUMA node per socket.
+    #[arg(long)]
+    numa: bool,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = 1024)]
+    mem: u32,
+    /// Seconds before the guest is killed (boot included).
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// QEMU CPU model.
+    #[arg(long, default_value = nest_vm::DEFAULT_CPU_MODEL)]
+    cpu: String,
+    /// One host thread per vCPU (MTTCG); can crash the guest with
+    /// `Oops: int3` during kernel code patching, see docs/vm.md.
+    #[arg(long)]
+    mttcg: bool,
+    /// Guest kernel directory (default: $NEST_CACHE/kernel/current).
+    #[arg(long)]
+    kernel: Option<PathBuf>,
+    /// Extra kernel command-line argument (repeatable).
+    #[arg(long = "append", value_name = "ARG")]
+    append: Vec<String>,
+    /// Write the guest's serial console log to this file.
+    #[arg(long, value_name = "FILE")]
+    console: Option<PathBuf>,
+    /// Command and arguments to run in the guest (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub fn run(args: VmArgs) -> Result<ExitCode> {
+    match args.command {
+        VmCommand::Kernel { refresh } => kernel(refresh),
+        VmCommand::Run(args) => run_guest(args),
+    }
+}
+
+fn kernel(refresh: bool) -> Result<ExitCode> {
+    let current = default_kernel_dir();
+    if !refresh && GuestKernel::locate(&current).is_ok() {
+        println!("{}", resolve(&current).display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let script = find_script("guest-kernel.sh")?;
+    let mut cmd = Command::new(&script);
+    if refresh {
+        cmd.arg("--refresh");
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The real directory behind the `current` link, for stable paths.
+fn resolve(dir: &Path) -> PathBuf {
+    dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// Finds a script of this repository: next to the sources this binary was
+/// built from, else in ./scripts.
+fn find_script(name: &str) -> Result<PathBuf> {
+    let from_build = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(name);
+    let candidates = [from_build, PathBuf::from("scripts").join(name)];
+    match candidates.iter().find(|p| p.is_file()) {
+        Some(path) => Ok(path.clone()),
+        None => bail!("cannot find scripts/{name}; run it from the Nest repository"),
+    }
+}
+
+fn spec_from(args: &RunArgs) -> Result<VmSpec> {
+    let spec = VmSpec {
+        sockets: args.sockets,
+        cores_per_socket: args.cores,
+        threads_per_core: args.threads,
+        numa: args.numa,
+        memory_mb: args.mem,
+        timeout: Duration::from_secs(args.timeout),
+        kernel_dir: args.kernel.clone().unwrap_or_else(default_kernel_dir),
+        workdir: None,
+        extra_cmdline: args.append.clone(),
+        cpu_model: args.cpu.clone(),
+        multi_threaded_tcg: args.mttcg,
+    };
+    if let Some(cpus) = args.cpus
+        && cpus != spec.cpus()
+    {
+        bail!(
+            "--cpus {cpus} does not match --sockets {} x --cores {} x --threads {} = {}",
+            spec.sockets,
+            spec.cores_per_socket,
+            spec.threads_per_core,
+            spec.cpus()
+        );
+    }
+    spec.validate()?;
+    Ok(spec)
+}
+
+fn run_guest(args: RunArgs) -> Result<ExitCode> {
+    let spec = spec_from(&args)?;
+    let outcome = nest_vm::run(&spec, &shell_join(&args.command))?;
+    if let Some(path) = &args.console {
+        std::fs::write(path, &outcome.console_log)
+            .with_context(|| format!("cannot write the console log to {}", path.display()))?;
+    }
+    print_outcome(&outcome)?;
+    Ok(exit_code(&outcome))
+}
+
+fn print_outcome(outcome: &VmOutcome) -> Result<()> {
+    std::io::stdout().write_all(outcome.stdout.as_bytes())?;
+    std::io::stderr().write_all(outcome.stderr.as_bytes())?;
+    for issue in outcome.console_issues() {
+        eprintln!(
+            "nest: guest console line {}: {}",
+            issue.line_number, issue.line
+        );
+    }
+    if let Some(boot) = outcome.boot_time {
+        eprintln!(
+            "nest: guest booted in {:.1} s, ran {:.1} s in all",
+            boot.as_secs_f64(),
+            outcome.elapsed.as_secs_f64()
+        );
+    }
+    if let Some(failure) = outcome.failure() {
+        eprintln!("nest: {failure}");
+    }
+    Ok(())
+}
+
+/// The command's status; 124 (like timeout(1)) on a timeout, 125 if the
+/// guest ended without a status.
+fn exit_code(outcome: &VmOutcome) -> ExitCode {
+    match (outcome.timed_out, outcome.exit_status) {
+        (true, _) => ExitCode::from(124),
+        (false, Some(code)) => ExitCode::from(code.clamp(0, 255) as u8),
+        (false, None) => ExitCode::from(125),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Test {
+        #[command(subcommand)]
+        command: VmCommand,
+    }
+
+    fn parse(args: &[&str]) -> RunArgs {
+        match Test::try_parse_from(args).unwrap().command {
+            VmCommand::Run(run) => run,
+            other => panic!("not run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_topology_and_command() {
+        let args = parse(&[
+            "vm",
+            "run",
+            "--sockets",
+            "2",
+            "--cores",
+            "4",
+            "--threads",
+            "2",
+            "--numa",
+            "--mem",
+            "2048",
+            "--timeout",
+            "60",
+            "--",
+            "sh",
+            "-c",
+            "echo hi",
+        ]);
+        let spec = spec_from(&args).unwrap();
+        assert_eq!(spec.cpus(), 16);
+        assert!(spec.numa);
+        assert_eq!(spec.memory_mb, 2048);
+        assert_eq!(spec.timeout, Duration::from_secs(60));
+        assert_eq!(shell_join(&args.command), "sh -c 'echo hi'");
+    }
+
+    #[test]
+    fn refuses_mismatched_cpu_count() {
+        let args = parse(&["vm", "run", "--sockets", "2", "--cpus", "4", "--", "true"]);
+        let err = spec_from(&args).unwrap_err().to_string();
+        assert!(err.contains("does not match"), "{err}");
+    }
+
+    #[test]
+    fn refuses_zero_cores() {
+        let args = parse(&["vm", "run", "--cores", "0", "--", "true"]);
+        assert!(spec_from(&args).is_err());
+    }
+
+    #[test]
+    fn requires_a_command() {
+        assert!(Test::try_parse_from(["vm", "run"]).is_err());
+    }
+}
