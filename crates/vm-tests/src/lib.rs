@@ -38,7 +38,10 @@ impl Report {
 
     /// The first value reported for `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.all(key).next()
+        self.facts
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Every value reported for `key`, in order.
@@ -159,8 +162,14 @@ scx_nest: EXIT: unregistered from user space
                  [    5.0] sched_ext: nest: runnable task stall (nest-load[123] failed to run for 2.1s)",
             );
         let problems = lifecycle_problems(&Report::parse(&ejected), 2);
-        assert!(problems.iter().any(|p| p.contains("during the whole load")), "{problems:?}");
-        assert!(problems.iter().any(|p| p.contains("status 0 after SIGINT")), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.contains("during the whole load")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.contains("status 0 after SIGINT")),
+            "{problems:?}"
+        );
         assert!(problems.iter().any(|p| p.contains("stall")), "{problems:?}");
     }
 

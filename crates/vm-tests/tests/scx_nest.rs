@@ -14,7 +14,10 @@ use vm_tests::{Report, kernel_problems, lifecycle_problems};
 static ONE_GUEST: Mutex<()> = Mutex::new(());
 
 fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 fn bin_dir() -> PathBuf {
@@ -57,7 +60,8 @@ fn guest(script: &str, args: &[&str]) -> (VmOutcome, Report) {
         command.push(' ');
         command.push_str(&shell_quote(arg));
     }
-    let outcome = run(&two_sockets(), &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
+    let outcome =
+        run(&two_sockets(), &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
     eprintln!(
         "guest {script}: boot {:.1?}, total {:.1?}, status {:?}",
         outcome.boot_time.unwrap_or_default(),
@@ -90,7 +94,11 @@ fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
     show_output(&report);
     let mut problems = lifecycle_problems(&report, load_seconds - 2);
     problems.extend(kernel_problems(&outcome.console_log));
-    assert!(problems.is_empty(), "problems: {problems:#?}\n{}", outcome.stdout);
+    assert!(
+        problems.is_empty(),
+        "problems: {problems:#?}\n{}",
+        outcome.stdout
+    );
 }
 
 /// The harness must be able to fail: a scheduler that starves a task is
@@ -106,11 +114,23 @@ fn negative_control_a_starving_scheduler_is_caught() {
     let problems = lifecycle_problems(&report, 1);
     eprintln!("verdict (expected to fail): {problems:#?}");
     let has = |needle: &str| problems.iter().any(|p| p.contains(needle));
-    assert!(has("enabled during the whole load"), "ejection not seen: {problems:#?}");
-    assert!(has("status 0 after SIGINT"), "non-zero scx_nest exit not seen: {problems:#?}");
-    assert!(has("SchedExtStall"), "the kernel's stall report not seen: {problems:#?}");
     assert!(
-        report.output.iter().any(|l| l.contains("runnable task stall")),
+        has("enabled during the whole load"),
+        "ejection not seen: {problems:#?}"
+    );
+    assert!(
+        has("status 0 after SIGINT"),
+        "non-zero scx_nest exit not seen: {problems:#?}"
+    );
+    assert!(
+        has("SchedExtStall"),
+        "the kernel's stall report not seen: {problems:#?}"
+    );
+    assert!(
+        report
+            .output
+            .iter()
+            .any(|l| l.contains("runnable task stall")),
         "scx_nest did not report why it was ejected: {:#?}",
         report.output
     );
@@ -121,10 +141,13 @@ fn negative_control_a_starving_scheduler_is_caught() {
 fn scx_nest_refuses_non_root_a_second_scheduler_and_bad_options() {
     let (_outcome, report) = guest("refusals.sh", &[]);
     let fact = |key: &str| report.get(key).unwrap_or_default().to_string();
-    eprintln!("{:#?}", report);
 
     assert_eq!(fact("nonroot_exit"), "1");
-    assert!(fact("nonroot_message").contains("must run as root"), "{}", fact("nonroot_message"));
+    assert!(
+        fact("nonroot_message").contains("must run as root"),
+        "{}",
+        fact("nonroot_message")
+    );
     assert_eq!(fact("state_after_nonroot"), "disabled");
 
     assert_eq!(fact("state_with_first"), "enabled");
@@ -135,8 +158,16 @@ fn scx_nest_refuses_non_root_a_second_scheduler_and_bad_options() {
         fact("second_message")
     );
     assert_eq!(fact("bad_option_exit"), "1");
-    assert!(fact("bad_option_message").contains("--p-remove"), "{}", fact("bad_option_message"));
-    assert_eq!(fact("state_after_attempts"), "enabled", "a refused start disturbed the running scheduler");
+    assert!(
+        fact("bad_option_message").contains("--p-remove"),
+        "{}",
+        fact("bad_option_message")
+    );
+    assert_eq!(
+        fact("state_after_attempts"),
+        "enabled",
+        "a refused start disturbed the running scheduler"
+    );
 
     assert_eq!(fact("first_exit"), "0");
     assert_eq!(fact("state_after_exit"), "disabled");

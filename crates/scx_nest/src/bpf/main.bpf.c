@@ -81,7 +81,9 @@ static bool is_stall_target(const struct task_struct *p)
 
 	if (!stall_comm[0])
 		return false;
-	bpf_for(i, 0, COMM_LEN) {
+	/* Unrolled: task_struct fields need constant offsets. */
+#pragma unroll
+	for (i = 0; i < COMM_LEN; i++) {
 		if (p->comm[i] != stall_comm[i])
 			return false;
 		if (!stall_comm[i])
