@@ -49,7 +49,7 @@ parse_args() {
 }
 
 check_tools() {
-	for tool in apt-get apt-cache dpkg-deb depmod flock sort; do
+	for tool in apt-get apt-cache cmp dpkg-deb depmod flock sort; do
 		command -v "$tool" >/dev/null ||
 			die "'$tool' not found; this script needs a Debian system (run scripts/setup.sh)"
 	done
@@ -62,7 +62,11 @@ prepare_cache() {
 	fi
 	mkdir -p "$APT/etc/sources.list.d" "$APT/etc/preferences.d" \
 		"$APT/lists/partial" "$APT/cache/archives/partial" "$KERNELS"
-	write_sources >"$APT/etc/sources.list"
+	write_sources >"$APT/etc/sources.list.new"
+	# A changed mirror or suite list makes the old index stale.
+	cmp -s "$APT/etc/sources.list.new" "$APT/etc/sources.list" ||
+		rm -f "$APT/lists/.nest-updated"
+	mv "$APT/etc/sources.list.new" "$APT/etc/sources.list"
 	write_apt_conf >"$APT/apt.conf"
 }
 
