@@ -29,7 +29,10 @@ fn boot(spec: &VmSpec, command: &str) -> VmOutcome {
 /// The command succeeded and the kernel reported no problem.
 fn expect_success(outcome: &VmOutcome) {
     let issues = outcome.console_issues();
-    assert!(issues.is_empty(), "kernel problems on the console: {issues:#?}");
+    assert!(
+        issues.is_empty(),
+        "kernel problems on the console: {issues:#?}"
+    );
     assert!(
         outcome.success(),
         "{}\nstdout:\n{}\nstderr:\n{}\nconsole:\n{}",
