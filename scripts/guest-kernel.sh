@@ -49,7 +49,7 @@ parse_args() {
 }
 
 check_tools() {
-	for tool in apt-get apt-cache dpkg-deb depmod flock sort; do
+	for tool in apt-get apt-cache cmp dpkg-deb depmod flock sort; do
 		command -v "$tool" >/dev/null ||
 			die "'$tool' not found; this script needs a Debian system (run scripts/setup.sh)"
 	done
@@ -62,7 +62,11 @@ prepare_cache() {
 	fi
 	mkdir -p "$APT/etc/sources.list.d" "$APT/etc/preferences.d" \
 		"$APT/lists/partial" "$APT/cache/archives/partial" "$KERNELS"
-	write_sources >"$APT/etc/sources.list"
+	write_sources >"$APT/etc/sources.list.new"
+	# A changed mirror or suite list makes the old index stale.
+	cmp -s "$APT/etc/sources.list.new" "$APT/etc/sources.list" ||
+		rm -f "$APT/lists/.nest-updated"
+	mv "$APT/etc/sources.list.new" "$APT/etc/sources.list"
 	write_apt_conf >"$APT/apt.conf"
 }
 
@@ -117,10 +121,12 @@ refresh_index() {
 	return 1
 }
 
-# Kernel releases (e.g. 7.2.13+deb14-amd64) in the index, newest first.
+# Kernel releases (e.g. 7.2.13+deb14-amd64) in the index, newest first;
+# other flavours (cloud, rt) are left out.
 candidates() {
-	apt_cache search --names-only "^linux-image-[0-9][^-]*-$FLAVOUR\$" |
-		sed -n "s/^linux-image-\([0-9][^ -]*-$FLAVOUR\) .*/\1/p" |
+	apt_cache search --names-only "^linux-image-[0-9].*-$FLAVOUR\$" |
+		sed -n "s/^linux-image-\([0-9][^ ]*-$FLAVOUR\) .*/\1/p" |
+		grep -Ev -- "-(cloud|rt)-$FLAVOUR\$" |
 		sort -Vr
 }
 
@@ -151,7 +157,7 @@ fetch_release() {
 	for pkg in $(echo "$pkgs" | grep '^linux-base-') $(echo "$pkgs" | grep -v '^linux-base-'); do
 		say "downloading $pkg"
 		(cd "$debs" && apt_get download "$pkg" >&2) || { say "cannot download $pkg"; return 1; }
-		dpkg-deb -x "$debs"/"$pkg"_*.deb "$root"
+		dpkg-deb -x "$debs"/"$pkg"_*.deb "$root" || return 1
 		rm -f "$debs"/"$pkg"_*.deb
 		check_config "$release" "$root" || return 1
 	done
@@ -201,11 +207,11 @@ install_release() {
 	[ -n "$vmlinuz" ] || { say "$release: no vmlinuz in its packages"; return 1; }
 	[ -f "$mods/modules.dep" ] || { say "$release: no modules.dep in its packages"; return 1; }
 	rm -rf "$dest"
-	mkdir -p "$dest"
-	mv "$config" "$dest/config"
-	mv "$vmlinuz" "$dest/vmlinuz"
-	mv "$mods" "$dest/modules"
-	echo "$release" >"$dest/release"
+	mkdir -p "$dest" &&
+		mv "$config" "$dest/config" &&
+		mv "$vmlinuz" "$dest/vmlinuz" &&
+		mv "$mods" "$dest/modules" &&
+		echo "$release" >"$dest/release" || return 1
 	apt_cache policy "linux-image-$release" 2>/dev/null | sed -n 's/^ *Candidate: //p' >"$dest/package-version"
 	touch "$dest/.complete"
 }
@@ -255,7 +261,10 @@ main() {
 	for release in $releases; do
 		try_release "$release" && finish "$release"
 	done
-	die "no kernel in $SUITES enables CONFIG_SCHED_CLASS_EXT (tried: $(echo "$releases" | tr '\n' ' '))"
+	tried=$(echo "$releases" | paste -sd ' ')
+	[ -z "$(cached_releases)" ] ||
+		use_newest_cached "no usable sched_ext kernel in $SUITES (tried: $tried)"
+	die "no kernel in $SUITES enables CONFIG_SCHED_CLASS_EXT (tried: $tried)"
 }
 
 main "$@"
