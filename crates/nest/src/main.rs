@@ -16,6 +16,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Simulate placement policies (Linux, Nest, ...) on modelled
+    /// multi-socket machines with frequency dynamics and energy.
+    Sim(nest_sim::cli::SimArgs),
+    /// Record real schedules, measure placement, draw and export them.
+    Trace(nest_trace::TraceArgs),
     /// Boot a QEMU guest with a sched_ext kernel and run commands in it.
     Vm(vm::VmArgs),
 }
@@ -23,6 +28,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Sim(args) => nest_sim::cli::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Trace(args) => nest_trace::run(args).map(|()| ExitCode::SUCCESS),
         Command::Vm(args) => vm::run(args),
     };
     result.unwrap_or_else(|err| {
