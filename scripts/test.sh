@@ -5,6 +5,8 @@
 #
 # Usage: scripts/test.sh [--host-only]
 #   --host-only  skip the guest kernel and the VM suite (quick local loop)
+#
+# Needs root (packages, tracefs, QEMU guests); CI runs it as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,10 +41,14 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "host tests"
 cargo test --workspace
 
+step "host tests that need root, tracefs and protoc"
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+cargo test -p nest-trace -- --ignored --skip throughput
+
 if ! $host_only; then
 	step "VM suite (QEMU guests, software emulation)"
-	cargo build -p scx_nest -p nest-load
-	cargo test -p vm-tests -- --ignored --test-threads=1
+	cargo build -p scx_nest -p nest-load -p nest
+	cargo test -p nest-vm -p vm-tests -- --ignored --test-threads=1
 fi
 
 step "all tests passed in $((SECONDS - started)) s"

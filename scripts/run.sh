@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The main job on built-in defaults, from a fresh Debian 12 machine:
+#   1. set up (packages, Rust, the guest kernel) and build everything;
+#   2. simulate Linux's placement and Nest on a Xeon Gold 5218 model running
+#      a configure-like workload, under three frequency governors;
+#   3. boot a 2-socket x 4-core x 2-thread sched_ext guest and run the same
+#      kind of workload under the default scheduler and under scx_nest,
+#      with scx_nest's live statistics.
+# Results also go to out/ (the simulation as CSV).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "setup (system packages, Rust toolchain)"
+scripts/setup.sh
+# shellcheck source=/dev/null
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+
+step "guest kernel with sched_ext"
+scripts/guest-kernel.sh | tail -n 1
+
+step "build (release)"
+cargo build --release -p nest -p scx_nest -p nest-load
+mkdir -p out
+
+step "simulation: Linux vs Nest, configure-like workload, Xeon Gold 5218 (nest sim)"
+target/release/nest sim --csv out/sim.csv
+
+step "real kernel: default scheduler vs scx_nest in a 2x4x2 QEMU guest"
+echo "(software emulation: compare where tasks run, not how fast)"
+target/release/nest vm run --sockets 2 --cores 4 --threads 2 --numa --timeout 600 -- \
+	scripts/guest-demo.sh target/release
+
+step "done: simulation table above and in out/sim.csv"
