@@ -15,13 +15,18 @@ use crate::bpf_intf;
 /// being spread over cold idle cores. Runs until SIGINT or SIGTERM.
 ///
 /// Durations take a unit: ns, us, ms, s, or tick(s) (4 ms, the published
-/// 250 Hz). Published defaults: P_remove 2 ticks, R_max 5, R_impatient 2.
+/// 250 Hz). Published defaults: P_remove 2 ticks, S_max 2 ticks, R_max 5,
+/// R_impatient 2.
 #[derive(Debug, Parser)]
 #[command(version)]
 pub struct Opts {
     /// Idle time after which a primary-nest CPU is demoted (P_remove).
     #[arg(long, default_value = "2ticks", value_name = "DURATION")]
     pub p_remove: String,
+
+    /// Longest warm spin of an idle primary-nest CPU (S_max).
+    #[arg(long, default_value = "2ticks", value_name = "DURATION")]
+    pub s_max: String,
 
     /// Capacity of the reserve nest, in CPUs (R_max).
     #[arg(long, default_value_t = 5)]
@@ -33,7 +38,8 @@ pub struct Opts {
     pub r_impatient: u32,
 
     /// Switch mechanisms off for ablation studies, comma-separated: attach,
-    /// reserve, impatience, compaction, exit-demotion, wide-fallback.
+    /// reserve, impatience, compaction, exit-demotion, wide-fallback,
+    /// warm-spin.
     #[arg(long, value_delimiter = ',', value_name = "MECHANISMS")]
     pub disable: Vec<String>,
 
@@ -131,10 +137,10 @@ impl SchedConfig {
         };
         let params = Params {
             p_remove_ns: duration_opt("p-remove", &opts.p_remove)?,
+            s_max_ns: duration_opt("s-max", &opts.s_max)?,
             r_max: opts.r_max,
             r_impatient: opts.r_impatient,
             disabled: mechanisms(&opts.disable)?,
-            ..Params::default()
         };
         Ok(Self {
             params,
@@ -149,8 +155,9 @@ impl SchedConfig {
     pub fn describe(&self) -> String {
         let disabled: Vec<&str> = self.params.disabled.iter().map(|m| m.name()).collect();
         format!(
-            "P_remove {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
+            "P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
             self.params.p_remove_ns / 1000,
+            self.params.s_max_ns / 1000,
             self.params.r_max,
             self.params.r_impatient,
             self.slice_ns / 1000,

@@ -91,6 +91,16 @@ impl<'a> Scheduler<'a> {
             local: events[bpf_intf::scx_nest_event_NEST_EV_LOCAL as usize],
             kicked: events[bpf_intf::scx_nest_event_NEST_EV_KICKED as usize],
             stalled: events[bpf_intf::scx_nest_event_NEST_EV_STALLED as usize],
+            spin_started: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_STARTED as usize],
+            spin_work: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_WORK as usize],
+            spin_expired: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_EXPIRED as usize],
+            spin_sibling: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_SIBLING as usize],
+            spin_demoted: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_DEMOTED as usize],
+            spin_ns: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_NS as usize],
+            spin_wakes: events[bpf_intf::scx_nest_event_NEST_EV_SPIN_WAKES as usize],
+            spin_wake_ns: events[bpf_intf::scx_nest_event_NEST_EV_SPIN_WAKE_NS as usize],
+            idle_wakes: events[bpf_intf::scx_nest_event_NEST_EV_IDLE_WAKES as usize],
+            idle_wake_ns: events[bpf_intf::scx_nest_event_NEST_EV_IDLE_WAKE_NS as usize],
         }
     }
 
