@@ -43,6 +43,16 @@ pub struct Opts {
     #[arg(long, value_delimiter = ',', value_name = "MECHANISMS")]
     pub disable: Vec<String>,
 
+    /// Placement policy: nest, or builtin (sched_ext's default idle-CPU
+    /// selection only, the minimal baseline for comparisons).
+    #[arg(long, value_enum, default_value_t = Policy::Nest)]
+    pub policy: Policy,
+
+    /// Measure each BPF callback's run time (kernel BPF statistics) and
+    /// print the totals at exit as `prog-stats:` lines.
+    #[arg(long)]
+    pub prog_stats: bool,
+
     /// Time slice of a task (100us to 1s).
     #[arg(long, default_value = "4ms", value_name = "DURATION")]
     pub slice: String,
@@ -76,9 +86,26 @@ pub struct Opts {
     pub debug_stall_comm: Option<String>,
 }
 
+/// A placement policy scx_nest can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Policy {
+    Nest,
+    Builtin,
+}
+
+impl Policy {
+    fn bpf_value(self) -> u32 {
+        match self {
+            Policy::Nest => bpf_intf::scx_nest_policy_POLICY_NEST,
+            Policy::Builtin => bpf_intf::scx_nest_policy_POLICY_BUILTIN,
+        }
+    }
+}
+
 /// Validated configuration, ready to be written into the BPF object.
 #[derive(Debug)]
 pub struct SchedConfig {
+    policy: Policy,
     params: Params,
     slice_ns: u64,
     partial: bool,
@@ -143,6 +170,7 @@ impl SchedConfig {
             disabled: mechanisms(&opts.disable)?,
         };
         Ok(Self {
+            policy: opts.policy,
             params,
             slice_ns,
             partial: opts.partial,
@@ -155,7 +183,8 @@ impl SchedConfig {
     pub fn describe(&self) -> String {
         let disabled: Vec<&str> = self.params.disabled.iter().map(|m| m.name()).collect();
         format!(
-            "P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
+            "policy {:?}, P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
+            self.policy,
             self.params.p_remove_ns / 1000,
             self.params.s_max_ns / 1000,
             self.params.r_max,
@@ -213,6 +242,7 @@ impl SchedConfig {
             .as_mut()
             .context("the BPF object has no .rodata")?;
         rodata.slice_ns = self.slice_ns;
+        rodata.policy_kind = self.policy.bpf_value();
         if let Some(comm) = &self.stall_comm {
             for (dst, &src) in rodata.stall_comm.iter_mut().zip(comm) {
                 *dst = src as _;

@@ -16,6 +16,7 @@ pub use bpf_skel::*;
 mod bpf_intf;
 mod config;
 mod preflight;
+mod progstats;
 mod stats;
 
 use std::mem::MaybeUninit;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Parser;
 use crossbeam::channel::RecvTimeoutError;
+use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use log::{info, warn};
 use scx_stats::prelude::*;
@@ -230,11 +232,18 @@ fn run(opts: Opts) -> Result<()> {
         spawn_monitor(interval, shutdown.clone());
     }
 
+    let run_time_stats = match opts.prog_stats {
+        true => Some(progstats::RunTimeStats::enable()?),
+        false => None,
+    };
     let mut open_object = MaybeUninit::uninit();
     let mut sched = Scheduler::init(&cfg, &mut open_object)?;
     info!("scx_nest attached ({})", cfg.describe());
     let exit = sched.run(&shutdown);
     info!("scx_nest detached");
+    if run_time_stats.is_some() {
+        progstats::print(&progstats::read(sched.skel.object()));
+    }
     exit?;
     Ok(())
 }

@@ -23,6 +23,14 @@ enum scx_nest_consts {
 	COMM_LEN = 16,
 };
 
+/* Placement policies scx_nest can run (--policy). */
+enum scx_nest_policy {
+	/* Nest (policy/nest_policy.c). */
+	POLICY_NEST = 0,
+	/* sched_ext's built-in idle selection only: the minimal baseline. */
+	POLICY_BUILTIN = 1,
+};
+
 /* Scheduler events counted besides the policy's enum nest_stat. */
 enum scx_nest_event {
 	/* Tasks queued on the shared queue. */

@@ -48,6 +48,8 @@ UEI_DEFINE(uei);
 struct nest_config nest_cfg;
 /* Time slice of a task, in ns. */
 const volatile u64 slice_ns = 4000000;
+/* enum scx_nest_policy. */
+const volatile u32 policy_kind = POLICY_NEST;
 /*
  * Test-only: tasks whose comm equals this are never run, so that the
  * kernel's watchdog ejects the scheduler (negative control of the tests).
@@ -98,6 +100,18 @@ static bool is_stall_target(const struct task_struct *p)
 	return true;
 }
 
+/* The minimal baseline: the kernel's default idle-CPU selection. */
+static s32 select_cpu_builtin(struct task_struct *p, s32 prev_cpu,
+			      u64 wake_flags)
+{
+	bool idle = false;
+	s32 cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &idle);
+
+	if (idle)
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+	return cpu;
+}
+
 s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
@@ -108,6 +122,8 @@ s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 
 	if (!t || is_stall_target(p))
 		return prev_cpu;
+	if (policy_kind == POLICY_BUILTIN)
+		return select_cpu_builtin(p, prev_cpu, wake_flags);
 
 	nest_select_cpu(&pctx, &t->nest, prev_cpu, &choice);
 	if (choice.idle) {
@@ -197,7 +213,7 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 	struct nest_ctx pctx = policy_ctx(&env);
 	struct task_ctx *t = lookup_task(p);
 
-	if (!t)
+	if (!t || policy_kind != POLICY_NEST)
 		return;
 	if (t->placed_ns)
 		account_wake_delay(t, pctx.now);
@@ -206,7 +222,7 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 
 void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 {
-	if (p->flags & PF_EXITING)
+	if (policy_kind == POLICY_NEST && (p->flags & PF_EXITING))
 		nest_task_exiting(&nest_state, scx_bpf_task_cpu(p));
 }
 
@@ -220,7 +236,7 @@ void BPF_STRUCT_OPS(nest_update_idle, s32 cpu, bool idle)
 	struct nest_bpf_env env = {};
 	struct nest_ctx pctx;
 
-	if (!idle)
+	if (!idle || policy_kind != POLICY_NEST)
 		return;
 	pctx = policy_ctx(&env);
 	if (nest_cpu_idle(&pctx, cpu))
