@@ -41,7 +41,7 @@ cargo test --workspace
 
 if ! $host_only; then
 	step "VM suite (QEMU guests, software emulation)"
-	cargo build -p scx_nest -p nest-load
+	cargo build -p nest -p scx_nest -p nest-load
 	cargo test -p vm-tests -- --ignored --test-threads=1
 fi
 
