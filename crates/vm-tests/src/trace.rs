@@ -248,6 +248,9 @@ pub struct Figures {
     pub wakeup_p99_ns: u64,
     /// Distinct CPUs the workload's tasks ran on.
     pub workload_cpus: usize,
+    /// Mean distinct CPUs the workload's own tasks ran on per interval
+    /// (other tasks of the machine left out).
+    pub mean_workload_cpus: f64,
 }
 
 impl Figures {
@@ -273,6 +276,24 @@ impl Figures {
             .filter(|r| pids.contains(&r.pid))
             .map(|r| r.cpu)
             .collect();
+        let mean_workload_cpus = if stats.is_empty() {
+            0.0
+        } else {
+            stats
+                .iter()
+                .map(|s| {
+                    tl.runs
+                        .iter()
+                        .filter(|r| {
+                            pids.contains(&r.pid) && r.start < s.end_ns && r.end > s.start_ns
+                        })
+                        .map(|r| r.cpu)
+                        .collect::<BTreeSet<_>>()
+                        .len() as f64
+                })
+                .sum::<f64>()
+                / n
+        };
         Some(Self {
             window_ns: w.end_ns - w.start_ns,
             intervals: stats.len(),
@@ -286,6 +307,7 @@ impl Figures {
             wakeup_p50_ns: percentile(&lat, 50),
             wakeup_p99_ns: percentile(&lat, 99),
             workload_cpus: workload_cpus.len(),
+            mean_workload_cpus,
         })
     }
 
@@ -304,6 +326,10 @@ impl Figures {
             ),
             ("mean underload", format!("{:.2}", self.mean_underload)),
             ("mean concurrency", format!("{:.2}", self.mean_concurrency)),
+            (
+                "mean workload CPUs / interval",
+                format!("{:.2}", self.mean_workload_cpus),
+            ),
             ("CPUs the workload ran on", self.workload_cpus.to_string()),
             (
                 "migrations (workload)",
@@ -447,6 +473,8 @@ mod tests {
         assert_eq!(f.mean_cpus, 2.5);
         assert_eq!(f.mean_sockets, 2.0);
         assert_eq!(f.workload_cpus, 3);
+        // Workload tasks: [0,150) on CPUs 0, 1, 2; [150,300) on 0, 2.
+        assert_eq!(f.mean_workload_cpus, 2.5);
         assert_eq!((f.wakeups, f.wakeup_p50_ns, f.wakeup_p99_ns), (2, 10, 20));
         let table = side_by_side("default", &f, "nest", &f);
         assert!(table.contains("mean CPUs used / interval"), "{table}");

@@ -1,6 +1,7 @@
 //! Default scheduler vs scx_nest, recorded with `nest trace record` in a
 //! 2 sockets x 4 cores x 2 threads NUMA guest (tests/vm/compare.sh) and
-//! analysed on the host. Ignored by default (boots a guest); scripts/test.sh
+//! analysed on the host. The traces are checked for consistency and the
+//! placement figures of both are printed side by side. Ignored by default (boots a guest); scripts/test.sh
 //! runs it with `--ignored`. Needs `cargo build -p nest -p scx_nest -p
 //! nest-load` first and fails, not skips, when something is missing.
 //!
@@ -49,7 +50,7 @@ fn load_trace(path: &Path) -> nest_trace::Trace {
 
 #[test]
 #[ignore = "boots a QEMU guest; run via scripts/test.sh"]
-fn default_and_nest_traces_are_sane_and_nest_uses_fewer_cpus() {
+fn default_and_nest_traces_are_sane() {
     let bin = bin_dir();
     let temp = tempfile::Builder::new()
         .prefix("nest-vm-trace-")
@@ -136,16 +137,14 @@ fn default_and_nest_traces_are_sane_and_nest_uses_fewer_cpus() {
         "figures over the workload's exec..exit window, 100 ms intervals:\n{}",
         side_by_side("default", &fd, "nest", &fnest)
     );
-    // Nest keeps a fork/wait chain on a few warm cores; the default
-    // scheduler spreads the children over idle CPUs. Over 3 runs (debug
-    // build, single-threaded TCG): default 7.50, 7.62, 7.09 CPUs per
-    // 100 ms, Nest 5.83, 5.33, 4.40. Only this is asserted; the other
-    // figures vary too much under TCG and are printed.
-    if fnest.mean_cpus >= fd.mean_cpus {
-        problems.push(format!(
-            "Nest used no fewer CPUs per 100 ms than the default scheduler ({:.2} vs {:.2})",
-            fnest.mean_cpus, fd.mean_cpus
-        ));
-    }
+    // Not asserted: under Nest the whole machine used fewer CPUs per
+    // 100 ms in 6 of 6 runs, but by as little as 0.44 (6.44 vs 6.00) on a
+    // loaded host, and the workload's own tasks used about as many CPUs per
+    // 100 ms as under the default scheduler (see docs/trace.md).
+    eprintln!(
+        "Nest - default: {:+.2} CPUs per 100 ms (whole machine), {:+.2} (workload tasks)",
+        fnest.mean_cpus - fd.mean_cpus,
+        fnest.mean_workload_cpus - fd.mean_workload_cpus
+    );
     assert!(problems.is_empty(), "problems: {problems:#?}");
 }
