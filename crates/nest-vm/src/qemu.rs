@@ -22,7 +22,13 @@ pub struct BootFiles {
     pub share_dir: PathBuf,
     /// Where the serial console goes.
     pub console_log: PathBuf,
+    /// Host directory shared read-write as `mount_tag=output` (absolute;
+    /// the guest mounts it at the same path).
+    pub output_dir: Option<PathBuf>,
 }
+
+/// 9p mount tag of [`BootFiles::output_dir`].
+pub const OUTPUT_TAG: &str = "output";
 
 /// Finds `qemu-system-x86_64` (`$NEST_QEMU` overrides the search).
 pub fn find_qemu() -> Result<PathBuf> {
@@ -82,6 +88,9 @@ pub fn qemu_args(spec: &VmSpec, files: &BootFiles) -> Vec<String> {
     ]);
     args.extend(share_args("hostroot", Path::new("/"), true));
     args.extend(share_args("results", &files.share_dir, false));
+    if let Some(dir) = &files.output_dir {
+        args.extend(share_args(OUTPUT_TAG, dir, false));
+    }
     args.extend(strings(&["-device", "virtio-rng-pci"]));
     args
 }
@@ -145,6 +154,7 @@ mod tests {
             initramfs: "/c/i.cpio".into(),
             share_dir: "/tmp/x,y/share".into(),
             console_log: "/tmp/x/console.log".into(),
+            output_dir: None,
         }
     }
 
@@ -217,6 +227,21 @@ mod tests {
                 "local,path=/,mount_tag=hostroot,security_model=none,multidevs=remap,readonly=on",
                 "local,path=/tmp/x,,y/share,mount_tag=results,security_model=none,multidevs=remap"
             ]
+        );
+    }
+
+    #[test]
+    fn output_dir_is_a_third_writable_share() {
+        let files = BootFiles {
+            output_dir: Some("/tmp/out,1".into()),
+            ..files()
+        };
+        let args = qemu_args(&VmSpec::default(), &files);
+        let shares = value_of(&args, "-virtfs");
+        assert_eq!(shares.len(), 3, "{shares:?}");
+        assert_eq!(
+            shares[2],
+            "local,path=/tmp/out,,1,mount_tag=output,security_model=none,multidevs=remap"
         );
     }
 
