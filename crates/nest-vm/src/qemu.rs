@@ -25,10 +25,17 @@ pub struct BootFiles {
     /// Host directory shared read-write as `mount_tag=output` (absolute;
     /// the guest mounts it at the same path).
     pub output_dir: Option<PathBuf>,
+    /// The command's working directory, shared read-only as
+    /// `mount_tag=workdir` when the guest's own mounts (tmpfs on /tmp, /run,
+    /// /boot) would hide it in the host root.
+    pub workdir_share: Option<PathBuf>,
 }
 
 /// 9p mount tag of [`BootFiles::output_dir`].
 pub const OUTPUT_TAG: &str = "output";
+
+/// 9p mount tag of [`BootFiles::workdir_share`].
+pub const WORKDIR_TAG: &str = "workdir";
 
 /// Finds `qemu-system-x86_64` (`$NEST_QEMU` overrides the search).
 pub fn find_qemu() -> Result<PathBuf> {
@@ -90,6 +97,9 @@ pub fn qemu_args(spec: &VmSpec, files: &BootFiles) -> Vec<String> {
     args.extend(share_args("results", &files.share_dir, false));
     if let Some(dir) = &files.output_dir {
         args.extend(share_args(OUTPUT_TAG, dir, false));
+    }
+    if let Some(dir) = &files.workdir_share {
+        args.extend(share_args(WORKDIR_TAG, dir, true));
     }
     args.extend(strings(&["-device", "virtio-rng-pci"]));
     args
@@ -155,6 +165,7 @@ mod tests {
             share_dir: "/tmp/x,y/share".into(),
             console_log: "/tmp/x/console.log".into(),
             output_dir: None,
+            workdir_share: None,
         }
     }
 

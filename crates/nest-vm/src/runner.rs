@@ -95,14 +95,16 @@ pub fn run(spec: &VmSpec, command: &str) -> Result<VmOutcome> {
         .tempdir()
         .context("cannot create a temporary directory for the guest run")?;
     let output_dir = spec.output_dir.as_deref().map(output_dir).transpose()?;
+    let workdir = workdir(spec);
     let files = BootFiles {
+        workdir_share: hidden_in_guest(&workdir).then(|| workdir.clone()),
         vmlinuz: kernel.vmlinuz.clone(),
         initramfs,
         share_dir: work.path().join("share"),
         console_log: work.path().join("console.log"),
         output_dir,
     };
-    prepare_share(&files, &kernel, spec, command)?;
+    prepare_share(&files, &kernel, &workdir, command)?;
     let qemu_log = work.path().join("qemu.log");
     let mut cmd = Command::new(&qemu);
     cmd.args(qemu_args(spec, &files));
@@ -139,12 +141,29 @@ pub fn output_dir(dir: &Path) -> Result<PathBuf> {
     Ok(real)
 }
 
+/// The directory the command starts in: the spec's, or ours.
+fn workdir(spec: &VmSpec) -> PathBuf {
+    let dir = match &spec.workdir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+    };
+    dir.canonicalize().unwrap_or(dir)
+}
+
+/// Is `dir` under a directory the guest mounts its own tmpfs on, so that
+/// the host root shared with the guest does not show it?
+pub fn hidden_in_guest(dir: &Path) -> bool {
+    ["/tmp", "/run", "/boot"]
+        .iter()
+        .any(|top| dir.starts_with(top))
+}
+
 /// Writes the command, its environment and the kernel config where the
 /// guest's init expects them.
 fn prepare_share(
     files: &BootFiles,
     kernel: &GuestKernel,
-    spec: &VmSpec,
+    workdir: &Path,
     command: &str,
 ) -> Result<()> {
     let share = &files.share_dir;
@@ -152,10 +171,6 @@ fn prepare_share(
     fs::write(share.join("command.sh"), format!("{command}\n"))?;
     fs::copy(&kernel.config, share.join("kconfig"))
         .with_context(|| format!("cannot copy {}", kernel.config.display()))?;
-    let workdir = match &spec.workdir {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-    };
     let path = std::env::var("PATH").unwrap_or_default();
     let mut env = format!(
         "NEST_WORKDIR={}\nNEST_PATH={}\n",
@@ -169,6 +184,9 @@ fn prepare_share(
             "NEST_OUT={}\n",
             shell_quote(&dir.display().to_string())
         ));
+    }
+    if files.workdir_share.is_some() {
+        env.push_str("NEST_WORKDIR_SHARED=1\n");
     }
     fs::write(share.join("env"), env)?;
     Ok(())
@@ -305,6 +323,15 @@ mod tests {
             timed_out: false,
             qemu_log: String::new(),
         }
+    }
+
+    #[test]
+    fn directories_under_guest_tmpfs_mounts_are_hidden() {
+        assert!(hidden_in_guest(Path::new("/tmp/clone")));
+        assert!(hidden_in_guest(Path::new("/run/user/0/x")));
+        assert!(hidden_in_guest(Path::new("/boot")));
+        assert!(!hidden_in_guest(Path::new("/work/main")));
+        assert!(!hidden_in_guest(Path::new("/tmpfoo")));
     }
 
     #[test]

@@ -176,3 +176,24 @@ fn guest_writes_into_the_output_directory() {
         "deep\n"
     );
 }
+
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn a_working_directory_under_tmp_is_visible_in_the_guest() {
+    // A clone under /tmp (as CI may make) is hidden by the guest's own tmpfs
+    // on /tmp unless the runner shares it separately.
+    let host = tempfile::tempdir().unwrap();
+    let dir = host.path().canonicalize().unwrap();
+    std::fs::write(dir.join("script.sh"), "echo from the host clone\n").unwrap();
+    let spec = VmSpec {
+        workdir: Some(dir.clone()),
+        timeout: Duration::from_secs(120),
+        ..VmSpec::with_topology(1, 2, 1)
+    };
+    let outcome = boot(&spec, "pwd && sh script.sh");
+    expect_success(&outcome);
+    assert_eq!(
+        outcome.stdout,
+        format!("{}\nfrom the host clone\n", dir.display())
+    );
+}
