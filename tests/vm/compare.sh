@@ -9,17 +9,18 @@
 #
 # OUTDIR must be writable from the guest: `nest vm run --out OUTDIR`.
 #
-# Usage: compare.sh OUTDIR [NEST_LOAD_ARGS...]
-#   (default workload: nest-load churn --count 100 --work-us 300)
+# Usage: compare.sh OUTDIR [COMMAND ARGS...]
+#   (default workload: $NEST_BIN/nest-load churn --count 100 --work-us 300)
 # Environment: NEST_BIN (binaries, default target/debug),
-#   NEST_TRACE_BUFFER_KB (per-CPU trace buffer, default 8192).
+#   NEST_TRACE_BUFFER_KB (per-CPU trace buffer, default 8192),
+#   NEST_SCX_ARGS (extra scx_nest options, e.g. --disable warm-spin).
 set -u
-out=${1:?usage: compare.sh OUTDIR [NEST_LOAD_ARGS...]}
+out=${1:?usage: compare.sh OUTDIR [COMMAND ARGS...]}
 shift
-if [ $# -eq 0 ]; then
-	set -- churn --count 100 --work-us 300
-fi
 bin=${NEST_BIN:-target/debug}
+if [ $# -eq 0 ]; then
+	set -- "$bin/nest-load" churn --count 100 --work-us 300
+fi
 buffer_kb=${NEST_TRACE_BUFFER_KB:-8192}
 sysfs=/sys/kernel/sched_ext
 log=/tmp/scx_nest.log
@@ -39,7 +40,7 @@ record() {
 	fact "${name}_enable_seq_before" "$(enable_seq)"
 	start=$(now_ms)
 	"$bin/nest" trace record --buffer-kb "$buffer_kb" --out "$out/$name.trace" \
-		-- "$bin/nest-load" "$@" >"/tmp/record-$name.out" 2>&1
+		-- "$@" >"/tmp/record-$name.out" 2>&1
 	fact "${name}_record_exit" $?
 	fact "${name}_record_ms" $(($(now_ms) - start))
 	fact "${name}_state_after" "$(state)"
@@ -48,14 +49,15 @@ record() {
 }
 
 fact outdir "$out"
-fact workload "nest-load $*"
+fact workload "$*"
 fact cpus "$(nproc)"
 mkdir -p "$out" || fact outdir_error "cannot create $out"
 rm -f "$out/default.trace" "$out/nest.trace"
 
 record default "$@"
 
-"$bin/scx_nest" >"$log" 2>&1 &
+# shellcheck disable=SC2086 # word splitting of the options wanted
+"$bin/scx_nest" ${NEST_SCX_ARGS:-} >"$log" 2>&1 &
 sched=$!
 # Loading BPF under software emulation takes a few seconds.
 for _ in $(seq 1 300); do

@@ -69,9 +69,9 @@ fn default_and_nest_traces_are_sane() {
         output_dir: Some(out.clone()),
         ..VmSpec::with_topology(2, 4, 2)
     };
+    let quoted_bin = shell_quote(&bin.to_string_lossy());
     let command = format!(
-        "NEST_BIN={} tests/vm/compare.sh {} churn --count {CHILDREN} --work-us 300",
-        shell_quote(&bin.to_string_lossy()),
+        "NEST_BIN={quoted_bin} tests/vm/compare.sh {} {quoted_bin}/nest-load churn --count {CHILDREN} --work-us 300",
         shell_quote(&out.to_string_lossy())
     );
     let outcome = run(&spec, &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
