@@ -104,7 +104,8 @@ struct nest_cpu {
 	u64 idle_since;
 	/* The task that last ran here is exiting. */
 	u32 task_exited;
-	u32 __pad;
+	/* The CPU is offline: in no nest, never claimed (CPU hotplug). */
+	u32 offline;
 };
 
 /* The nests; global to the policy and updated with atomic operations. */

@@ -52,7 +52,7 @@ impl NestConfig {
 pub struct NestCpu {
     pub idle_since: u64,
     pub task_exited: u32,
-    pub pad: u32,
+    pub offline: u32,
 }
 
 #[repr(C)]
@@ -114,6 +114,8 @@ unsafe extern "C" {
         now: u64,
     );
     pub fn nest_native_cpu_busy(st: *mut NestState, cpu: i32);
+    pub fn nest_native_cpu_offline(st: *mut NestState, cpu: i32);
+    pub fn nest_native_cpu_online(st: *mut NestState, cpu: i32);
 }
 
 #[cfg(test)]

@@ -200,6 +200,11 @@ impl SchedConfig {
         for (cpu, sibling) in topo.sibling_cpus().into_iter().enumerate().take(nr_cpus) {
             cfg.cpu_sibling[cpu] = sibling;
         }
+        // CPUs offline now (the topology lists online CPUs only); later
+        // changes arrive through ops.cpu_online/cpu_offline.
+        for cpu in (0..nr_cpus).filter(|cpu| !topo.all_cpus.contains_key(cpu)) {
+            bss.nest_state.cpus[cpu].offline = 1;
+        }
         let rodata = skel
             .maps
             .rodata_data

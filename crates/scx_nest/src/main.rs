@@ -221,10 +221,16 @@ fn run(opts: Opts) -> Result<()> {
     }
 
     let mut open_object = MaybeUninit::uninit();
-    let mut sched = Scheduler::init(&cfg, &mut open_object)?;
-    info!("scx_nest attached ({})", cfg.describe());
-    let exit = sched.run(&shutdown);
-    info!("scx_nest detached");
-    exit?;
-    Ok(())
+    loop {
+        let mut sched = Scheduler::init(&cfg, &mut open_object)?;
+        info!("scx_nest attached ({})", cfg.describe());
+        let exit = sched.run(&shutdown);
+        info!("scx_nest detached");
+        if !exit?.should_restart() || shutdown.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        // The kernel asks for a restart when the CPUs changed while the
+        // scheduler was being loaded (its hotplug sequence number moved).
+        info!("the kernel asked for a restart (CPU hotplug): restarting");
+    }
 }

@@ -16,8 +16,9 @@
  * ops.running() (the task's recent CPUs; the CPU is busy),
  * ops.update_idle() (the CPU went idle or woke up: compaction age and
  * immediate demotion after an exit), and ops.stopping() of an exiting
- * task. The kernel's built-in idle tracking is kept
- * (SCX_OPS_KEEP_BUILTIN_IDLE): the policy claims CPUs with
+ * task; and about CPU hotplug through ops.cpu_online()/ops.cpu_offline()
+ * (an offline CPU leaves both nests). The kernel's built-in idle tracking
+ * is kept (SCX_OPS_KEEP_BUILTIN_IDLE): the policy claims CPUs with
  * scx_bpf_test_and_clear_cpu_idle(), which is atomic, so two placements can
  * never take the same idle CPU.
  *
@@ -173,6 +174,20 @@ void BPF_STRUCT_OPS(nest_update_idle, s32 cpu, bool idle)
 		nest_cpu_busy(&nest_state, cpu);
 }
 
+/*
+ * CPU hotplug. Without these two callbacks the kernel ejects the scheduler
+ * (asking user space to restart it) whenever a CPU goes offline or online.
+ */
+void BPF_STRUCT_OPS(nest_cpu_online_op, s32 cpu)
+{
+	nest_cpu_online(&nest_state, cpu);
+}
+
+void BPF_STRUCT_OPS(nest_cpu_offline_op, s32 cpu)
+{
+	nest_cpu_offline(&nest_state, cpu);
+}
+
 s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 		   struct scx_init_task_args *args)
 {
@@ -207,6 +222,8 @@ SCX_OPS_DEFINE(nest_ops,
 	       .running = (void *)nest_running,
 	       .stopping = (void *)nest_stopping,
 	       .update_idle = (void *)nest_update_idle,
+	       .cpu_online = (void *)nest_cpu_online_op,
+	       .cpu_offline = (void *)nest_cpu_offline_op,
 	       .init_task = (void *)nest_init_task,
 	       .init = (void *)nest_init,
 	       .exit = (void *)nest_exit,
