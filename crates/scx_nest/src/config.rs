@@ -176,7 +176,7 @@ impl SchedConfig {
                 nest_policy::MAX_CPUS
             );
         }
-        let topo = Topology::new().context("cannot read the CPU topology from sysfs")?;
+        let topo = read_topology()?;
         let bss = skel
             .maps
             .bss_data
@@ -228,6 +228,23 @@ impl SchedConfig {
             ops.timeout_ms = ms;
         }
         Ok(())
+    }
+}
+
+/// The CPU topology from sysfs. A CPU going offline or online meanwhile
+/// makes its files vanish or appear mid-read, so a failed read is retried
+/// for a while (this is also how a restart after hotplug starts).
+fn read_topology() -> Result<Topology> {
+    let mut attempts = 0;
+    loop {
+        match Topology::new() {
+            Ok(topo) => return Ok(topo),
+            Err(_) if attempts < 50 => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(err) => return Err(err).context("cannot read the CPU topology from sysfs"),
+        }
     }
 }
 
