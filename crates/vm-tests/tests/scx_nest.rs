@@ -1,6 +1,6 @@
 //! scx_nest in a real sched_ext kernel under QEMU. Ignored by default (each
 //! boots a guest); scripts/test.sh runs them with `--ignored`. They need
-//! `cargo build -p scx_nest -p nest-load` first and fail, not skip, when a
+//! `cargo build -p scx_nest -p nest-load -p nest` first and fail, not skip, when a
 //! binary, the guest kernel or QEMU is missing.
 
 use std::path::PathBuf;
@@ -25,10 +25,10 @@ fn bin_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"))
         .join("debug");
-    for bin in ["scx_nest", "nest-load"] {
+    for bin in ["scx_nest", "nest-load", "nest"] {
         assert!(
             dir.join(bin).exists(),
-            "{} is missing: run `cargo build -p scx_nest -p nest-load` first",
+            "{} is missing: run `cargo build -p scx_nest -p nest-load -p nest` first",
             dir.join(bin).display()
         );
     }
@@ -227,6 +227,56 @@ fn scx_nest_refuses_non_root_a_second_scheduler_and_bad_options() {
     );
 
     assert_eq!(fact("first_exit"), "0");
+    assert_eq!(fact("state_after_exit"), "disabled");
+    assert_eq!(kernel_problems(&report.dmesg), Vec::<String>::new());
+}
+
+/// `nest run` opts one command and its children into scx_nest's partial
+/// mode, leaves other tasks alone, and refuses clearly without scx_nest.
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn nest_run_opts_one_command_into_partial_scx_nest() {
+    let (_outcome, report) = guest("optin.sh", &[]);
+    show_output(&report);
+    let fact = |key: &str| report.get(key).unwrap_or_default().to_string();
+    eprintln!("/sys/kernel/sched_ext: {}", fact("sysfs_files"));
+
+    assert_eq!(fact("unattached_exit"), "1");
+    assert!(
+        fact("unattached_message").contains("no sched_ext scheduler is attached"),
+        "{}",
+        fact("unattached_message")
+    );
+
+    assert_eq!(fact("partial_state"), "enabled");
+    assert_eq!(fact("partial_switch_all"), "0");
+    assert_eq!(
+        fact("optin_is_runner"),
+        "yes",
+        "nest run must exec the command"
+    );
+    for key in ["optin", "child"] {
+        assert_eq!(fact(&format!("{key}_policy")), "7", "{key}: not SCHED_EXT");
+        assert_eq!(fact(&format!("{key}_ext")), "1", "{key}: not on sched_ext");
+    }
+    assert_eq!(fact("plain_policy"), "0", "a normal task was opted in");
+    assert_eq!(fact("plain_ext"), "0", "a normal task is on sched_ext");
+    assert_eq!(fact("missing_exit"), "127");
+    assert!(
+        fact("missing_message").contains("cannot run /nonexistent/command"),
+        "{}",
+        fact("missing_message")
+    );
+    assert_eq!(fact("partial_sched_exit"), "0");
+
+    assert_eq!(fact("full_switch_all"), "1");
+    assert_eq!(fact("full_exit"), "0", "full mode: the command still runs");
+    assert!(
+        fact("full_message").contains("full mode"),
+        "{}",
+        fact("full_message")
+    );
+    assert_eq!(fact("full_sched_exit"), "0");
     assert_eq!(fact("state_after_exit"), "disabled");
     assert_eq!(kernel_problems(&report.dmesg), Vec::<String>::new());
 }
