@@ -119,7 +119,10 @@ static bool cpu_offline(struct nest_state *st, s32 cpu)
 	return !c || READ_ONCE(c->offline);
 }
 
-/* Add @cpu to the reserve if it has room; false if it was full. */
+/*
+ * Add @cpu to the reserve if it has room (an offline CPU is left out);
+ * false if it was full.
+ */
 static bool reserve_add(const struct nest_ctx *ctx, s32 cpu)
 {
 	struct nest_state *st = ctx->st;
