@@ -49,6 +49,11 @@ struct nest_ctx {
 	u64 now;
 };
 
+static void count(const struct nest_ctx *ctx, enum nest_stat stat)
+{
+	plat_count(ctx->env, stat, 1);
+}
+
 static bool mech_on(const struct nest_config *cfg, u32 mech)
 {
 	return !(cfg->disabled & mech);
@@ -152,16 +157,16 @@ static void demote(const struct nest_ctx *ctx, s32 cpu, enum nest_stat why)
 {
 	if (!mask_clear(ctx->st->primary, cpu))
 		return;
-	plat_count(ctx->env, why);
+	count(ctx, why);
 	if (mech_on(ctx->cfg, NEST_MECH_RESERVE) && !reserve_add(ctx, cpu))
-		plat_count(ctx->env, NEST_STAT_RESERVE_FULL);
+		count(ctx, NEST_STAT_RESERVE_FULL);
 }
 
 static void promote(const struct nest_ctx *ctx, s32 cpu)
 {
 	reserve_remove(ctx->st, cpu);
 	if (mask_set(ctx->st->primary, cpu))
-		plat_count(ctx->env, NEST_STAT_PROMOTED);
+		count(ctx, NEST_STAT_PROMOTED);
 }
 
 /* Has primary CPU @cpu been idle for longer than P_remove? */
@@ -247,13 +252,13 @@ static void adopt_fallback_cpu(const struct nest_ctx *ctx, s32 cpu,
 	if (impatient || !mech_on(ctx->cfg, NEST_MECH_RESERVE)) {
 		reserve_remove(st, cpu);
 		mask_set(st->primary, cpu);
-		plat_count(ctx->env, NEST_STAT_JOINED_PRIMARY);
+		count(ctx, NEST_STAT_JOINED_PRIMARY);
 	} else if (mask_test(st->reserve, cpu)) {
 		/* Already in the reserve: nothing to add. */
 	} else if (reserve_add(ctx, cpu)) {
-		plat_count(ctx->env, NEST_STAT_JOINED_RESERVE);
+		count(ctx, NEST_STAT_JOINED_RESERVE);
 	} else {
-		plat_count(ctx->env, NEST_STAT_RESERVE_FULL);
+		count(ctx, NEST_STAT_RESERVE_FULL);
 	}
 }
 
@@ -326,7 +331,7 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 	s32 cpu;
 
 	if (impatient)
-		plat_count(ctx->env, NEST_STAT_IMPATIENT);
+		count(ctx, NEST_STAT_IMPATIENT);
 
 	cpu = search_nests(ctx, t, prev_cpu, impatient, &how);
 	if (cpu < 0) {
@@ -334,7 +339,7 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 		if (cpu >= 0)
 			adopt_fallback_cpu(ctx, cpu, impatient);
 	}
-	plat_count(ctx->env, how);
+	count(ctx, how);
 
 	if (cpu == prev_cpu)
 		t->prev_misses = 0;
@@ -346,18 +351,43 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 	out->how = how;
 }
 
+/* The CPU's SMT sibling is running a task. */
+static bool sibling_busy(const struct nest_ctx *ctx, s32 cpu)
+{
+	s32 sibling = ctx->cfg->cpu_sibling[cpu_index(cpu)];
+	struct nest_cpu *s = nest_cpu(ctx->st, sibling);
+
+	return s && READ_ONCE(s->running);
+}
+
+/* End @cpu's warm spin, counting why (@why) and how long it lasted. */
+static void end_spin(const struct nest_ctx *ctx, struct nest_cpu *c,
+		     enum nest_stat why)
+{
+	u64 until = c->spin_until, start = c->idle_since;
+	u64 end = ctx->now < until ? ctx->now : until;
+
+	c->spin_until = 0;
+	count(ctx, why);
+	if (start && end > start)
+		plat_count(ctx->env, NEST_STAT_SPIN_NS, end - start);
+}
+
 /* The task described by @t started running on @cpu. */
-static void nest_task_running(struct nest_state *st, struct nest_task *t,
+static void nest_task_running(const struct nest_ctx *ctx, struct nest_task *t,
 			      s32 cpu)
 {
-	struct nest_cpu *c = nest_cpu(st, cpu);
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 
 	t->recent_cpu[1] = t->recent_cpu[0];
 	t->recent_cpu[0] = cpu;
-	if (c) {
-		WRITE_ONCE(c->idle_since, 0);
-		WRITE_ONCE(c->task_exited, 0);
-	}
+	if (!c)
+		return;
+	if (c->spin_until)
+		end_spin(ctx, c, NEST_STAT_SPIN_WORK);
+	WRITE_ONCE(c->idle_since, 0);
+	WRITE_ONCE(c->task_exited, 0);
+	WRITE_ONCE(c->running, 1);
 }
 
 /* The task running on @cpu is exiting. */
@@ -369,31 +399,71 @@ static void nest_task_exiting(struct nest_state *st, s32 cpu)
 		WRITE_ONCE(c->task_exited, 1);
 }
 
+/* Should idle @cpu keep warm? Primary CPUs do, unless the sibling runs. */
+static bool spin_wanted(const struct nest_ctx *ctx, s32 cpu)
+{
+	return mech_on(ctx->cfg, NEST_MECH_WARM_SPIN) && ctx->cfg->s_max_ns &&
+	       mask_test(ctx->st->primary, cpu) && !sibling_busy(ctx, cpu);
+}
+
 /*
  * @cpu went idle at ctx->now. If the last task to run there exited, the CPU
- * leaves the primary nest at once.
+ * leaves the primary nest at once. Returns true when the CPU should start
+ * warm spinning: the host then keeps it executing, calling
+ * nest_spin_continue() until that returns false, and ends the spin at once
+ * when a task arrives (nest_task_running()).
+ *
+ * Repeated calls without a task running in between (some kernels report
+ * idle again on every pass through the idle loop) change nothing.
  */
-static void nest_cpu_idle(const struct nest_ctx *ctx, s32 cpu)
+static bool nest_cpu_idle(const struct nest_ctx *ctx, s32 cpu)
 {
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 
-	if (!c)
-		return;
+	if (!c || READ_ONCE(c->idle_since))
+		return false;
+	WRITE_ONCE(c->running, 0);
 	WRITE_ONCE(c->idle_since, ctx->now ? ctx->now : 1);
 	if (READ_ONCE(c->task_exited)) {
 		WRITE_ONCE(c->task_exited, 0);
 		if (mech_on(ctx->cfg, NEST_MECH_EXIT_DEMOTION))
 			demote(ctx, cpu, NEST_STAT_EXIT_DEMOTED);
 	}
+	if (!spin_wanted(ctx, cpu))
+		return false;
+	c->spin_until = ctx->now + ctx->cfg->s_max_ns;
+	count(ctx, NEST_STAT_SPIN_STARTED);
+	return true;
 }
 
-/* @cpu left its idle state. */
-static void nest_cpu_busy(struct nest_state *st, s32 cpu)
+/*
+ * Idle @cpu is spinning and found no work: should it go on? It stops after
+ * S_max, when its SMT sibling runs a task (the sibling keeps the core warm)
+ * or when it left the primary nest.
+ */
+static bool nest_spin_continue(const struct nest_ctx *ctx, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	if (!c || !c->spin_until)
+		return false;
+	if (!mask_test(ctx->st->primary, cpu))
+		end_spin(ctx, c, NEST_STAT_SPIN_DEMOTED);
+	else if (sibling_busy(ctx, cpu))
+		end_spin(ctx, c, NEST_STAT_SPIN_SIBLING);
+	else if (ctx->now >= c->spin_until)
+		end_spin(ctx, c, NEST_STAT_SPIN_EXPIRED);
+	else
+		return true;
+	return false;
+}
+
+/* Is @cpu warm spinning? */
+static bool nest_cpu_spinning(struct nest_state *st, s32 cpu)
 {
 	struct nest_cpu *c = nest_cpu(st, cpu);
 
-	if (c)
-		WRITE_ONCE(c->idle_since, 0);
+	return c && READ_ONCE(c->spin_until);
 }
 
 /* A new task: it has run nowhere yet. */
@@ -405,7 +475,8 @@ static void nest_task_init(struct nest_task *t)
 }
 
 /*
- * @cpu went offline: it leaves both nests and is never chosen again until
+ * @cpu went offline: it leaves both nests (which ends a warm spin at its
+ * next nest_spin_continue()) and is never chosen again until
  * nest_cpu_online(). The flag is set first (an atomic, so ordered before the
  * mask updates); a placement that read the flag just before may still put
  * the CPU back into a nest, but try_claim() checks the flag, so such a
@@ -422,7 +493,10 @@ static void nest_cpu_offline(struct nest_state *st, s32 cpu)
 	reserve_remove(st, cpu);
 }
 
-/* @cpu came (back) online: usable again, in no nest until it is found. */
+/*
+ * @cpu came (back) online: usable again, in no nest until it is found. What
+ * it was doing when it went down (idle, spinning, running) is forgotten.
+ */
 static void nest_cpu_online(struct nest_state *st, s32 cpu)
 {
 	struct nest_cpu *c = nest_cpu(st, cpu);
@@ -430,6 +504,8 @@ static void nest_cpu_online(struct nest_state *st, s32 cpu)
 	if (!c)
 		return;
 	WRITE_ONCE(c->idle_since, 0);
+	WRITE_ONCE(c->spin_until, 0);
 	WRITE_ONCE(c->task_exited, 0);
+	WRITE_ONCE(c->running, 0);
 	WRITE_ONCE(c->offline, 0);
 }

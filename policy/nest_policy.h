@@ -25,8 +25,8 @@
  *	idle and has been claimed.
  *   s32 plat_pick_any_idle(nest_env_t env);
  *	Claim any idle CPU the task may use, on any socket; -1 if none.
- *   void plat_count(nest_env_t env, enum nest_stat stat);
- *	Count one occurrence of @stat.
+ *   void plat_count(nest_env_t env, enum nest_stat stat, u64 amount);
+ *	Add @amount to the counter of @stat (1 for events, ns for times).
  */
 #ifndef __NEST_POLICY_H
 #define __NEST_POLICY_H
@@ -52,6 +52,8 @@ enum nest_mechanism {
 	NEST_MECH_EXIT_DEMOTION = 1 << 4,
 	/* Fallback searches every socket before giving up. */
 	NEST_MECH_WIDE_FALLBACK = 1 << 5,
+	/* Idle primary CPUs keep executing for up to S_max to stay warm. */
+	NEST_MECH_WARM_SPIN = 1 << 6,
 };
 
 /* How a placement was decided, and other countable policy events. */
@@ -73,6 +75,13 @@ enum nest_stat {
 	NEST_STAT_RESERVE_FULL,	/* a CPU could not join the full reserve */
 	/* Other events. */
 	NEST_STAT_IMPATIENT,	/* placements of impatient tasks */
+	/* Warm spinning. */
+	NEST_STAT_SPIN_STARTED,	/* idle primary CPUs that started spinning */
+	NEST_STAT_SPIN_WORK,	/* spins ended by a task arriving */
+	NEST_STAT_SPIN_EXPIRED,	/* spins that lasted S_max */
+	NEST_STAT_SPIN_SIBLING,	/* spins ended because the SMT sibling ran */
+	NEST_STAT_SPIN_DEMOTED,	/* spins ended because the CPU left the primary nest */
+	NEST_STAT_SPIN_NS,	/* total time spent spinning, in ns */
 	NEST_NR_STATS,
 };
 
@@ -102,10 +111,15 @@ struct nest_config {
 struct nest_cpu {
 	/* When the CPU last went idle; 0 while it runs a task. */
 	u64 idle_since;
+	/* While warm spinning: when the spin must end (0: not spinning). */
+	u64 spin_until;
 	/* The task that last ran here is exiting. */
 	u32 task_exited;
+	/* A task runs here (between nest_task_running and nest_cpu_idle). */
+	u32 running;
 	/* The CPU is offline: in no nest, never claimed (CPU hotplug). */
 	u32 offline;
+	u32 __pad;
 };
 
 /* The nests; global to the policy and updated with atomic operations. */

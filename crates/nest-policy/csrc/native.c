@@ -22,7 +22,7 @@ bool nest_plat_claim_idle(nest_env_t env, s32 cpu);
 bool nest_plat_task_allowed(nest_env_t env, s32 cpu);
 s32 nest_plat_default_cpu(nest_env_t env, s32 prev_cpu, bool *idle);
 s32 nest_plat_pick_any_idle(nest_env_t env);
-void nest_plat_count(nest_env_t env, u32 stat);
+void nest_plat_count(nest_env_t env, u32 stat, u64 amount);
 
 #define plat_claim_idle nest_plat_claim_idle
 #define plat_task_allowed nest_plat_task_allowed
@@ -47,10 +47,13 @@ void nest_native_task_init(struct nest_task *t)
 	nest_task_init(t);
 }
 
-void nest_native_task_running(struct nest_state *st, struct nest_task *t,
-			      s32 cpu)
+void nest_native_task_running(struct nest_state *st,
+			      const struct nest_config *cfg, nest_env_t env,
+			      u64 now, struct nest_task *t, s32 cpu)
 {
-	nest_task_running(st, t, cpu);
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	nest_task_running(&ctx, t, cpu);
 }
 
 void nest_native_task_exiting(struct nest_state *st, s32 cpu)
@@ -58,17 +61,26 @@ void nest_native_task_exiting(struct nest_state *st, s32 cpu)
 	nest_task_exiting(st, cpu);
 }
 
-void nest_native_cpu_idle(struct nest_state *st, const struct nest_config *cfg,
+bool nest_native_cpu_idle(struct nest_state *st, const struct nest_config *cfg,
 			  nest_env_t env, s32 cpu, u64 now)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
 
-	nest_cpu_idle(&ctx, cpu);
+	return nest_cpu_idle(&ctx, cpu);
 }
 
-void nest_native_cpu_busy(struct nest_state *st, s32 cpu)
+bool nest_native_spin_continue(struct nest_state *st,
+			       const struct nest_config *cfg, nest_env_t env,
+			       s32 cpu, u64 now)
 {
-	nest_cpu_busy(st, cpu);
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	return nest_spin_continue(&ctx, cpu);
+}
+
+bool nest_native_cpu_spinning(struct nest_state *st, s32 cpu)
+{
+	return nest_cpu_spinning(st, cpu);
 }
 
 void nest_native_cpu_offline(struct nest_state *st, s32 cpu)

@@ -6,7 +6,7 @@ use crate::{Params, Topology};
 
 pub const MAX_CPUS: usize = 512;
 const MASK_WORDS: usize = MAX_CPUS / 64;
-pub const NR_STATS: usize = 14;
+pub const NR_STATS: usize = 20;
 
 #[repr(C)]
 pub struct NestConfig {
@@ -51,8 +51,11 @@ impl NestConfig {
 #[derive(Clone, Copy, Default)]
 pub struct NestCpu {
     pub idle_since: u64,
+    pub spin_until: u64,
     pub task_exited: u32,
+    pub running: u32,
     pub offline: u32,
+    pub pad: u32,
 }
 
 #[repr(C)]
@@ -104,7 +107,14 @@ unsafe extern "C" {
         out: *mut NestChoice,
     );
     pub fn nest_native_task_init(t: *mut NestTask);
-    pub fn nest_native_task_running(st: *mut NestState, t: *mut NestTask, cpu: i32);
+    pub fn nest_native_task_running(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+    );
     pub fn nest_native_task_exiting(st: *mut NestState, cpu: i32);
     pub fn nest_native_cpu_idle(
         st: *mut NestState,
@@ -112,8 +122,15 @@ unsafe extern "C" {
         env: *mut std::ffi::c_void,
         cpu: i32,
         now: u64,
-    );
-    pub fn nest_native_cpu_busy(st: *mut NestState, cpu: i32);
+    ) -> bool;
+    pub fn nest_native_spin_continue(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        cpu: i32,
+        now: u64,
+    ) -> bool;
+    pub fn nest_native_cpu_spinning(st: *mut NestState, cpu: i32) -> bool;
     pub fn nest_native_cpu_offline(st: *mut NestState, cpu: i32);
     pub fn nest_native_cpu_online(st: *mut NestState, cpu: i32);
 }

@@ -45,16 +45,18 @@ pub enum Mechanism {
     Compaction,
     ExitDemotion,
     WideFallback,
+    WarmSpin,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 6] = [
+    pub const ALL: [Mechanism; 7] = [
         Mechanism::Attach,
         Mechanism::Reserve,
         Mechanism::Impatience,
         Mechanism::Compaction,
         Mechanism::ExitDemotion,
         Mechanism::WideFallback,
+        Mechanism::WarmSpin,
     ];
 
     /// The bit of `enum nest_mechanism`.
@@ -71,6 +73,7 @@ impl Mechanism {
             Mechanism::Compaction => "compaction",
             Mechanism::ExitDemotion => "exit-demotion",
             Mechanism::WideFallback => "wide-fallback",
+            Mechanism::WarmSpin => "warm-spin",
         }
     }
 
@@ -127,6 +130,13 @@ pub enum Stat {
     ExitDemoted,
     ReserveFull,
     Impatient,
+    SpinStarted,
+    SpinWork,
+    SpinExpired,
+    SpinSibling,
+    SpinDemoted,
+    /// Total time spent spinning, in ns.
+    SpinNs,
 }
 
 impl Stat {
@@ -145,6 +155,12 @@ impl Stat {
         Stat::ExitDemoted,
         Stat::ReserveFull,
         Stat::Impatient,
+        Stat::SpinStarted,
+        Stat::SpinWork,
+        Stat::SpinExpired,
+        Stat::SpinSibling,
+        Stat::SpinDemoted,
+        Stat::SpinNs,
     ];
 
     fn from_raw(raw: u32) -> Stat {
@@ -291,10 +307,21 @@ impl NestPolicy {
         }
     }
 
-    /// The task started running on `cpu`.
-    pub fn task_running(&self, task: &mut TaskState, cpu: u32) {
+    /// The task started running on `cpu` at `now_ns` (this ends a warm
+    /// spin there).
+    pub fn task_running(&self, task: &mut TaskState, cpu: u32, now_ns: u64) {
+        let mut env = self.env(None);
         // SAFETY: valid pointers; see select_cpu.
-        unsafe { ffi::nest_native_task_running(self.state_ptr(), &mut task.0, cpu as i32) };
+        unsafe {
+            ffi::nest_native_task_running(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                now_ns,
+                &mut task.0,
+                cpu as i32,
+            )
+        };
     }
 
     /// The task running on `cpu` is exiting.
@@ -303,11 +330,13 @@ impl NestPolicy {
         unsafe { ffi::nest_native_task_exiting(self.state_ptr(), cpu as i32) };
     }
 
-    /// `cpu` went idle at `now_ns`.
-    pub fn cpu_idle(&self, cpu: u32, now_ns: u64) {
+    /// `cpu` went idle at `now_ns`. Returns the time until which it should
+    /// keep warm by spinning (the host calls [`NestPolicy::spin_continue`]
+    /// while it spins and ends the spin when a task arrives), or `None`.
+    pub fn cpu_idle(&self, cpu: u32, now_ns: u64) -> Option<u64> {
         let mut env = self.env(None);
         // SAFETY: valid pointers; the idle path only counts through env.
-        unsafe {
+        let spin = unsafe {
             ffi::nest_native_cpu_idle(
                 self.state_ptr(),
                 &*self.cfg,
@@ -316,12 +345,28 @@ impl NestPolicy {
                 now_ns,
             )
         };
+        spin.then(|| now_ns + self.cfg.s_max_ns)
     }
 
-    /// `cpu` left its idle state.
-    pub fn cpu_busy(&self, cpu: u32) {
+    /// `cpu` is spinning and found no work at `now_ns`: should it go on?
+    pub fn spin_continue(&self, cpu: u32, now_ns: u64) -> bool {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see cpu_idle.
+        unsafe {
+            ffi::nest_native_spin_continue(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                cpu as i32,
+                now_ns,
+            )
+        }
+    }
+
+    /// Is `cpu` warm spinning?
+    pub fn spinning(&self, cpu: u32) -> bool {
         // SAFETY: valid pointer; see select_cpu.
-        unsafe { ffi::nest_native_cpu_busy(self.state_ptr(), cpu as i32) };
+        unsafe { ffi::nest_native_cpu_spinning(self.state_ptr(), cpu as i32) }
     }
 
     /// `cpu` went offline (CPU hotplug): it leaves both nests and is never
@@ -408,6 +453,6 @@ extern "C" fn nest_plat_pick_any_idle(env: *mut c_void) -> i32 {
 }
 
 #[unsafe(no_mangle)]
-extern "C" fn nest_plat_count(env: *mut c_void, stat: u32) {
-    env_of(env).stats[stat as usize].fetch_add(1, Ordering::Relaxed);
+extern "C" fn nest_plat_count(env: *mut c_void, stat: u32, amount: u64) {
+    env_of(env).stats[stat as usize].fetch_add(amount, Ordering::Relaxed);
 }

@@ -110,8 +110,7 @@ fn policy(machine: &Machine, params: Params) -> NestPolicy {
 fn place_and_run(p: &NestPolicy, m: &Machine, task: &mut TaskState, prev: u32, now: u64) -> u32 {
     let choice = p.select_cpu(&mut Plat::new(m, now), task, prev);
     assert!(choice.idle, "expected an idle CPU, got {choice:?}");
-    p.cpu_busy(choice.cpu);
-    p.task_running(task, choice.cpu);
+    p.task_running(task, choice.cpu, now);
     choice.cpu
 }
 
@@ -212,6 +211,7 @@ fn an_idle_primary_cpu_is_compacted_after_p_remove() {
     grow_primary(&p, &m, &[1, 2], 0);
     // CPU 1 has been idle since 0; at P_remove + 1 ms a scan that meets it
     // demotes it to the reserve, and CPU 2 (idle only briefly) is used.
+    p.task_running(&mut TaskState::new(), 2, p_remove - MS);
     p.cpu_idle(2, p_remove);
     m.set_busy(&[0]);
     let mut t = TaskState::new();
@@ -245,8 +245,8 @@ fn an_attached_task_reclaims_its_compaction_eligible_core() {
     grow_primary(&p, &m, &[3, 1], 0);
     // The task ran on CPU 3 twice: it is attached to CPU 3.
     let mut task = TaskState::new();
-    p.task_running(&mut task, 3);
-    p.task_running(&mut task, 3);
+    p.task_running(&mut task, 3, 0);
+    p.task_running(&mut task, 3, 0);
     assert_eq!(task.recent_cpus(), [Some(3), Some(3)]);
     // CPU 3 has been idle far longer than P_remove; prev is busy CPU 0.
     m.set_busy(&[0]);
@@ -422,8 +422,8 @@ fn an_offline_cpu_leaves_both_nests_and_is_never_chosen_until_online() {
     assert!(p.reserve().contains(&3));
     // A task attached to CPU 1.
     let mut task = TaskState::new();
-    p.task_running(&mut task, 1);
-    p.task_running(&mut task, 1);
+    p.task_running(&mut task, 1, 0);
+    p.task_running(&mut task, 1, 0);
 
     offline(&p, &m, 1);
     offline(&p, &m, 3);
@@ -478,4 +478,121 @@ fn offlining_reserve_cpus_frees_their_reserve_places() {
         assert!(choice.idle && !full.contains(&choice.cpu), "{choice:?}");
     }
     assert_eq!(p.reserve().len(), 2, "reserve {:?}", p.reserve());
+}
+
+const S_MAX: u64 = 8 * MS;
+
+#[test]
+fn an_idle_primary_cpu_spins_for_s_max_then_stops() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[2], 0);
+    let mut t = TaskState::new();
+    place_and_run(&p, &m, &mut t, 2, 10 * MS);
+    let (expired, spun) = (p.stat(Stat::SpinExpired), p.stat(Stat::SpinNs));
+    let until = p
+        .cpu_idle(2, 11 * MS)
+        .expect("a primary CPU going idle spins");
+    assert_eq!(until, 11 * MS + S_MAX);
+    assert!(p.spinning(2));
+    // Reporting idle again while spinning changes nothing.
+    assert_eq!(p.cpu_idle(2, 12 * MS), None);
+    assert!(p.spin_continue(2, 18 * MS));
+    assert!(!p.spin_continue(2, 19 * MS));
+    assert!(!p.spinning(2));
+    assert_eq!(p.stat(Stat::SpinExpired) - expired, 1);
+    assert_eq!(p.stat(Stat::SpinNs) - spun, S_MAX);
+}
+
+#[test]
+fn arriving_work_ends_a_spin_at_once() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[2], 0);
+    let mut t = TaskState::new();
+    place_and_run(&p, &m, &mut t, 2, 10 * MS);
+    m.set_idle(&[2]);
+    let (work, spun) = (p.stat(Stat::SpinWork), p.stat(Stat::SpinNs));
+    assert!(p.cpu_idle(2, 11 * MS).is_some());
+    // A task placed while the CPU spins finds it idle and claims it.
+    let mut other = TaskState::new();
+    let choice = p.select_cpu(&mut Plat::new(&m, 12 * MS), &mut other, 2);
+    assert_eq!((choice.cpu, choice.idle), (2, true));
+    p.task_running(&mut other, 2, 12 * MS);
+    assert!(!p.spinning(2));
+    assert_eq!(p.stat(Stat::SpinWork) - work, 1);
+    assert_eq!(p.stat(Stat::SpinNs) - spun, MS);
+}
+
+#[test]
+fn a_cpu_whose_sibling_runs_does_not_spin_or_stops_spinning() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[2], 0);
+    // CPU 10 is CPU 2's SMT sibling.
+    let mut t = TaskState::new();
+    place_and_run(&p, &m, &mut t, 2, 10 * MS);
+    assert!(p.cpu_idle(2, 11 * MS).is_some());
+    let mut sibling_task = TaskState::new();
+    p.task_running(&mut sibling_task, 10, 12 * MS);
+    assert!(!p.spin_continue(2, 12 * MS));
+    assert_eq!(p.stat(Stat::SpinSibling), 1);
+
+    place_and_run(&p, &m, &mut t, 2, 13 * MS);
+    assert_eq!(p.cpu_idle(2, 14 * MS), None, "sibling busy: no spin");
+}
+
+#[test]
+fn only_primary_cpus_spin_and_spinning_can_be_switched_off() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    let mut t = TaskState::new();
+    let cpu = place_and_run(&p, &m, &mut t, 5, 0); // a fallback CPU: reserve
+    assert_eq!(p.cpu_idle(cpu, MS), None);
+
+    let p = policy(
+        &m,
+        Params {
+            disabled: vec![Mechanism::WarmSpin],
+            ..Params::default()
+        },
+    );
+    grow_primary(&p, &m, &[2], 0);
+    place_and_run(&p, &m, &mut t, 2, 10 * MS);
+    assert_eq!(p.cpu_idle(2, 11 * MS), None);
+    assert_eq!(p.stat(Stat::SpinStarted), 0);
+}
+
+#[test]
+fn a_spinning_cpu_that_leaves_the_primary_nest_stops() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[2, 3], 0);
+    let mut t = TaskState::new();
+    place_and_run(&p, &m, &mut t, 2, 10 * MS);
+    assert!(p.cpu_idle(2, 11 * MS).is_some());
+    // A scan long after P_remove demotes CPU 2 (it is idle, not attached).
+    m.set_busy(&[0, 3]);
+    let mut other = TaskState::new();
+    let _ = p.select_cpu(&mut Plat::new(&m, 11 * MS + 9 * MS), &mut other, 0);
+    assert!(!p.primary().contains(&2));
+    assert!(!p.spin_continue(2, 11 * MS + 9 * MS));
+    assert_eq!(p.stat(Stat::SpinDemoted), 1);
+}
+
+#[test]
+fn a_spinning_cpu_taken_offline_stops_spinning_and_comes_back_cold() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[2], 0);
+    let mut t = TaskState::new();
+    place_and_run(&p, &m, &mut t, 2, 10 * MS);
+    assert!(p.cpu_idle(2, 11 * MS).is_some(), "a primary CPU spins");
+    offline(&p, &m, 2);
+    assert!(!p.spin_continue(2, 12 * MS));
+    assert_eq!(p.stat(Stat::SpinDemoted), 1);
+    m.set_online(2, true);
+    p.cpu_online(2);
+    assert!(!p.spinning(2));
+    assert!(p.primary().is_empty());
 }

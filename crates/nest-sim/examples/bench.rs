@@ -56,7 +56,7 @@ fn main() -> Result<()> {
             for _ in 0..3 {
                 let mut policy: Box<dyn Policy> = match name {
                     "linux" => Box::new(Baseline),
-                    _ => Box::new(Nest::new(&machine.topology(), Default::default(), true)?),
+                    _ => Box::new(Nest::new(&machine.topology(), Default::default())?),
                 };
                 let mut cfg = SimConfig::new(machine.clone(), Governor::Powersave, 1);
                 cfg.max_time_ns = secs * 1_000_000_000;

@@ -150,7 +150,7 @@ pub fn load_workload(spec: &str, machine: &Machine) -> Result<Workload> {
 }
 
 /// Nest's parameters from the command line.
-fn nest_params(args: &SimArgs) -> Result<(Params, bool)> {
+fn nest_params(args: &SimArgs) -> Result<Params> {
     let dur =
         |what: &str, s: &str| parse_duration_ns(s).map_err(|e| anyhow::anyhow!("--{what}: {e}"));
     let mut params = Params {
@@ -160,17 +160,13 @@ fn nest_params(args: &SimArgs) -> Result<(Params, bool)> {
         r_impatient: args.r_impatient,
         disabled: Vec::new(),
     };
-    let mut warm_spin = true;
     for d in &args.disable {
-        if d == "warm-spin" {
-            warm_spin = false;
-        } else if let Some(m) = Mechanism::from_name(d) {
-            params.disabled.push(m);
-        } else {
-            bail!("--disable: unknown mechanism `{d}`");
+        match Mechanism::from_name(d) {
+            Some(m) => params.disabled.push(m),
+            None => bail!("--disable: unknown mechanism `{d}`"),
         }
     }
-    Ok((params, warm_spin))
+    Ok(params)
 }
 
 /// Builds the named policy for `machine`.
@@ -178,12 +174,11 @@ fn make_policy(name: &str, args: &SimArgs, machine: &Machine) -> Result<Box<dyn 
     Ok(match name {
         "linux" | "baseline" | "cfs" => Box::new(Baseline),
         "nest" | "nest-nospin" => {
-            let (params, spin) = nest_params(args)?;
-            Box::new(Nest::new(
-                &machine.topology(),
-                params,
-                spin && name == "nest",
-            )?)
+            let mut params = nest_params(args)?;
+            if name == "nest-nospin" {
+                params.disabled.push(Mechanism::WarmSpin);
+            }
+            Box::new(Nest::new(&machine.topology(), params)?)
         }
         "s-local" => Box::new(SLocal),
         "s-move" => {

@@ -44,7 +44,7 @@ fn same_seed_gives_identical_bytes() {
         let a = run(&m, spec, &mut Baseline, 7);
         let b = run(&m, spec, &mut Baseline, 7);
         assert_eq!(output_bytes(&a), output_bytes(&b), "{spec}");
-        let nest = |m: &Machine| Nest::new(&m.topology(), Default::default(), true).unwrap();
+        let nest = |m: &Machine| Nest::new(&m.topology(), Default::default()).unwrap();
         let a = run(&m, spec, &mut nest(&m), 7);
         let b = run(&m, spec, &mut nest(&m), 7);
         assert_eq!(output_bytes(&a), output_bytes(&b), "nest {spec}");
@@ -221,7 +221,7 @@ fn overload_is_balanced_onto_idle_cpus() {
 fn nest_reuses_fewer_cores_and_keeps_them_warm() {
     let m = machine("xeon-gold-5218-2s");
     let linux = run(&m, "configure:steps=80", &mut Baseline, 1);
-    let mut nest = Nest::new(&m.topology(), Default::default(), true).unwrap();
+    let mut nest = Nest::new(&m.topology(), Default::default()).unwrap();
     let nested = run(&m, "configure:steps=80", &mut nest, 1);
     assert!(nested.mean_cpus_used < linux.mean_cpus_used);
     assert!(nested.spin_ns > 0);
@@ -237,7 +237,14 @@ fn nest_reuses_fewer_cores_and_keeps_them_warm() {
             _ => None,
         });
     assert!(spins.into_iter().all(|d| d <= 8_000_000));
-    let mut nospin = Nest::new(&m.topology(), Default::default(), false).unwrap();
+    let mut nospin = Nest::new(
+        &m.topology(),
+        nest_policy::Params {
+            disabled: vec![nest_policy::Mechanism::WarmSpin],
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(run(&m, "configure:steps=80", &mut nospin, 1).spin_ns, 0);
     let nests = nested
         .trace

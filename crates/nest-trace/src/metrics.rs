@@ -32,19 +32,37 @@ pub struct IntervalStats {
 /// Per-interval statistics; see [`IntervalStats`]. `interval_ns` of 0 is
 /// taken as one interval over the whole trace.
 pub fn interval_stats(tl: &Timeline, interval_ns: u64) -> Vec<IntervalStats> {
-    let end = tl.end_ns;
+    interval_stats_between(tl, 0, tl.end_ns, interval_ns)
+}
+
+/// [`interval_stats`] of the window `[from, to)` only (e.g. while one
+/// workload ran), cut into intervals `[from + k*L, from + (k+1)*L)`; the
+/// last one ends at `to` (clamped to the end of the trace). `interval_ns`
+/// of 0 is one interval over the window.
+pub fn interval_stats_between(
+    tl: &Timeline,
+    from: u64,
+    to: u64,
+    interval_ns: u64,
+) -> Vec<IntervalStats> {
+    let end = to.min(tl.end_ns).max(from);
+    let span = end - from;
     let len = if interval_ns == 0 {
-        end.max(1)
+        span.max(1)
     } else {
         interval_ns
     };
-    let count = end.div_ceil(len).max(1) as usize;
+    let count = span.div_ceil(len).max(1) as usize;
     let mut busy = vec![BTreeMap::<Cpu, u64>::new(); count];
     for run in &tl.runs {
-        let mut k = (run.start / len) as usize;
-        while k < count && k as u64 * len < run.end {
-            let (a, b) = (k as u64 * len, (k as u64 + 1) * len);
-            let overlap = run.end.min(b) - run.start.max(a);
+        let (start, stop) = (run.start.max(from), run.end.min(end));
+        if start >= stop {
+            continue;
+        }
+        let mut k = ((start - from) / len) as usize;
+        while k < count && from + k as u64 * len < stop {
+            let (a, b) = (from + k as u64 * len, from + (k as u64 + 1) * len);
+            let overlap = stop.min(b).saturating_sub(start.max(a));
             if overlap > 0 {
                 *busy[k].entry(run.cpu).or_default() += overlap;
             }
@@ -54,8 +72,8 @@ pub fn interval_stats(tl: &Timeline, interval_ns: u64) -> Vec<IntervalStats> {
     busy.iter()
         .enumerate()
         .map(|(k, cpus)| {
-            let start = k as u64 * len;
-            let stop = ((k as u64 + 1) * len).min(end).max(start + 1);
+            let start = from + k as u64 * len;
+            let stop = (from + (k as u64 + 1) * len).min(end).max(start + 1);
             one_interval(tl, start, stop, cpus)
         })
         .collect()

@@ -45,6 +45,37 @@ fn cpus_and_sockets_used_per_interval() {
 }
 
 #[test]
+fn interval_statistics_of_a_window() {
+    let tl = Timeline::build(&scenario());
+    // [20,50): cpu0 20..45, cpu1 45..50; [50,80): cpu0 72..80, cpu1 50..80.
+    let s = metrics::interval_stats_between(&tl, 20, 80, 30);
+    let got: Vec<_> = s
+        .iter()
+        .map(|i| {
+            (
+                i.start_ns,
+                i.end_ns,
+                i.cpus_used,
+                i.sockets_used,
+                i.underload,
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![(20, 50, 2, 2, 1), (50, 80, 2, 2, 0)]);
+    assert_eq!(s[0].avg_concurrency, 1.0);
+    assert_eq!(s[1].avg_concurrency, 38.0 / 30.0);
+    // One interval over the window; cpu0 is idle from 45 to 72.
+    let one = metrics::interval_stats_between(&tl, 46, 70, 0);
+    assert_eq!(one.len(), 1);
+    assert_eq!((one[0].cpus_used, one[0].avg_concurrency), (1, 1.0));
+    // The window is clamped to the trace; the whole trace is the default.
+    assert_eq!(
+        metrics::interval_stats_between(&tl, 0, u64::MAX, 30),
+        metrics::interval_stats(&tl, 30)
+    );
+}
+
+#[test]
 fn concurrency_per_interval() {
     let tl = Timeline::build(&scenario());
     let t = metrics::concurrency(&tl, 30);

@@ -22,7 +22,20 @@ pub struct BootFiles {
     pub share_dir: PathBuf,
     /// Where the serial console goes.
     pub console_log: PathBuf,
+    /// Host directory shared read-write as `mount_tag=output` (absolute;
+    /// the guest mounts it at the same path).
+    pub output_dir: Option<PathBuf>,
+    /// The command's working directory, shared read-only as
+    /// `mount_tag=workdir` when the guest's own mounts (tmpfs on /tmp, /run,
+    /// /boot) would hide it in the host root.
+    pub workdir_share: Option<PathBuf>,
 }
+
+/// 9p mount tag of [`BootFiles::output_dir`].
+pub const OUTPUT_TAG: &str = "output";
+
+/// 9p mount tag of [`BootFiles::workdir_share`].
+pub const WORKDIR_TAG: &str = "workdir";
 
 /// Finds `qemu-system-x86_64` (`$NEST_QEMU` overrides the search).
 pub fn find_qemu() -> Result<PathBuf> {
@@ -82,6 +95,12 @@ pub fn qemu_args(spec: &VmSpec, files: &BootFiles) -> Vec<String> {
     ]);
     args.extend(share_args("hostroot", Path::new("/"), true));
     args.extend(share_args("results", &files.share_dir, false));
+    if let Some(dir) = &files.output_dir {
+        args.extend(share_args(OUTPUT_TAG, dir, false));
+    }
+    if let Some(dir) = &files.workdir_share {
+        args.extend(share_args(WORKDIR_TAG, dir, true));
+    }
     args.extend(strings(&["-device", "virtio-rng-pci"]));
     args
 }
@@ -145,6 +164,8 @@ mod tests {
             initramfs: "/c/i.cpio".into(),
             share_dir: "/tmp/x,y/share".into(),
             console_log: "/tmp/x/console.log".into(),
+            output_dir: None,
+            workdir_share: None,
         }
     }
 
@@ -217,6 +238,21 @@ mod tests {
                 "local,path=/,mount_tag=hostroot,security_model=none,multidevs=remap,readonly=on",
                 "local,path=/tmp/x,,y/share,mount_tag=results,security_model=none,multidevs=remap"
             ]
+        );
+    }
+
+    #[test]
+    fn output_dir_is_a_third_writable_share() {
+        let files = BootFiles {
+            output_dir: Some("/tmp/out,1".into()),
+            ..files()
+        };
+        let args = qemu_args(&VmSpec::default(), &files);
+        let shares = value_of(&args, "-virtfs");
+        assert_eq!(shares.len(), 3, "{shares:?}");
+        assert_eq!(
+            shares[2],
+            "local,path=/tmp/out,,1,mount_tag=output,security_model=none,multidevs=remap"
         );
     }
 

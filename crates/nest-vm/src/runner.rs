@@ -94,13 +94,17 @@ pub fn run(spec: &VmSpec, command: &str) -> Result<VmOutcome> {
         .prefix("nest-vm-")
         .tempdir()
         .context("cannot create a temporary directory for the guest run")?;
+    let output_dir = spec.output_dir.as_deref().map(output_dir).transpose()?;
+    let workdir = workdir(spec);
     let files = BootFiles {
+        workdir_share: hidden_in_guest(&workdir).then(|| workdir.clone()),
         vmlinuz: kernel.vmlinuz.clone(),
         initramfs,
         share_dir: work.path().join("share"),
         console_log: work.path().join("console.log"),
+        output_dir,
     };
-    prepare_share(&files.share_dir, &kernel, spec, command)?;
+    prepare_share(&files, &kernel, &workdir, command)?;
     let qemu_log = work.path().join("qemu.log");
     let mut cmd = Command::new(&qemu);
     cmd.args(qemu_args(spec, &files));
@@ -109,25 +113,81 @@ pub fn run(spec: &VmSpec, command: &str) -> Result<VmOutcome> {
     collect(&files, &qemu_log, timed_out, boot_time, elapsed)
 }
 
+/// Creates the output directory if missing and returns its canonical
+/// absolute path: the guest mounts it at that same path.
+pub fn output_dir(dir: &Path) -> Result<PathBuf> {
+    fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the guest output directory {}", dir.display()))?;
+    let real = dir.canonicalize().with_context(|| {
+        format!(
+            "cannot resolve the guest output directory {}",
+            dir.display()
+        )
+    })?;
+    if !real.is_dir() {
+        bail!(
+            "the guest output directory {} is not a directory",
+            dir.display()
+        );
+    }
+    for system in ["/", "/proc", "/sys", "/dev", "/run/nest"] {
+        if real == Path::new(system) || (system != "/" && real.starts_with(system)) {
+            bail!(
+                "the guest output directory {} would hide the guest's {system}; use a directory of its own",
+                real.display()
+            );
+        }
+    }
+    Ok(real)
+}
+
+/// The directory the command starts in: the spec's, or ours.
+fn workdir(spec: &VmSpec) -> PathBuf {
+    let dir = match &spec.workdir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+    };
+    dir.canonicalize().unwrap_or(dir)
+}
+
+/// Is `dir` under a directory the guest mounts its own tmpfs on, so that
+/// the host root shared with the guest does not show it?
+pub fn hidden_in_guest(dir: &Path) -> bool {
+    ["/tmp", "/run", "/boot"]
+        .iter()
+        .any(|top| dir.starts_with(top))
+}
+
 /// Writes the command, its environment and the kernel config where the
 /// guest's init expects them.
-fn prepare_share(share: &Path, kernel: &GuestKernel, spec: &VmSpec, command: &str) -> Result<()> {
+fn prepare_share(
+    files: &BootFiles,
+    kernel: &GuestKernel,
+    workdir: &Path,
+    command: &str,
+) -> Result<()> {
+    let share = &files.share_dir;
     fs::create_dir(share).with_context(|| format!("cannot create {}", share.display()))?;
     fs::write(share.join("command.sh"), format!("{command}\n"))?;
     fs::copy(&kernel.config, share.join("kconfig"))
         .with_context(|| format!("cannot copy {}", kernel.config.display()))?;
-    let workdir = match &spec.workdir {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-    };
     let path = std::env::var("PATH").unwrap_or_default();
-    let env = format!(
+    let mut env = format!(
         "NEST_WORKDIR={}\nNEST_PATH={}\n",
         shell_quote(&workdir.display().to_string()),
         shell_quote(&format!(
             "{path}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         ))
     );
+    if let Some(dir) = &files.output_dir {
+        env.push_str(&format!(
+            "NEST_OUT={}\n",
+            shell_quote(&dir.display().to_string())
+        ));
+    }
+    if files.workdir_share.is_some() {
+        env.push_str("NEST_WORKDIR_SHARED=1\n");
+    }
     fs::write(share.join("env"), env)?;
     Ok(())
 }
@@ -263,6 +323,38 @@ mod tests {
             timed_out: false,
             qemu_log: String::new(),
         }
+    }
+
+    #[test]
+    fn directories_under_guest_tmpfs_mounts_are_hidden() {
+        assert!(hidden_in_guest(Path::new("/tmp/clone")));
+        assert!(hidden_in_guest(Path::new("/run/user/0/x")));
+        assert!(hidden_in_guest(Path::new("/boot")));
+        assert!(!hidden_in_guest(Path::new("/work/main")));
+        assert!(!hidden_in_guest(Path::new("/tmpfoo")));
+    }
+
+    #[test]
+    fn output_dir_is_created_and_made_absolute() {
+        let tmp = tempfile::tempdir().unwrap();
+        let wanted = tmp.path().join("a/b");
+        let got = output_dir(&wanted).unwrap();
+        assert!(got.is_absolute() && got.is_dir(), "{}", got.display());
+        assert_eq!(got, wanted.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn output_dir_that_cannot_be_created_is_a_clear_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("file");
+        fs::write(&file, "x").unwrap();
+        let err = format!("{:#}", output_dir(&file.join("sub")).unwrap_err());
+        assert!(
+            err.contains("cannot create the guest output directory"),
+            "{err}"
+        );
+        let err = format!("{:#}", output_dir(Path::new("/proc/self")).unwrap_err());
+        assert!(err.contains("would hide"), "{err}");
     }
 
     #[test]

@@ -36,6 +36,11 @@ pub struct VmSpec {
     /// Directory the command starts in, if the guest can see it
     /// (default: the host's current directory).
     pub workdir: Option<PathBuf>,
+    /// Host directory the guest can write, shared read-write and mounted
+    /// in the guest at the same absolute path (after the guest's tmpfs
+    /// mounts, so a directory under /tmp works too). Created if missing;
+    /// the guest command finds its path in `$NEST_OUT`.
+    pub output_dir: Option<PathBuf>,
     /// Extra kernel command-line arguments.
     pub extra_cmdline: Vec<String>,
     /// QEMU `-cpu` model (see [`DEFAULT_CPU_MODEL`]).
@@ -56,6 +61,7 @@ impl Default for VmSpec {
             timeout: Duration::from_secs(300),
             kernel_dir: default_kernel_dir(),
             workdir: None,
+            output_dir: None,
             extra_cmdline: Vec::new(),
             cpu_model: DEFAULT_CPU_MODEL.to_string(),
             multi_threaded_tcg: false,

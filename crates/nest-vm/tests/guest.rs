@@ -147,3 +147,53 @@ fn sched_ext_and_kernel_config_are_present() {
         outcome.console_issues()
     );
 }
+
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn guest_writes_into_the_output_directory() {
+    let host = tempfile::tempdir().unwrap();
+    // Missing on the host (created by the runner) and under /tmp, which
+    // the guest covers with its own tmpfs: the share must still win.
+    let out = host.path().canonicalize().unwrap().join("results");
+    let spec = VmSpec {
+        output_dir: Some(out.clone()),
+        timeout: Duration::from_secs(120),
+        ..VmSpec::with_topology(1, 2, 1)
+    };
+    let command = format!(
+        "test \"$NEST_OUT\" = {dir} && echo hello >{dir}/from-guest && mkdir {dir}/sub && echo deep >{dir}/sub/file && cat {dir}/from-guest",
+        dir = nest_vm::shell_quote(&out.display().to_string())
+    );
+    let outcome = boot(&spec, &command);
+    expect_success(&outcome);
+    assert_eq!(outcome.stdout, "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(out.join("from-guest")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("sub/file")).unwrap(),
+        "deep\n"
+    );
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn a_working_directory_under_tmp_is_visible_in_the_guest() {
+    // A clone under /tmp (as CI may make) is hidden by the guest's own tmpfs
+    // on /tmp unless the runner shares it separately.
+    let host = tempfile::tempdir().unwrap();
+    let dir = host.path().canonicalize().unwrap();
+    std::fs::write(dir.join("script.sh"), "echo from the host clone\n").unwrap();
+    let spec = VmSpec {
+        workdir: Some(dir.clone()),
+        timeout: Duration::from_secs(120),
+        ..VmSpec::with_topology(1, 2, 1)
+    };
+    let outcome = boot(&spec, "pwd && sh script.sh");
+    expect_success(&outcome);
+    assert_eq!(
+        outcome.stdout,
+        format!("{}\nfrom the host clone\n", dir.display())
+    );
+}

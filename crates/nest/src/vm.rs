@@ -64,6 +64,10 @@ struct RunArgs {
     /// Extra kernel command-line argument (repeatable).
     #[arg(long = "append", value_name = "ARG")]
     append: Vec<String>,
+    /// Host directory the guest can write, mounted in the guest at the same
+    /// absolute path (also in `$NEST_OUT`); created if missing.
+    #[arg(long = "out", value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Write the guest's serial console log to this file.
     #[arg(long, value_name = "FILE")]
     console: Option<PathBuf>,
@@ -128,6 +132,7 @@ fn spec_from(args: &RunArgs) -> Result<VmSpec> {
         timeout: Duration::from_secs(args.timeout),
         kernel_dir: args.kernel.clone().unwrap_or_else(default_kernel_dir),
         workdir: None,
+        output_dir: args.out.clone(),
         extra_cmdline: args.append.clone(),
         cpu_model: args.cpu.clone(),
         multi_threaded_tcg: args.mttcg,
@@ -224,6 +229,8 @@ mod tests {
             "2048",
             "--timeout",
             "60",
+            "--out",
+            "/tmp/results",
             "--",
             "sh",
             "-c",
@@ -234,6 +241,7 @@ mod tests {
         assert!(spec.numa);
         assert_eq!(spec.memory_mb, 2048);
         assert_eq!(spec.timeout, Duration::from_secs(60));
+        assert_eq!(spec.output_dir, Some(PathBuf::from("/tmp/results")));
         assert_eq!(shell_join(&args.command), "sh -c 'echo hi'");
     }
 

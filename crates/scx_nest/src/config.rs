@@ -15,13 +15,18 @@ use crate::bpf_intf;
 /// being spread over cold idle cores. Runs until SIGINT or SIGTERM.
 ///
 /// Durations take a unit: ns, us, ms, s, or tick(s) (4 ms, the published
-/// 250 Hz). Published defaults: P_remove 2 ticks, R_max 5, R_impatient 2.
+/// 250 Hz). Published defaults: P_remove 2 ticks, S_max 2 ticks, R_max 5,
+/// R_impatient 2.
 #[derive(Debug, Parser)]
 #[command(version)]
 pub struct Opts {
     /// Idle time after which a primary-nest CPU is demoted (P_remove).
     #[arg(long, default_value = "2ticks", value_name = "DURATION")]
     pub p_remove: String,
+
+    /// Longest warm spin of an idle primary-nest CPU (S_max).
+    #[arg(long, default_value = "2ticks", value_name = "DURATION")]
+    pub s_max: String,
 
     /// Capacity of the reserve nest, in CPUs (R_max).
     #[arg(long, default_value_t = 5)]
@@ -33,9 +38,20 @@ pub struct Opts {
     pub r_impatient: u32,
 
     /// Switch mechanisms off for ablation studies, comma-separated: attach,
-    /// reserve, impatience, compaction, exit-demotion, wide-fallback.
+    /// reserve, impatience, compaction, exit-demotion, wide-fallback,
+    /// warm-spin.
     #[arg(long, value_delimiter = ',', value_name = "MECHANISMS")]
     pub disable: Vec<String>,
+
+    /// Placement policy: nest, or builtin (sched_ext's default idle-CPU
+    /// selection only, the minimal baseline for comparisons).
+    #[arg(long, value_enum, default_value_t = Policy::Nest)]
+    pub policy: Policy,
+
+    /// Measure each BPF callback's run time (kernel BPF statistics) and
+    /// print the totals at exit as `prog-stats:` lines.
+    #[arg(long)]
+    pub prog_stats: bool,
 
     /// Time slice of a task (100us to 1s).
     #[arg(long, default_value = "4ms", value_name = "DURATION")]
@@ -70,9 +86,26 @@ pub struct Opts {
     pub debug_stall_comm: Option<String>,
 }
 
+/// A placement policy scx_nest can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Policy {
+    Nest,
+    Builtin,
+}
+
+impl Policy {
+    fn bpf_value(self) -> u32 {
+        match self {
+            Policy::Nest => bpf_intf::scx_nest_policy_POLICY_NEST,
+            Policy::Builtin => bpf_intf::scx_nest_policy_POLICY_BUILTIN,
+        }
+    }
+}
+
 /// Validated configuration, ready to be written into the BPF object.
 #[derive(Debug)]
 pub struct SchedConfig {
+    policy: Policy,
     params: Params,
     slice_ns: u64,
     partial: bool,
@@ -131,12 +164,13 @@ impl SchedConfig {
         };
         let params = Params {
             p_remove_ns: duration_opt("p-remove", &opts.p_remove)?,
+            s_max_ns: duration_opt("s-max", &opts.s_max)?,
             r_max: opts.r_max,
             r_impatient: opts.r_impatient,
             disabled: mechanisms(&opts.disable)?,
-            ..Params::default()
         };
         Ok(Self {
+            policy: opts.policy,
             params,
             slice_ns,
             partial: opts.partial,
@@ -149,8 +183,10 @@ impl SchedConfig {
     pub fn describe(&self) -> String {
         let disabled: Vec<&str> = self.params.disabled.iter().map(|m| m.name()).collect();
         format!(
-            "P_remove {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
+            "policy {:?}, P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
+            self.policy,
             self.params.p_remove_ns / 1000,
+            self.params.s_max_ns / 1000,
             self.params.r_max,
             self.params.r_impatient,
             self.slice_ns / 1000,
@@ -211,6 +247,7 @@ impl SchedConfig {
             .as_mut()
             .context("the BPF object has no .rodata")?;
         rodata.slice_ns = self.slice_ns;
+        rodata.policy_kind = self.policy.bpf_value();
         if let Some(comm) = &self.stall_comm {
             for (dst, &src) in rodata.stall_comm.iter_mut().zip(comm) {
                 *dst = src as _;

@@ -16,6 +16,7 @@ pub use bpf_skel::*;
 mod bpf_intf;
 mod config;
 mod preflight;
+mod progstats;
 mod stats;
 
 use std::mem::MaybeUninit;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Parser;
 use crossbeam::channel::RecvTimeoutError;
+use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use log::{info, warn};
 use scx_stats::prelude::*;
@@ -91,6 +93,16 @@ impl<'a> Scheduler<'a> {
             local: events[bpf_intf::scx_nest_event_NEST_EV_LOCAL as usize],
             kicked: events[bpf_intf::scx_nest_event_NEST_EV_KICKED as usize],
             stalled: events[bpf_intf::scx_nest_event_NEST_EV_STALLED as usize],
+            spin_started: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_STARTED as usize],
+            spin_work: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_WORK as usize],
+            spin_expired: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_EXPIRED as usize],
+            spin_sibling: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_SIBLING as usize],
+            spin_demoted: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_DEMOTED as usize],
+            spin_ns: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_NS as usize],
+            spin_wakes: events[bpf_intf::scx_nest_event_NEST_EV_SPIN_WAKES as usize],
+            spin_wake_ns: events[bpf_intf::scx_nest_event_NEST_EV_SPIN_WAKE_NS as usize],
+            idle_wakes: events[bpf_intf::scx_nest_event_NEST_EV_IDLE_WAKES as usize],
+            idle_wake_ns: events[bpf_intf::scx_nest_event_NEST_EV_IDLE_WAKE_NS as usize],
         }
     }
 
@@ -220,12 +232,19 @@ fn run(opts: Opts) -> Result<()> {
         spawn_monitor(interval, shutdown.clone());
     }
 
+    let run_time_stats = match opts.prog_stats {
+        true => Some(progstats::RunTimeStats::enable()?),
+        false => None,
+    };
     let mut open_object = MaybeUninit::uninit();
     loop {
         let mut sched = Scheduler::init(&cfg, &mut open_object)?;
         info!("scx_nest attached ({})", cfg.describe());
         let exit = sched.run(&shutdown);
         info!("scx_nest detached");
+        if run_time_stats.is_some() {
+            progstats::print(&progstats::read(sched.skel.object()));
+        }
         if !exit?.should_restart() || shutdown.load(Ordering::Relaxed) {
             return Ok(());
         }

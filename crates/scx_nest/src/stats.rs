@@ -57,6 +57,35 @@ pub struct Metrics {
     pub kicked: u64,
     #[stat(desc = "Tasks held back by --debug-stall-comm")]
     pub stalled: u64,
+    #[stat(desc = "Idle primary CPUs that started warm spinning")]
+    pub spin_started: u64,
+    #[stat(desc = "Warm spins ended by a task arriving")]
+    pub spin_work: u64,
+    #[stat(desc = "Warm spins that lasted S_max")]
+    pub spin_expired: u64,
+    #[stat(desc = "Warm spins ended because the SMT sibling ran a task")]
+    pub spin_sibling: u64,
+    #[stat(desc = "Warm spins ended because the CPU left the primary nest")]
+    pub spin_demoted: u64,
+    #[stat(desc = "Time spent warm spinning (ns)")]
+    pub spin_ns: u64,
+    #[stat(desc = "Placements on a warm-spinning CPU")]
+    pub spin_wakes: u64,
+    #[stat(desc = "Total delay from placement to running, on warm-spinning CPUs (ns)")]
+    pub spin_wake_ns: u64,
+    #[stat(desc = "Placements on a really idle CPU")]
+    pub idle_wakes: u64,
+    #[stat(desc = "Total delay from placement to running, on really idle CPUs (ns)")]
+    pub idle_wake_ns: u64,
+}
+
+/// Mean of `total_ns` over `count`, in microseconds.
+fn mean_us(total_ns: u64, count: u64) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        total_ns as f64 / count as f64 / 1000.0
+    }
 }
 
 macro_rules! counter_delta {
@@ -91,7 +120,17 @@ impl Metrics {
             queued,
             local,
             kicked,
-            stalled
+            stalled,
+            spin_started,
+            spin_work,
+            spin_expired,
+            spin_sibling,
+            spin_demoted,
+            spin_ns,
+            spin_wakes,
+            spin_wake_ns,
+            idle_wakes,
+            idle_wake_ns
         )
     }
 
@@ -100,7 +139,8 @@ impl Metrics {
             w,
             "[scx_nest] nest primary={} reserve={} | place attached={} prev={} primary={} \
              reserve={} fallback={} wide={} none={} | promote={} compact={} exit-demote={} \
-             impatient={} | queued={} kicked={}",
+             impatient={} | queued={} kicked={} | spin={} ({:.1} ms, ended: work={} \
+             expired={} sibling={}) | wake delay: spinning {:.1} us x{}, idle {:.1} us x{}",
             self.primary_cpus,
             self.reserve_cpus,
             self.attached,
@@ -115,7 +155,16 @@ impl Metrics {
             self.exit_demoted,
             self.impatient,
             self.queued,
-            self.kicked
+            self.kicked,
+            self.spin_started,
+            self.spin_ns as f64 / 1e6,
+            self.spin_work,
+            self.spin_expired,
+            self.spin_sibling,
+            mean_us(self.spin_wake_ns, self.spin_wakes),
+            self.spin_wakes,
+            mean_us(self.idle_wake_ns, self.idle_wakes),
+            self.idle_wakes
         )?;
         Ok(())
     }

@@ -7,6 +7,8 @@
 
 use nest_vm::scan_console;
 
+pub mod trace;
+
 /// What a guest script reported.
 #[derive(Debug, Default)]
 pub struct Report {

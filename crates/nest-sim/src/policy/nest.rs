@@ -4,13 +4,13 @@
 //! only supplies the platform (idle claims, the default placement = the
 //! baseline model, the clock) and forwards the engine's notifications.
 //!
-//! Warm spinning: the C policy has no spin hook yet, so the adapter applies
-//! the rule of NEST-SPEC ("a CPU of the primary nest that becomes idle keeps
-//! executing for up to S_max, stopping when work arrives or its SMT sibling
-//! becomes busy") by asking the C policy whether the CPU is in the primary
-//! nest.
+//! Warm spinning: whether and how long an idle CPU spins is the C policy's
+//! decision (`nest_cpu_idle`); the engine carries the spin out and ends it
+//! when work arrives, its SMT sibling runs or S_max passes, as the kernel
+//! scheduler does through `nest_spin_continue`. The C policy's own spin
+//! counters are therefore not used here; the engine measures spin time.
 
-use nest_policy::{NestPolicy, Params, Platform, Stat, TaskState};
+use nest_policy::{Mechanism, NestPolicy, Params, Platform, Stat, TaskState};
 use nest_trace::{Cpu, Nest as NestKind};
 
 use super::baseline;
@@ -22,8 +22,6 @@ pub struct Nest {
     params: Params,
     /// Per-task C state, indexed by task id.
     tasks: Vec<TaskState>,
-    /// Keep idle primary CPUs warm (off for the "no spin" ablation).
-    warm_spin: bool,
     /// Nest membership last reported to the trace, per CPU.
     reported: Vec<NestKind>,
     /// Nest membership per CPU, as of `version`.
@@ -43,17 +41,12 @@ const MEMBERSHIP_STATS: [Stat; 5] = [
 
 impl Nest {
     /// Nest for a machine with `topo`, started on CPU 0.
-    pub fn new(
-        topo: &nest_trace::Topology,
-        params: Params,
-        warm_spin: bool,
-    ) -> anyhow::Result<Self> {
+    pub fn new(topo: &nest_trace::Topology, params: Params) -> anyhow::Result<Self> {
         let policy = NestPolicy::new(topo, 0, &params).map_err(|e| anyhow::anyhow!("nest: {e}"))?;
         Ok(Self {
             policy,
             params,
             tasks: Vec::new(),
-            warm_spin,
             reported: vec![NestKind::None; topo.nr_cpus()],
             nests: vec![NestKind::None; topo.nr_cpus()],
             version: None,
@@ -150,10 +143,10 @@ impl Platform for SimPlatform<'_, '_> {
 
 impl Policy for Nest {
     fn name(&self) -> String {
-        if self.warm_spin {
-            "nest".into()
-        } else {
+        if self.params.disabled.contains(&Mechanism::WarmSpin) {
             "nest-nospin".into()
+        } else {
+            "nest".into()
         }
     }
 
@@ -180,23 +173,19 @@ impl Policy for Nest {
     }
 
     fn cpu_idle(&mut self, cx: &mut Ctx, cpu: Cpu) -> Option<Spin> {
-        self.policy.cpu_idle(cpu, cx.now());
+        let now = cx.now();
+        let spin_until = self.policy.cpu_idle(cpu, now);
         self.report_nests(cx);
-        let primary = self.nests().get(cpu as usize) == Some(&NestKind::Primary);
-        (self.warm_spin && primary && self.params.s_max_ns > 0).then_some(Spin {
-            max_ns: self.params.s_max_ns,
+        spin_until.map(|until| Spin {
+            max_ns: until - now,
             until_sibling_busy: true,
         })
     }
 
-    fn cpu_busy(&mut self, _cx: &mut Ctx, cpu: Cpu) {
-        self.policy.cpu_busy(cpu);
-    }
-
-    fn task_running(&mut self, _cx: &mut Ctx, task: TaskId, cpu: Cpu) {
+    fn task_running(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
         self.task(task);
         self.policy
-            .task_running(&mut self.tasks[task as usize], cpu);
+            .task_running(&mut self.tasks[task as usize], cpu, cx.now());
     }
 
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, cpu: Cpu) {

@@ -23,6 +23,14 @@ enum scx_nest_consts {
 	COMM_LEN = 16,
 };
 
+/* Placement policies scx_nest can run (--policy). */
+enum scx_nest_policy {
+	/* Nest (policy/nest_policy.c). */
+	POLICY_NEST = 0,
+	/* sched_ext's built-in idle selection only: the minimal baseline. */
+	POLICY_BUILTIN = 1,
+};
+
 /* Scheduler events counted besides the policy's enum nest_stat. */
 enum scx_nest_event {
 	/* Tasks queued on the shared queue. */
@@ -33,7 +41,27 @@ enum scx_nest_event {
 	NEST_EV_KICKED,
 	/* Tasks held back by the stall test (--debug-stall-comm). */
 	NEST_EV_STALLED,
+	/*
+	 * Delay from claiming an idle CPU for a task to the task running there,
+	 * in ns and in placements, for CPUs that were warm spinning and for
+	 * CPUs that were really idle: the cost (or gain) of spinning.
+	 */
+	NEST_EV_SPIN_WAKE_NS,
+	NEST_EV_SPIN_WAKES,
+	NEST_EV_IDLE_WAKE_NS,
+	NEST_EV_IDLE_WAKES,
 	NEST_NR_EVENTS,
+};
+
+/* What scx_nest keeps per task. */
+struct task_ctx {
+	/* The policy's own state. */
+	struct nest_task nest;
+	/* When the task was placed on a claimed idle CPU (0: it was not). */
+	u64 placed_ns;
+	/* That CPU was warm spinning. */
+	u32 placed_on_spinning;
+	u32 __pad;
 };
 
 /* Per-CPU counters, summed by user space. */

@@ -12,13 +12,20 @@
  * (NEST_DSQ) that every CPU consumes from when it runs out of work, so no
  * CPU stays idle while a task it may run waits (work conservation).
  *
- * The policy learns what happens on the CPUs through four callbacks:
- * ops.running() (the task's recent CPUs; the CPU is busy),
- * ops.update_idle() (the CPU went idle or woke up: compaction age and
- * immediate demotion after an exit), and ops.stopping() of an exiting
- * task; and about CPU hotplug through ops.cpu_online()/ops.cpu_offline()
- * (an offline CPU leaves both nests). The kernel's built-in idle tracking
- * is kept (SCX_OPS_KEEP_BUILTIN_IDLE): the policy claims CPUs with
+ * The policy learns what happens on the CPUs through three callbacks:
+ * ops.running() (the task's recent CPUs; the CPU is busy), ops.update_idle()
+ * (the CPU went idle: compaction age, immediate demotion after an exit,
+ * warm spinning) and ops.stopping() of an exiting task; and about CPU
+ * hotplug through ops.cpu_online()/ops.cpu_offline() (an offline CPU leaves
+ * both nests, which also ends its warm spin).
+ *
+ * Warm spinning: sched_ext has no hook in the idle loop, so an idle primary
+ * CPU keeps warm by kicking itself: each kick sends it back through the
+ * scheduler, whose ops.dispatch() either finds work or, while the policy
+ * says so (up to S_max, sibling idle, still in the primary nest), kicks
+ * again. The CPU never enters a low-power idle state meanwhile, yet stays
+ * claimable, so arriving work does not wait for the spin to end. The kernel's built-in idle tracking is kept
+ * (SCX_OPS_KEEP_BUILTIN_IDLE): the policy claims CPUs with
  * scx_bpf_test_and_clear_cpu_idle(), which is atomic, so two placements can
  * never take the same idle CPU.
  *
@@ -43,6 +50,8 @@ UEI_DEFINE(uei);
 struct nest_config nest_cfg;
 /* Time slice of a task, in ns. */
 const volatile u64 slice_ns = 4000000;
+/* enum scx_nest_policy. */
+const volatile u32 policy_kind = POLICY_NEST;
 /*
  * Test-only: tasks whose comm equals this are never run, so that the
  * kernel's watchdog ejects the scheduler (negative control of the tests).
@@ -56,8 +65,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct nest_task);
-} task_ctx SEC(".maps");
+	__type(value, struct task_ctx);
+} task_ctxs SEC(".maps");
 
 static struct nest_ctx policy_ctx(struct nest_bpf_env *env)
 {
@@ -71,9 +80,9 @@ static struct nest_ctx policy_ctx(struct nest_bpf_env *env)
 	return ctx;
 }
 
-static struct nest_task *lookup_task(struct task_struct *p)
+static struct task_ctx *lookup_task(struct task_struct *p)
 {
-	return bpf_task_storage_get(&task_ctx, p, 0, 0);
+	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
 }
 
 static bool is_stall_target(const struct task_struct *p)
@@ -93,20 +102,37 @@ static bool is_stall_target(const struct task_struct *p)
 	return true;
 }
 
+/* The minimal baseline: the kernel's default idle-CPU selection. */
+static s32 select_cpu_builtin(struct task_struct *p, s32 prev_cpu,
+			      u64 wake_flags)
+{
+	bool idle = false;
+	s32 cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &idle);
+
+	if (idle)
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+	return cpu;
+}
+
 s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
 	struct nest_bpf_env env = { .p = p, .wake_flags = wake_flags };
 	struct nest_ctx pctx = policy_ctx(&env);
 	struct nest_choice choice = {};
-	struct nest_task *t = lookup_task(p);
+	struct task_ctx *t = lookup_task(p);
 
 	if (!t || is_stall_target(p))
 		return prev_cpu;
+	if (policy_kind == POLICY_BUILTIN)
+		return select_cpu_builtin(p, prev_cpu, wake_flags);
 
-	nest_select_cpu(&pctx, t, prev_cpu, &choice);
-	if (choice.idle)
+	nest_select_cpu(&pctx, &t->nest, prev_cpu, &choice);
+	if (choice.idle) {
+		t->placed_ns = pctx.now;
+		t->placed_on_spinning = nest_cpu_spinning(&nest_state, choice.cpu);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+	}
 	return choice.cpu;
 }
 
@@ -117,7 +143,7 @@ static void kick_idle_cpu(struct task_struct *p)
 
 	if (cpu >= 0) {
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-		count_event(NEST_EV_KICKED);
+		count_event(NEST_EV_KICKED, 1);
 	}
 }
 
@@ -125,16 +151,16 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	if (is_stall_target(p)) {
 		scx_bpf_dsq_insert(p, STALL_DSQ, slice_ns, enq_flags);
-		count_event(NEST_EV_STALLED);
+		count_event(NEST_EV_STALLED, 1);
 		return;
 	}
 	if (p->nr_cpus_allowed == 1) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
-		count_event(NEST_EV_LOCAL);
+		count_event(NEST_EV_LOCAL, 1);
 		return;
 	}
 	scx_bpf_dsq_insert(p, NEST_DSQ, slice_ns, enq_flags);
-	count_event(NEST_EV_QUEUED);
+	count_event(NEST_EV_QUEUED, 1);
 	/*
 	 * A task placed by ops.select_cpu() found nothing idle a moment ago;
 	 * any other (a preempted task, a wakeup that skipped select_cpu) may
@@ -144,34 +170,79 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 		kick_idle_cpu(p);
 }
 
+/*
+ * Keep a warm-spinning CPU executing: kicking itself makes it leave the
+ * idle loop and come back through the scheduler, which calls
+ * ops.dispatch() again, where the spin is continued or ended. The CPU stays
+ * idle for placement throughout, so a task placed on it (or queued) is
+ * picked up on the next pass, without waiting for the spin to end.
+ */
+static void keep_spinning(s32 cpu)
+{
+	scx_bpf_kick_cpu(cpu, 0);
+}
+
 void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 {
-	scx_bpf_dsq_move_to_local(NEST_DSQ, 0);
+	struct nest_bpf_env env = {};
+	struct nest_ctx pctx;
+
+	if (scx_bpf_dsq_move_to_local(NEST_DSQ, 0))
+		return;
+	pctx = policy_ctx(&env);
+	if (nest_spin_continue(&pctx, cpu))
+		keep_spinning(cpu);
+}
+
+/* Account the delay between placing @t on a claimed CPU and it running. */
+static void account_wake_delay(struct task_ctx *t, u64 now)
+{
+	u64 delay = now > t->placed_ns ? now - t->placed_ns : 0;
+
+	if (t->placed_on_spinning) {
+		count_event(NEST_EV_SPIN_WAKE_NS, delay);
+		count_event(NEST_EV_SPIN_WAKES, 1);
+	} else {
+		count_event(NEST_EV_IDLE_WAKE_NS, delay);
+		count_event(NEST_EV_IDLE_WAKES, 1);
+	}
+	t->placed_ns = 0;
 }
 
 void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 {
-	struct nest_task *t = lookup_task(p);
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+	struct task_ctx *t = lookup_task(p);
 
-	if (t)
-		nest_task_running(&nest_state, t, scx_bpf_task_cpu(p));
+	if (!t || policy_kind != POLICY_NEST)
+		return;
+	if (t->placed_ns)
+		account_wake_delay(t, pctx.now);
+	nest_task_running(&pctx, &t->nest, scx_bpf_task_cpu(p));
 }
 
 void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 {
-	if (p->flags & PF_EXITING)
+	if (policy_kind == POLICY_NEST && (p->flags & PF_EXITING))
 		nest_task_exiting(&nest_state, scx_bpf_task_cpu(p));
 }
 
+/*
+ * Only the idle transition matters to the policy: a CPU counts as busy from
+ * the moment a task runs there (ops.running()), not when it merely leaves
+ * the idle loop (which a spinning CPU does on every pass).
+ */
 void BPF_STRUCT_OPS(nest_update_idle, s32 cpu, bool idle)
 {
 	struct nest_bpf_env env = {};
-	struct nest_ctx pctx = policy_ctx(&env);
+	struct nest_ctx pctx;
 
-	if (idle)
-		nest_cpu_idle(&pctx, cpu);
-	else
-		nest_cpu_busy(&nest_state, cpu);
+	if (!idle || policy_kind != POLICY_NEST)
+		return;
+	pctx = policy_ctx(&env);
+	if (nest_cpu_idle(&pctx, cpu))
+		keep_spinning(cpu);
 }
 
 /*
@@ -191,13 +262,14 @@ void BPF_STRUCT_OPS(nest_cpu_offline_op, s32 cpu)
 s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 		   struct scx_init_task_args *args)
 {
-	struct nest_task *t;
+	struct task_ctx *t;
 
-	t = bpf_task_storage_get(&task_ctx, p, 0,
+	t = bpf_task_storage_get(&task_ctxs, p, 0,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t)
 		return -ENOMEM;
-	nest_task_init(t);
+	nest_task_init(&t->nest);
+	t->placed_ns = 0;
 	return 0;
 }
 

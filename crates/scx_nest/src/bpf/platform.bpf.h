@@ -29,20 +29,20 @@ static struct nest_counters *this_cpu_counters(void)
 	return bpf_map_lookup_elem(&counters, &zero);
 }
 
-static void count_event(enum scx_nest_event ev)
+static void count_event(enum scx_nest_event ev, u64 amount)
 {
 	struct nest_counters *c = this_cpu_counters();
 
 	if (c && ev < NEST_NR_EVENTS)
-		c->events[ev]++;
+		c->events[ev] += amount;
 }
 
-static void plat_count(nest_env_t env, enum nest_stat stat)
+static void plat_count(nest_env_t env, enum nest_stat stat, u64 amount)
 {
 	struct nest_counters *c = this_cpu_counters();
 
 	if (c && stat < NEST_NR_STATS)
-		c->policy[stat]++;
+		c->policy[stat] += amount;
 }
 
 static bool plat_claim_idle(nest_env_t env, s32 cpu)

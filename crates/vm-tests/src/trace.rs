@@ -1,0 +1,509 @@
+//! Judging the traces of tests/vm/compare.sh: the same workload recorded
+//! with `nest trace record` under the default scheduler and under scx_nest.
+//!
+//! [`trace_problems`] checks that a recorded trace is self-consistent;
+//! [`compare_problems`] checks the facts the guest script reported;
+//! [`Figures`] are the placement figures printed side by side.
+
+use std::collections::BTreeSet;
+
+use nest_trace::metrics::{interval_stats_between, percentile};
+use nest_trace::timeline::Timeline;
+use nest_trace::{EventKind, Pid, Trace};
+
+use crate::{Report, kernel_problems};
+
+/// What a trace of the workload must show.
+#[derive(Clone, Copy, Debug)]
+pub struct Expect {
+    pub cpus: usize,
+    pub sockets: usize,
+    /// Children the workload forks (`nest-load churn --count N`: N).
+    pub children: usize,
+}
+
+/// The workload in a recorded trace: the recorded command's process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    pub pid: Pid,
+    /// From the command's exec (or first event) to its exit (or the end).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub children: Vec<Pid>,
+}
+
+impl Workload {
+    /// Finds the recorded command (meta `command_pid`) in `trace`.
+    pub fn find(trace: &Trace) -> Option<Self> {
+        let pid: Pid = trace.meta_get("command_pid")?.parse().ok()?;
+        let mut start = None;
+        let mut end = None;
+        let mut children = Vec::new();
+        for e in &trace.events {
+            match &e.kind {
+                EventKind::Exec { pid: p, .. } if *p == pid => {
+                    start.get_or_insert(e.ts_ns);
+                }
+                EventKind::Exit { pid: p } if *p == pid => end = Some(e.ts_ns),
+                EventKind::NewTask { parent, child, .. } if *parent == pid => children.push(*child),
+                _ => {}
+            }
+        }
+        Some(Self {
+            pid,
+            start_ns: start.unwrap_or(0),
+            end_ns: end.unwrap_or(trace.end_ns()),
+            children,
+        })
+    }
+
+    fn pids(&self) -> BTreeSet<Pid> {
+        let mut pids: BTreeSet<Pid> = self.children.iter().copied().collect();
+        pids.insert(self.pid);
+        pids
+    }
+}
+
+/// Everything wrong with one recorded trace of the workload. Empty: sane.
+pub fn trace_problems(trace: &Trace, expect: Expect) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut expect_that = |what: &str, ok: bool, got: String| {
+        if !ok {
+            problems.push(format!("{what} (got {got})"));
+        }
+    };
+    let topo = &trace.topology;
+    expect_that(
+        &format!("{} CPUs in the topology", expect.cpus),
+        topo.nr_cpus() == expect.cpus,
+        topo.nr_cpus().to_string(),
+    );
+    expect_that(
+        &format!("{} sockets in the topology", expect.sockets),
+        topo.nr_sockets() == expect.sockets,
+        topo.nr_sockets().to_string(),
+    );
+    let meta = |key: &str| trace.meta_get(key).unwrap_or("nothing").to_string();
+    expect_that(
+        "the workload exits with status 0",
+        trace.meta_get("exit_status") == Some("exit status: 0"),
+        meta("exit_status"),
+    );
+    for key in ["lost_events", "overrun_events"] {
+        expect_that(
+            &format!("no {key}"),
+            trace.meta_get(key) == Some("0"),
+            meta(key),
+        );
+    }
+    expect_that(
+        "events in the trace",
+        trace.events.len() > 100,
+        trace.events.len().to_string(),
+    );
+
+    let tl = Timeline::build(trace);
+    let length = tl.end_ns;
+    expect_that(
+        "events name only CPUs of the topology",
+        tl.nr_cpus == topo.nr_cpus(),
+        format!("{} CPUs", tl.nr_cpus),
+    );
+    let max_running = tl.running.iter().map(|s| s.value).max().unwrap_or(0);
+    expect_that(
+        "concurrency never exceeds the number of CPUs",
+        max_running as usize <= topo.nr_cpus(),
+        format!("{max_running} tasks running at once"),
+    );
+    let mut per_task = std::collections::BTreeMap::<Pid, u64>::new();
+    for run in &tl.runs {
+        *per_task.entry(run.pid).or_default() += run.end - run.start;
+    }
+    let too_long: Vec<_> = per_task
+        .iter()
+        .filter(|&(_, &ns)| ns > length)
+        .map(|(pid, ns)| format!("{pid} ({}) ran {ns} ns", tl.name(*pid)))
+        .collect();
+    expect_that(
+        &format!("every task runs at most the trace length ({length} ns)"),
+        too_long.is_empty(),
+        too_long.join(", "),
+    );
+    let total: u64 = per_task.values().sum();
+    let capacity = length.saturating_mul(topo.nr_cpus() as u64);
+    expect_that(
+        "run time over all tasks <= CPUs x trace length",
+        total <= capacity,
+        format!("{total} ns > {capacity} ns"),
+    );
+
+    match Workload::find(trace) {
+        None => problems.push("no command_pid in the trace's meta".into()),
+        Some(w) => {
+            if w.children.len() != expect.children {
+                problems.push(format!(
+                    "the workload (pid {}) forks {} children (got {})",
+                    w.pid,
+                    expect.children,
+                    w.children.len()
+                ));
+            }
+            if w.start_ns >= w.end_ns {
+                problems.push(format!(
+                    "the workload's exec..exit window is empty ({}..{})",
+                    w.start_ns, w.end_ns
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Everything wrong with the facts compare.sh reported: both recordings
+/// succeeded, the default one without sched_ext, the Nest one with scx_nest
+/// enabled from before to after it (same `enable_seq`, so never
+/// re-enabled), a clean SIGINT exit and a quiet kernel log.
+pub fn compare_problems(report: &Report) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut expect = |what: &str, ok: bool, got: String| {
+        if !ok {
+            problems.push(format!("{what} (got {got})"));
+        }
+    };
+    let fact = |key: &str| report.get(key).unwrap_or("nothing").to_string();
+    let is = |key: &str, value: &str| report.get(key) == Some(value);
+    for run in ["default", "nest"] {
+        expect(
+            &format!("the {run} recording exits with status 0"),
+            is(&format!("{run}_record_exit"), "0"),
+            fact(&format!("{run}_record_exit")),
+        );
+    }
+    for key in ["default_state_before", "default_state_after"] {
+        expect(
+            &format!("{key}: sched_ext disabled"),
+            is(key, "disabled"),
+            fact(key),
+        );
+    }
+    for key in [
+        "state_after_attach",
+        "nest_state_before",
+        "nest_state_after",
+    ] {
+        expect(
+            &format!("{key}: sched_ext enabled"),
+            is(key, "enabled"),
+            fact(key),
+        );
+    }
+    let (before, after) = (
+        fact("nest_enable_seq_before"),
+        fact("nest_enable_seq_after"),
+    );
+    expect(
+        "scx_nest stays enabled through the recording (enable_seq unchanged)",
+        before == after && before.parse::<u64>().is_ok(),
+        format!("{before} -> {after}"),
+    );
+    expect(
+        "the attached ops are scx_nest's",
+        report.get("ops").is_some_and(|ops| ops.starts_with("nest")),
+        fact("ops"),
+    );
+    expect(
+        "scx_nest exits with status 0 after SIGINT",
+        is("sched_exit", "0"),
+        fact("sched_exit"),
+    );
+    expect(
+        "sched_ext disabled after scx_nest exits",
+        is("state_after_exit", "disabled"),
+        fact("state_after_exit"),
+    );
+    for problem in kernel_problems(&report.dmesg) {
+        problems.push(format!("kernel log: {problem}"));
+    }
+    problems
+}
+
+/// Placement figures of one trace, over the workload's exec..exit window
+/// cut into intervals of `interval_ns` (all tasks of the machine count).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figures {
+    pub window_ns: u64,
+    pub intervals: usize,
+    /// Mean distinct CPUs that ran a task per interval.
+    pub mean_cpus: f64,
+    pub mean_sockets: f64,
+    /// Mean of `cpus_used - ceil(average concurrency)` per interval.
+    pub mean_underload: f64,
+    pub mean_concurrency: f64,
+    /// Migrations of the workload's own tasks, and of all tasks.
+    pub workload_migrations: u64,
+    pub all_migrations: u64,
+    /// Wake-up latencies of the workload's tasks (nearest rank).
+    pub wakeups: usize,
+    pub wakeup_p50_ns: u64,
+    pub wakeup_p99_ns: u64,
+    /// Distinct CPUs the workload's tasks ran on.
+    pub workload_cpus: usize,
+    /// Mean distinct CPUs the workload's own tasks ran on per interval
+    /// (other tasks of the machine left out).
+    pub mean_workload_cpus: f64,
+}
+
+impl Figures {
+    pub fn of(trace: &Trace, interval_ns: u64) -> Option<Self> {
+        let w = Workload::find(trace)?;
+        let tl = Timeline::build(trace);
+        let stats = interval_stats_between(&tl, w.start_ns, w.end_ns, interval_ns);
+        let n = stats.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&nest_trace::metrics::IntervalStats) -> f64| {
+            stats.iter().map(f).sum::<f64>() / n
+        };
+        let pids = w.pids();
+        let mut lat: Vec<u64> = tl
+            .wakeup_latencies
+            .iter()
+            .filter(|(pid, _)| pids.contains(pid))
+            .map(|&(_, ns)| ns)
+            .collect();
+        lat.sort_unstable();
+        let workload_cpus: BTreeSet<_> = tl
+            .runs
+            .iter()
+            .filter(|r| pids.contains(&r.pid))
+            .map(|r| r.cpu)
+            .collect();
+        let mean_workload_cpus = if stats.is_empty() {
+            0.0
+        } else {
+            stats
+                .iter()
+                .map(|s| {
+                    tl.runs
+                        .iter()
+                        .filter(|r| {
+                            pids.contains(&r.pid) && r.start < s.end_ns && r.end > s.start_ns
+                        })
+                        .map(|r| r.cpu)
+                        .collect::<BTreeSet<_>>()
+                        .len() as f64
+                })
+                .sum::<f64>()
+                / n
+        };
+        Some(Self {
+            window_ns: w.end_ns - w.start_ns,
+            intervals: stats.len(),
+            mean_cpus: mean(&|s| f64::from(s.cpus_used)),
+            mean_sockets: mean(&|s| f64::from(s.sockets_used)),
+            mean_underload: mean(&|s| f64::from(s.underload)),
+            mean_concurrency: mean(&|s| s.avg_concurrency),
+            workload_migrations: pids.iter().filter_map(|p| tl.migrations.get(p)).sum(),
+            all_migrations: tl.migrations.values().sum(),
+            wakeups: lat.len(),
+            wakeup_p50_ns: percentile(&lat, 50),
+            wakeup_p99_ns: percentile(&lat, 99),
+            workload_cpus: workload_cpus.len(),
+            mean_workload_cpus,
+        })
+    }
+
+    /// The figures as (name, value) rows, for printing side by side.
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("workload window (ms)", ms(self.window_ns)),
+            ("intervals", self.intervals.to_string()),
+            (
+                "mean CPUs used / interval",
+                format!("{:.2}", self.mean_cpus),
+            ),
+            (
+                "mean sockets used / interval",
+                format!("{:.2}", self.mean_sockets),
+            ),
+            ("mean underload", format!("{:.2}", self.mean_underload)),
+            ("mean concurrency", format!("{:.2}", self.mean_concurrency)),
+            (
+                "mean workload CPUs / interval",
+                format!("{:.2}", self.mean_workload_cpus),
+            ),
+            ("CPUs the workload ran on", self.workload_cpus.to_string()),
+            (
+                "migrations (workload)",
+                self.workload_migrations.to_string(),
+            ),
+            ("migrations (all tasks)", self.all_migrations.to_string()),
+            ("wake-ups (workload)", self.wakeups.to_string()),
+            ("wake-up p50 (us)", us(self.wakeup_p50_ns)),
+            ("wake-up p99 (us)", us(self.wakeup_p99_ns)),
+        ]
+    }
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e6)
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.0}", ns as f64 / 1e3)
+}
+
+/// `a` and `b` side by side under the headers `ha` and `hb`.
+pub fn side_by_side(ha: &str, a: &Figures, hb: &str, b: &Figures) -> String {
+    let mut out = format!("{:<30} {:>10} {:>10}\n", "", ha, hb);
+    for ((name, va), (_, vb)) in a.rows().into_iter().zip(b.rows()) {
+        out.push_str(&format!("{name:<30} {va:>10} {vb:>10}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nest_trace::{Event, PrevState, Topology};
+
+    /// 4 CPUs on 2 sockets. Workload pid 10 execs at 0, forks 11 and 12,
+    /// which run on CPUs 1 and 2; exits at 300.
+    fn trace() -> Trace {
+        use EventKind::*;
+        let ev = |ts_ns, cpu, kind| Event { ts_ns, cpu, kind };
+        let sw = |prev, next| Switch {
+            prev,
+            prev_state: PrevState::Blocked,
+            next,
+        };
+        let fork = |child| NewTask {
+            parent: 10,
+            child,
+            comm: "nest-load".into(),
+        };
+        let wake = |pid, target_cpu| Wakeup { pid, target_cpu };
+        let mut events = vec![
+            ev(
+                0,
+                0,
+                Exec {
+                    pid: 10,
+                    comm: "nest-load".into(),
+                },
+            ),
+            ev(0, 0, sw(0, 10)),
+            ev(10, 0, fork(11)),
+            ev(10, 0, wake(11, 1)),
+            ev(20, 1, sw(0, 11)),
+            ev(100, 1, Exit { pid: 11 }),
+            ev(100, 1, sw(11, 0)),
+            ev(110, 0, fork(12)),
+            ev(110, 0, wake(12, 2)),
+            ev(130, 2, sw(0, 12)),
+            ev(200, 2, sw(12, 0)),
+            ev(300, 0, Exit { pid: 10 }),
+            ev(300, 0, sw(10, 0)),
+        ];
+        events.extend((0..100).map(|i| ev(300 + i, 3, IdleEnter)));
+        Trace {
+            topology: Topology::regular(2, 2, 1),
+            meta: vec![
+                ("command_pid".into(), "10".into()),
+                ("exit_status".into(), "exit status: 0".into()),
+                ("lost_events".into(), "0".into()),
+                ("overrun_events".into(), "0".into()),
+            ],
+            events,
+        }
+    }
+
+    const EXPECT: Expect = Expect {
+        cpus: 4,
+        sockets: 2,
+        children: 2,
+    };
+
+    #[test]
+    fn a_sane_trace_passes() {
+        assert_eq!(trace_problems(&trace(), EXPECT), Vec::<String>::new());
+        let w = Workload::find(&trace()).unwrap();
+        assert_eq!((w.pid, w.start_ns, w.end_ns), (10, 0, 300));
+        assert_eq!(w.children, vec![11, 12]);
+    }
+
+    #[test]
+    fn wrong_topology_children_and_status_fail() {
+        let mut t = trace();
+        t.meta_set("exit_status", "exit status: 1");
+        let problems = trace_problems(
+            &t,
+            Expect {
+                cpus: 16,
+                sockets: 1,
+                children: 100,
+            },
+        );
+        for needle in ["16 CPUs", "1 sockets", "100 children", "status 0"] {
+            assert!(
+                problems.iter().any(|p| p.contains(needle)),
+                "{needle}: {problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn events_on_unknown_cpus_fail() {
+        let mut t = trace();
+        t.events.push(Event {
+            ts_ns: 500,
+            cpu: 7,
+            kind: EventKind::IdleEnter,
+        });
+        let problems = trace_problems(&t, EXPECT);
+        assert!(
+            problems.iter().any(|p| p.contains("only CPUs")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn figures_cover_the_workload_window() {
+        let f = Figures::of(&trace(), 150).unwrap();
+        assert_eq!((f.window_ns, f.intervals), (300, 2));
+        // [0,150): CPUs 0, 1, 2; [150,300): CPUs 0, 2.
+        assert_eq!(f.mean_cpus, 2.5);
+        assert_eq!(f.mean_sockets, 2.0);
+        assert_eq!(f.workload_cpus, 3);
+        // Workload tasks: [0,150) on CPUs 0, 1, 2; [150,300) on 0, 2.
+        assert_eq!(f.mean_workload_cpus, 2.5);
+        assert_eq!((f.wakeups, f.wakeup_p50_ns, f.wakeup_p99_ns), (2, 10, 20));
+        let table = side_by_side("default", &f, "nest", &f);
+        assert!(table.contains("mean CPUs used / interval"), "{table}");
+    }
+
+    #[test]
+    fn compare_facts_are_judged() {
+        let good = "\
+default_state_before=disabled
+default_record_exit=0
+default_state_after=disabled
+state_after_attach=enabled
+ops=nest_0.1.0_x86_64
+nest_state_before=enabled
+nest_enable_seq_before=1
+nest_record_exit=0
+nest_state_after=enabled
+nest_enable_seq_after=1
+sched_exit=0
+state_after_exit=disabled
+--- dmesg
+";
+        assert_eq!(compare_problems(&Report::parse(good)), Vec::<String>::new());
+        let reenabled = good.replace("nest_enable_seq_after=1", "nest_enable_seq_after=2");
+        let problems = compare_problems(&Report::parse(&reenabled));
+        assert!(
+            problems.iter().any(|p| p.contains("enable_seq")),
+            "{problems:?}"
+        );
+        assert!(compare_problems(&Report::parse("")).len() >= 9);
+    }
+}
