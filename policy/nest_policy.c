@@ -27,6 +27,10 @@
  * row; getting it back resets the count. When a task exits and its CPU goes
  * idle, the CPU leaves the primary nest at once.
  *
+ * A CPU taken offline (CPU hotplug) leaves both nests and is never claimed
+ * nor admitted to a nest until it comes back online; it then has to earn
+ * its place again like any other CPU.
+ *
  * The includer defines the platform interface (see nest_policy.h), the
  * integer types, bool, READ_ONCE/WRITE_ONCE and bpf_for() first, and calls
  * the nest_* entry points at the end of this file with a struct nest_ctx.
@@ -112,11 +116,24 @@ static u32 cpu_llc(const struct nest_config *cfg, s32 cpu)
 	return cfg->cpu_llc[cpu_index(cpu)];
 }
 
-/* Add @cpu to the reserve if it has room; false if it was full. */
+/* Is @cpu offline (CPU hotplug)? */
+static bool cpu_offline(struct nest_state *st, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+
+	return !c || READ_ONCE(c->offline);
+}
+
+/*
+ * Add @cpu to the reserve if it has room (an offline CPU is left out);
+ * false if it was full.
+ */
 static bool reserve_add(const struct nest_ctx *ctx, s32 cpu)
 {
 	struct nest_state *st = ctx->st;
 
+	if (cpu_offline(st, cpu))
+		return true;
 	if (__sync_fetch_and_add(&st->nr_reserve, 1) >= (s32)ctx->cfg->r_max) {
 		__sync_fetch_and_add(&st->nr_reserve, -1);
 		return false;
@@ -165,9 +182,10 @@ static bool due_for_compaction(const struct nest_ctx *ctx, s32 cpu)
 	       ctx->now - idle_since > ctx->cfg->p_remove_ns;
 }
 
-static bool try_claim(nest_env_t env, s32 cpu)
+static bool try_claim(const struct nest_ctx *ctx, s32 cpu)
 {
-	return plat_task_allowed(env, cpu) && plat_claim_idle(env, cpu);
+	return !cpu_offline(ctx->st, cpu) && plat_task_allowed(ctx->env, cpu) &&
+	       plat_claim_idle(ctx->env, cpu);
 }
 
 /*
@@ -200,7 +218,7 @@ static s32 scan_nest(const struct nest_ctx *ctx, u64 *mask, s32 start, u32 llc,
 				demote(ctx, cpu, NEST_STAT_COMPACTED);
 				continue;
 			}
-			if (try_claim(ctx->env, cpu))
+			if (try_claim(ctx, cpu))
 				return cpu;
 		}
 	}
@@ -228,7 +246,8 @@ static void adopt_fallback_cpu(const struct nest_ctx *ctx, s32 cpu,
 {
 	struct nest_state *st = ctx->st;
 
-	if (!cpu_valid(ctx->cfg, cpu) || mask_test(st->primary, cpu))
+	if (!cpu_valid(ctx->cfg, cpu) || mask_test(st->primary, cpu) ||
+	    cpu_offline(st, cpu))
 		return;
 	if (impatient || !mech_on(ctx->cfg, NEST_MECH_RESERVE)) {
 		reserve_remove(st, cpu);
@@ -253,7 +272,7 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	s32 cpu = attached_cpu(t);
 
 	if (mech_on(cfg, NEST_MECH_ATTACH) && cpu_valid(cfg, cpu) &&
-	    mask_test(st->primary, cpu) && try_claim(ctx->env, cpu)) {
+	    mask_test(st->primary, cpu) && try_claim(ctx, cpu)) {
 		*how = NEST_STAT_ATTACHED;
 		return cpu;
 	}
@@ -453,4 +472,40 @@ static void nest_task_init(struct nest_task *t)
 	t->recent_cpu[0] = -1;
 	t->recent_cpu[1] = -1;
 	t->prev_misses = 0;
+}
+
+/*
+ * @cpu went offline: it leaves both nests (which ends a warm spin at its
+ * next nest_spin_continue()) and is never chosen again until
+ * nest_cpu_online(). The flag is set first (an atomic, so ordered before the
+ * mask updates); a placement that read the flag just before may still put
+ * the CPU back into a nest, but try_claim() checks the flag, so such a
+ * stale member is never chosen.
+ */
+static void nest_cpu_offline(struct nest_state *st, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+
+	if (!c)
+		return;
+	__sync_fetch_and_or(&c->offline, 1);
+	mask_clear(st->primary, cpu);
+	reserve_remove(st, cpu);
+}
+
+/*
+ * @cpu came (back) online: usable again, in no nest until it is found. What
+ * it was doing when it went down (idle, spinning, running) is forgotten.
+ */
+static void nest_cpu_online(struct nest_state *st, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+
+	if (!c)
+		return;
+	WRITE_ONCE(c->idle_since, 0);
+	WRITE_ONCE(c->spin_until, 0);
+	WRITE_ONCE(c->task_exited, 0);
+	WRITE_ONCE(c->running, 0);
+	WRITE_ONCE(c->offline, 0);
 }

@@ -117,6 +117,9 @@ struct nest_cpu {
 	u32 task_exited;
 	/* A task runs here (between nest_task_running and nest_cpu_idle). */
 	u32 running;
+	/* The CPU is offline: in no nest, never claimed (CPU hotplug). */
+	u32 offline;
+	u32 __pad;
 };
 
 /* The nests; global to the policy and updated with atomic operations. */

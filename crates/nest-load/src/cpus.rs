@@ -27,6 +27,13 @@ pub fn allowed() -> Result<Vec<usize>> {
 
 /// Restrict the calling thread to `cpus`.
 pub fn set_allowed(cpus: &[usize]) -> Result<()> {
+    try_set_allowed(cpus)
+        .map_err(|err| anyhow::anyhow!("sched_setaffinity({cpus:?}) failed: {err}"))
+}
+
+/// Restrict the calling thread to `cpus`, returning the system's error
+/// (EINVAL when none of `cpus` is online).
+pub fn try_set_allowed(cpus: &[usize]) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is plain data.
     let mut set: libc::cpu_set_t = unsafe { zeroed() };
     for &cpu in cpus {
@@ -35,10 +42,7 @@ pub fn set_allowed(cpus: &[usize]) -> Result<()> {
     }
     // SAFETY: pid 0 is the calling thread; the size matches the set.
     if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        bail!(
-            "sched_setaffinity({cpus:?}) failed: {}",
-            std::io::Error::last_os_error()
-        );
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -83,6 +83,16 @@ bool nest_native_cpu_spinning(struct nest_state *st, s32 cpu)
 	return nest_cpu_spinning(st, cpu);
 }
 
+void nest_native_cpu_offline(struct nest_state *st, s32 cpu)
+{
+	nest_cpu_offline(st, cpu);
+}
+
+void nest_native_cpu_online(struct nest_state *st, s32 cpu)
+{
+	nest_cpu_online(st, cpu);
+}
+
 /* Sizes of the shared structures and the number of statistics, to check
  * the Rust mirrors against. */
 size_t nest_native_sizeof(u32 which)

@@ -54,6 +54,8 @@ pub struct NestCpu {
     pub spin_until: u64,
     pub task_exited: u32,
     pub running: u32,
+    pub offline: u32,
+    pub pad: u32,
 }
 
 #[repr(C)]
@@ -129,6 +131,8 @@ unsafe extern "C" {
         now: u64,
     ) -> bool;
     pub fn nest_native_cpu_spinning(st: *mut NestState, cpu: i32) -> bool;
+    pub fn nest_native_cpu_offline(st: *mut NestState, cpu: i32);
+    pub fn nest_native_cpu_online(st: *mut NestState, cpu: i32);
 }
 
 #[cfg(test)]

@@ -369,6 +369,19 @@ impl NestPolicy {
         unsafe { ffi::nest_native_cpu_spinning(self.state_ptr(), cpu as i32) }
     }
 
+    /// `cpu` went offline (CPU hotplug): it leaves both nests and is never
+    /// chosen until [`NestPolicy::cpu_online`].
+    pub fn cpu_offline(&self, cpu: u32) {
+        // SAFETY: valid pointer; see select_cpu.
+        unsafe { ffi::nest_native_cpu_offline(self.state_ptr(), cpu as i32) };
+    }
+
+    /// `cpu` came back online.
+    pub fn cpu_online(&self, cpu: u32) {
+        // SAFETY: valid pointer; see select_cpu.
+        unsafe { ffi::nest_native_cpu_online(self.state_ptr(), cpu as i32) };
+    }
+
     fn mask_cpus(&self, mask: &[u64]) -> Vec<u32> {
         (0..self.cfg.nr_cpus)
             .filter(|&cpu| {

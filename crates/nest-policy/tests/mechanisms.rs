@@ -14,13 +14,25 @@ const MS: u64 = 1_000_000;
 struct Machine {
     topo: Topology,
     idle: Vec<AtomicBool>,
+    online: Vec<AtomicBool>,
 }
 
 impl Machine {
     fn new() -> Self {
         let topo = Topology::regular(2, 4, 2);
         let idle = (0..topo.nr_cpus()).map(|_| AtomicBool::new(true)).collect();
-        Self { topo, idle }
+        let online = (0..topo.nr_cpus()).map(|_| AtomicBool::new(true)).collect();
+        Self { topo, idle, online }
+    }
+
+    /// Take `cpu` offline or bring it back. Its idle flag is left as it
+    /// was: the policy must not rely on an offline CPU looking busy.
+    fn set_online(&self, cpu: u32, online: bool) {
+        self.online[cpu as usize].store(online, Ordering::SeqCst);
+    }
+
+    fn is_online(&self, cpu: u32) -> bool {
+        self.online[cpu as usize].load(Ordering::SeqCst)
     }
 
     fn set_busy(&self, cpus: &[u32]) {
@@ -73,7 +85,7 @@ impl Platform for Plat<'_> {
             .filter(|&c| self.machine.socket(c) == socket)
             .collect();
         for cpu in candidates {
-            if self.task_allowed(cpu) && self.claim_idle(cpu) {
+            if self.machine.is_online(cpu) && self.task_allowed(cpu) && self.claim_idle(cpu) {
                 return (cpu, true);
             }
         }
@@ -82,7 +94,7 @@ impl Platform for Plat<'_> {
 
     fn pick_any_idle(&mut self) -> Option<u32> {
         (0..self.machine.topo.nr_cpus() as u32)
-            .find(|&c| self.task_allowed(c) && self.claim_idle(c))
+            .find(|&c| self.machine.is_online(c) && self.task_allowed(c) && self.claim_idle(c))
     }
 
     fn now_ns(&self) -> u64 {
@@ -390,6 +402,84 @@ fn racing_placements_never_get_the_same_idle_cpu() {
     }
 }
 
+/// Take `cpu` offline on the machine and in the policy.
+fn offline(p: &NestPolicy, m: &Machine, cpu: u32) {
+    m.set_online(cpu, false);
+    p.cpu_offline(cpu);
+}
+
+#[test]
+fn an_offline_cpu_leaves_both_nests_and_is_never_chosen_until_online() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 2], 0);
+    // CPU 3 joins the reserve through the fallback.
+    let others: Vec<u32> = (0..16).filter(|&c| c != 3).collect();
+    m.set_busy(&others);
+    place_and_run(&p, &m, &mut TaskState::new(), 3, 0);
+    block(&p, &m, 3, 0);
+    m.set_idle(&others);
+    assert!(p.reserve().contains(&3));
+    // A task attached to CPU 1.
+    let mut task = TaskState::new();
+    p.task_running(&mut task, 1, 0);
+    p.task_running(&mut task, 1, 0);
+
+    offline(&p, &m, 1);
+    offline(&p, &m, 3);
+    assert_eq!(p.primary(), vec![2]);
+    assert!(!p.reserve().contains(&3), "reserve {:?}", p.reserve());
+
+    // From every previous CPU, with the offline CPUs still flagged idle,
+    // the attached task never gets them and they never rejoin a nest.
+    for prev in 0..16 {
+        let cpu = place_and_run(&p, &m, &mut task, prev, MS);
+        assert!(cpu != 1 && cpu != 3, "offline CPU {cpu} chosen");
+        block(&p, &m, cpu, MS);
+        let nests = [p.primary(), p.reserve()].concat();
+        assert!(!nests.contains(&1) && !nests.contains(&3), "{nests:?}");
+    }
+    // Only the offline CPUs idle: nothing is claimed, the task is queued.
+    let busy: Vec<u32> = (0..16).filter(|&c| c != 1 && c != 3).collect();
+    m.set_busy(&busy);
+    let choice = p.select_cpu(&mut Plat::new(&m, 2 * MS), &mut task, 1);
+    assert!(!choice.idle, "{choice:?}");
+    assert_eq!(choice.how, Stat::NoIdle);
+
+    // Back online, CPU 1 is found again and earns a nest place anew.
+    m.set_online(1, true);
+    p.cpu_online(1);
+    let cpu = place_and_run(&p, &m, &mut TaskState::new(), 1, 3 * MS);
+    assert_eq!(cpu, 1);
+    assert!(p.reserve().contains(&1), "reserve {:?}", p.reserve());
+}
+
+#[test]
+fn offlining_reserve_cpus_frees_their_reserve_places() {
+    let m = Machine::new();
+    let params = Params {
+        r_max: 2,
+        ..Params::default()
+    };
+    let p = policy(&m, params);
+    for prev in [0, 4] {
+        let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut TaskState::new(), prev);
+        assert!(choice.idle);
+    }
+    let full = p.reserve();
+    assert_eq!(full.len(), 2);
+    for &cpu in &full {
+        offline(&p, &m, cpu);
+    }
+    assert!(p.reserve().is_empty());
+    // Two new fallback CPUs fit again: the count followed the removals.
+    for prev in [8, 12] {
+        let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut TaskState::new(), prev);
+        assert!(choice.idle && !full.contains(&choice.cpu), "{choice:?}");
+    }
+    assert_eq!(p.reserve().len(), 2, "reserve {:?}", p.reserve());
+}
+
 const S_MAX: u64 = 8 * MS;
 
 #[test]
@@ -488,4 +578,21 @@ fn a_spinning_cpu_that_leaves_the_primary_nest_stops() {
     assert!(!p.primary().contains(&2));
     assert!(!p.spin_continue(2, 11 * MS + 9 * MS));
     assert_eq!(p.stat(Stat::SpinDemoted), 1);
+}
+
+#[test]
+fn a_spinning_cpu_taken_offline_stops_spinning_and_comes_back_cold() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[2], 0);
+    let mut t = TaskState::new();
+    place_and_run(&p, &m, &mut t, 2, 10 * MS);
+    assert!(p.cpu_idle(2, 11 * MS).is_some(), "a primary CPU spins");
+    offline(&p, &m, 2);
+    assert!(!p.spin_continue(2, 12 * MS));
+    assert_eq!(p.stat(Stat::SpinDemoted), 1);
+    m.set_online(2, true);
+    p.cpu_online(2);
+    assert!(!p.spinning(2));
+    assert!(p.primary().is_empty());
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod run;
 mod vm;
 
 #[derive(Debug, Parser)]
@@ -23,6 +24,9 @@ enum Command {
     Trace(nest_trace::TraceArgs),
     /// Boot a QEMU guest with a sched_ext kernel and run commands in it.
     Vm(vm::VmArgs),
+    /// Run a command (and its descendants) under scx_nest in partial mode
+    /// (`scx_nest --partial`), leaving other tasks alone.
+    Run(run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +35,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => nest_sim::cli::run(args).map(|()| ExitCode::SUCCESS),
         Command::Trace(args) => nest_trace::run(args).map(|()| ExitCode::SUCCESS),
         Command::Vm(args) => vm::run(args),
+        Command::Run(args) => run::run(args),
     };
     result.unwrap_or_else(|err| {
         eprintln!("nest: error: {err:#}");

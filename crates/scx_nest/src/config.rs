@@ -212,7 +212,7 @@ impl SchedConfig {
                 nest_policy::MAX_CPUS
             );
         }
-        let topo = Topology::new().context("cannot read the CPU topology from sysfs")?;
+        let topo = read_topology()?;
         let bss = skel
             .maps
             .bss_data
@@ -235,6 +235,11 @@ impl SchedConfig {
         }
         for (cpu, sibling) in topo.sibling_cpus().into_iter().enumerate().take(nr_cpus) {
             cfg.cpu_sibling[cpu] = sibling;
+        }
+        // CPUs offline now (the topology lists online CPUs only); later
+        // changes arrive through ops.cpu_online/cpu_offline.
+        for cpu in (0..nr_cpus).filter(|cpu| !topo.all_cpus.contains_key(cpu)) {
+            bss.nest_state.cpus[cpu].offline = 1;
         }
         let rodata = skel
             .maps
@@ -260,6 +265,23 @@ impl SchedConfig {
             ops.timeout_ms = ms;
         }
         Ok(())
+    }
+}
+
+/// The CPU topology from sysfs. A CPU going offline or online meanwhile
+/// makes its files vanish or appear mid-read, so a failed read is retried
+/// for a while (this is also how a restart after hotplug starts).
+fn read_topology() -> Result<Topology> {
+    let mut attempts = 0;
+    loop {
+        match Topology::new() {
+            Ok(topo) => return Ok(topo),
+            Err(_) if attempts < 50 => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(err) => return Err(err).context("cannot read the CPU topology from sysfs"),
+        }
     }
 }
 

@@ -237,13 +237,19 @@ fn run(opts: Opts) -> Result<()> {
         false => None,
     };
     let mut open_object = MaybeUninit::uninit();
-    let mut sched = Scheduler::init(&cfg, &mut open_object)?;
-    info!("scx_nest attached ({})", cfg.describe());
-    let exit = sched.run(&shutdown);
-    info!("scx_nest detached");
-    if run_time_stats.is_some() {
-        progstats::print(&progstats::read(sched.skel.object()));
+    loop {
+        let mut sched = Scheduler::init(&cfg, &mut open_object)?;
+        info!("scx_nest attached ({})", cfg.describe());
+        let exit = sched.run(&shutdown);
+        info!("scx_nest detached");
+        if run_time_stats.is_some() {
+            progstats::print(&progstats::read(sched.skel.object()));
+        }
+        if !exit?.should_restart() || shutdown.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        // The kernel asks for a restart when the CPUs changed while the
+        // scheduler was being loaded (its hotplug sequence number moved).
+        info!("the kernel asked for a restart (CPU hotplug): restarting");
     }
-    exit?;
-    Ok(())
 }

@@ -125,6 +125,70 @@ pub fn lifecycle_problems(report: &Report, min_samples: usize) -> Vec<String> {
     problems
 }
 
+/// Everything wrong with a robustness run (tests/vm/robustness.sh): the
+/// lifecycle verdict, plus: every load exited 0; at least `min_transitions`
+/// CPUs went offline and as many came back, without a failed write; and
+/// the kernel never ejected (or asked to
+/// restart) the scheduler once the loads started. Restarts while it was
+/// being loaded are allowed: that is what the kernel asks for when CPUs
+/// change during loading.
+pub fn robustness_problems(
+    report: &Report,
+    min_samples: usize,
+    min_transitions: u64,
+) -> Vec<String> {
+    let mut problems = lifecycle_problems(report, min_samples);
+    let mut expect = |what: &str, ok: bool, got: String| {
+        if !ok {
+            problems.push(format!("{what} (got {got})"));
+        }
+    };
+    let fact = |key: &str| report.get(key).unwrap_or("nothing").to_string();
+    let number = |key: &str| report.get(key).and_then(|v| v.parse::<u64>().ok());
+
+    let statuses: Vec<&str> = report.all("load_status").collect();
+    expect(
+        "every load exits with status 0",
+        !statuses.is_empty() && statuses.iter().all(|s| s.ends_with(":0")),
+        statuses.join(","),
+    );
+    let offline = number("hotplug_offline").unwrap_or(0);
+    expect(
+        "enough CPUs taken offline",
+        offline >= min_transitions,
+        fact("hotplug_offline"),
+    );
+    expect(
+        "every offline CPU brought back online",
+        number("hotplug_online") == Some(offline),
+        fact("hotplug_online"),
+    );
+    expect(
+        "no failed hotplug write",
+        report.get("hotplug_errors") == Some("0"),
+        fact("hotplug_errors"),
+    );
+    expect(
+        "the loads started with scx_nest attached once, not restarting",
+        report.get("enables_before_load").is_some()
+            && report.get("enables_before_load") == report.get("enables_after_load")
+            && report.get("restarts_before_load") == report.get("restarts_total"),
+        format!(
+            "enables {} -> {}, restarts {} -> {}",
+            fact("enables_before_load"),
+            fact("enables_after_load"),
+            fact("restarts_before_load"),
+            fact("restarts_total")
+        ),
+    );
+    expect(
+        "sched_ext enabled when the loads ended",
+        report.get("state_after_load") == Some("enabled"),
+        fact("state_after_load"),
+    );
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +243,51 @@ scx_nest: EXIT: unregistered from user space
     fn missing_facts_fail() {
         let problems = lifecycle_problems(&Report::parse(""), 1);
         assert!(problems.len() >= 6, "{problems:?}");
+    }
+
+    const ROBUST_EXTRA: &str = "\
+load_status=mixed:0
+load_status=fifo:0
+hotplug_offline=40
+hotplug_online=40
+hotplug_errors=0
+restarts_before_load=1
+enables_before_load=2
+state_after_load=enabled
+restarts_total=1
+enables_after_load=2
+";
+
+    fn robust(extra: &str) -> Report {
+        Report::parse(&GOOD.replacen("ops=", &format!("{extra}ops="), 1))
+    }
+
+    #[test]
+    fn a_clean_robustness_run_passes() {
+        let report = robust(ROBUST_EXTRA);
+        assert_eq!(robustness_problems(&report, 2, 10), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_failed_load_or_missing_hotplug_fails() {
+        let bad = ROBUST_EXTRA
+            .replace("fifo:0", "fifo:1")
+            .replace("hotplug_online=40", "hotplug_online=39");
+        let problems = robustness_problems(&robust(&bad), 2, 10);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        let problems = robustness_problems(&robust(ROBUST_EXTRA), 2, 41);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("offline"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_restart_during_the_load_fails() {
+        let restarted = ROBUST_EXTRA
+            .replace("restarts_total=1", "restarts_total=2")
+            .replace("enables_after_load=2", "enables_after_load=3");
+        let problems = robustness_problems(&robust(&restarted), 2, 10);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("not restarting"), "{problems:?}");
     }
 
     #[test]

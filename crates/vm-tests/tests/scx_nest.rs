@@ -1,6 +1,6 @@
 //! scx_nest in a real sched_ext kernel under QEMU. Ignored by default (each
 //! boots a guest); scripts/test.sh runs them with `--ignored`. They need
-//! `cargo build -p scx_nest -p nest-load` first and fail, not skip, when a
+//! `cargo build -p scx_nest -p nest-load -p nest` first and fail, not skip, when a
 //! binary, the guest kernel or QEMU is missing.
 
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use nest_vm::{VmOutcome, VmSpec, run, shell_quote};
-use vm_tests::{Report, kernel_problems, lifecycle_problems};
+use vm_tests::{Report, kernel_problems, lifecycle_problems, robustness_problems};
 
 /// One guest at a time: TCG is CPU-bound and the host has few cores.
 static ONE_GUEST: Mutex<()> = Mutex::new(());
@@ -25,10 +25,10 @@ fn bin_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"))
         .join("debug");
-    for bin in ["scx_nest", "nest-load"] {
+    for bin in ["scx_nest", "nest-load", "nest"] {
         assert!(
             dir.join(bin).exists(),
-            "{} is missing: run `cargo build -p scx_nest -p nest-load` first",
+            "{} is missing: run `cargo build -p scx_nest -p nest-load -p nest` first",
             dir.join(bin).display()
         );
     }
@@ -49,8 +49,21 @@ fn two_sockets() -> VmSpec {
     }
 }
 
-/// Run a script of tests/vm/ in the guest with `args`.
+/// Two sockets of two cores of two threads, one NUMA node each (8 vCPUs).
+fn two_sockets_smt() -> VmSpec {
+    VmSpec {
+        threads_per_core: 2,
+        ..two_sockets()
+    }
+}
+
+/// Run a script of tests/vm/ in the two-socket guest with `args`.
 fn guest(script: &str, args: &[&str]) -> (VmOutcome, Report) {
+    guest_on(&two_sockets(), script, args)
+}
+
+/// Run a script of tests/vm/ in a guest shaped by `spec` with `args`.
+fn guest_on(spec: &VmSpec, script: &str, args: &[&str]) -> (VmOutcome, Report) {
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     let mut command = format!(
         "NEST_BIN={} tests/vm/{script}",
@@ -60,8 +73,7 @@ fn guest(script: &str, args: &[&str]) -> (VmOutcome, Report) {
         command.push(' ');
         command.push_str(&shell_quote(arg));
     }
-    let outcome =
-        run(&two_sockets(), &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
+    let outcome = run(spec, &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
     eprintln!(
         "guest {script}: boot {:.1?}, total {:.1?}, status {:?}",
         outcome.boot_time.unwrap_or_default(),
@@ -94,6 +106,51 @@ fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
     show_output(&report);
     let mut problems = lifecycle_problems(&report, load_seconds - 2);
     problems.extend(kernel_problems(&outcome.console_log));
+    assert!(
+        problems.is_empty(),
+        "problems: {problems:#?}\n{}",
+        outcome.stdout
+    );
+}
+
+/// CPU hotplug under a hostile mix (nice 19 and -20, SCHED_FIFO and
+/// SCHED_RR tasks, fork storms, affinity hopping) must never eject
+/// scx_nest: CPUs go offline and online from before it attaches until the
+/// loads end.
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn scx_nest_survives_cpu_hotplug_under_a_hostile_load() {
+    let load_seconds = 12;
+    let (outcome, report) = guest_on(
+        &two_sockets_smt(),
+        "robustness.sh",
+        &[&load_seconds.to_string(), "--stats", "4"],
+    );
+    show_output(&report);
+    for key in [
+        "hotplug_offline",
+        "hotplug_online",
+        "restarts_before_load",
+        "hotplug_seq",
+    ] {
+        eprintln!("{key}: {}", report.get(key).unwrap_or("missing"));
+    }
+    // Sampling is slow under this load (each `cat` execs over 9p): one
+    // sample in three seconds is enough; the enable and restart counts
+    // catch any ejection anyway.
+    let mut problems = robustness_problems(&report, load_seconds / 3, 10);
+    problems.extend(kernel_problems(&outcome.console_log));
+    if report.get("cpus_online") != Some("0-7") {
+        problems.push(format!(
+            "CPUs online at the end: {:?}",
+            report.get("cpus_online")
+        ));
+    }
+    for (key, policy) in [("fifo_policy", "SCHED_FIFO"), ("rr_policy", "SCHED_RR")] {
+        if !report.get(key).is_some_and(|p| p.contains(policy)) {
+            problems.push(format!("{key}: {:?}, expected {policy}", report.get(key)));
+        }
+    }
     assert!(
         problems.is_empty(),
         "problems: {problems:#?}\n{}",
@@ -170,6 +227,56 @@ fn scx_nest_refuses_non_root_a_second_scheduler_and_bad_options() {
     );
 
     assert_eq!(fact("first_exit"), "0");
+    assert_eq!(fact("state_after_exit"), "disabled");
+    assert_eq!(kernel_problems(&report.dmesg), Vec::<String>::new());
+}
+
+/// `nest run` opts one command and its children into scx_nest's partial
+/// mode, leaves other tasks alone, and refuses clearly without scx_nest.
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn nest_run_opts_one_command_into_partial_scx_nest() {
+    let (_outcome, report) = guest("optin.sh", &[]);
+    show_output(&report);
+    let fact = |key: &str| report.get(key).unwrap_or_default().to_string();
+    eprintln!("/sys/kernel/sched_ext: {}", fact("sysfs_files"));
+
+    assert_eq!(fact("unattached_exit"), "1");
+    assert!(
+        fact("unattached_message").contains("no sched_ext scheduler is attached"),
+        "{}",
+        fact("unattached_message")
+    );
+
+    assert_eq!(fact("partial_state"), "enabled");
+    assert_eq!(fact("partial_switch_all"), "0");
+    assert_eq!(
+        fact("optin_is_runner"),
+        "yes",
+        "nest run must exec the command"
+    );
+    for key in ["optin", "child"] {
+        assert_eq!(fact(&format!("{key}_policy")), "7", "{key}: not SCHED_EXT");
+        assert_eq!(fact(&format!("{key}_ext")), "1", "{key}: not on sched_ext");
+    }
+    assert_eq!(fact("plain_policy"), "0", "a normal task was opted in");
+    assert_eq!(fact("plain_ext"), "0", "a normal task is on sched_ext");
+    assert_eq!(fact("missing_exit"), "127");
+    assert!(
+        fact("missing_message").contains("cannot run /nonexistent/command"),
+        "{}",
+        fact("missing_message")
+    );
+    assert_eq!(fact("partial_sched_exit"), "0");
+
+    assert_eq!(fact("full_switch_all"), "1");
+    assert_eq!(fact("full_exit"), "0", "full mode: the command still runs");
+    assert!(
+        fact("full_message").contains("full mode"),
+        "{}",
+        fact("full_message")
+    );
+    assert_eq!(fact("full_sched_exit"), "0");
     assert_eq!(fact("state_after_exit"), "disabled");
     assert_eq!(kernel_problems(&report.dmesg), Vec::<String>::new());
 }

@@ -15,7 +15,9 @@
  * The policy learns what happens on the CPUs through three callbacks:
  * ops.running() (the task's recent CPUs; the CPU is busy), ops.update_idle()
  * (the CPU went idle: compaction age, immediate demotion after an exit,
- * warm spinning) and ops.stopping() of an exiting task.
+ * warm spinning) and ops.stopping() of an exiting task; and about CPU
+ * hotplug through ops.cpu_online()/ops.cpu_offline() (an offline CPU leaves
+ * both nests, which also ends its warm spin).
  *
  * Warm spinning: sched_ext has no hook in the idle loop, so an idle primary
  * CPU keeps warm by kicking itself: each kick sends it back through the
@@ -243,6 +245,20 @@ void BPF_STRUCT_OPS(nest_update_idle, s32 cpu, bool idle)
 		keep_spinning(cpu);
 }
 
+/*
+ * CPU hotplug. Without these two callbacks the kernel ejects the scheduler
+ * (asking user space to restart it) whenever a CPU goes offline or online.
+ */
+void BPF_STRUCT_OPS(nest_cpu_online_op, s32 cpu)
+{
+	nest_cpu_online(&nest_state, cpu);
+}
+
+void BPF_STRUCT_OPS(nest_cpu_offline_op, s32 cpu)
+{
+	nest_cpu_offline(&nest_state, cpu);
+}
+
 s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 		   struct scx_init_task_args *args)
 {
@@ -278,6 +294,8 @@ SCX_OPS_DEFINE(nest_ops,
 	       .running = (void *)nest_running,
 	       .stopping = (void *)nest_stopping,
 	       .update_idle = (void *)nest_update_idle,
+	       .cpu_online = (void *)nest_cpu_online_op,
+	       .cpu_offline = (void *)nest_cpu_offline_op,
 	       .init_task = (void *)nest_init_task,
 	       .init = (void *)nest_init,
 	       .exit = (void *)nest_exit,
