@@ -298,6 +298,19 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	return -1;
 }
 
+/*
+ * Claim an idle CPU of the nests (steps 1 to 3) for a task that is queued
+ * without a placement, e.g. after preemption. Returns -1 if none; the task's
+ * impatience is left alone.
+ */
+static s32 nest_claim_nest_cpu(const struct nest_ctx *ctx, struct nest_task *t,
+			       s32 prev_cpu)
+{
+	u32 how;
+
+	return search_nests(ctx, t, prev_cpu, false, &how);
+}
+
 /* Step 4: the default placement, then every socket. */
 static s32 search_fallback(const struct nest_ctx *ctx, s32 prev_cpu, u32 *how)
 {

@@ -106,6 +106,14 @@ unsafe extern "C" {
         prev_cpu: i32,
         out: *mut NestChoice,
     );
+    pub fn nest_native_claim_nest_cpu(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        t: *mut NestTask,
+        prev_cpu: i32,
+    ) -> i32;
     pub fn nest_native_task_init(t: *mut NestTask);
     pub fn nest_native_task_running(
         st: *mut NestState,

@@ -307,6 +307,31 @@ impl NestPolicy {
         }
     }
 
+    /// Claim an idle CPU of the nests (attached, primary, reserve; no
+    /// fallback) for a task queued without a placement, e.g. after
+    /// preemption.
+    pub fn claim_nest_cpu(
+        &self,
+        plat: &mut dyn Platform,
+        task: &mut TaskState,
+        prev_cpu: u32,
+    ) -> Option<u32> {
+        let now = plat.now_ns();
+        let mut env = self.env(Some(plat));
+        // SAFETY: valid pointers; see select_cpu.
+        let cpu = unsafe {
+            ffi::nest_native_claim_nest_cpu(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                now,
+                &mut task.0,
+                prev_cpu as i32,
+            )
+        };
+        u32::try_from(cpu).ok()
+    }
+
     /// The task started running on `cpu` at `now_ns` (this ends a warm
     /// spin there).
     pub fn task_running(&self, task: &mut TaskState, cpu: u32, now_ns: u64) {

@@ -596,3 +596,20 @@ fn a_spinning_cpu_taken_offline_stops_spinning_and_comes_back_cold() {
     assert!(!p.spinning(2));
     assert!(p.primary().is_empty());
 }
+
+#[test]
+fn a_queued_task_gets_an_idle_nest_cpu_but_never_the_fallback() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    let mut t = TaskState::new();
+    // Empty nests: nothing to claim, although every CPU is idle.
+    assert_eq!(p.claim_nest_cpu(&mut Plat::new(&m, 0), &mut t, 3), None);
+    grow_primary(&p, &m, &[6], 0);
+    assert_eq!(p.claim_nest_cpu(&mut Plat::new(&m, 0), &mut t, 3), Some(6));
+    assert!(!m.idle[6].load(Ordering::SeqCst), "the CPU was claimed");
+    assert_eq!(
+        p.stat(Stat::Fallback),
+        1,
+        "only grow_primary used the fallback"
+    );
+}

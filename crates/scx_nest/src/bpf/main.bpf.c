@@ -136,19 +136,31 @@ s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 	return choice.cpu;
 }
 
-/* Wake an idle CPU that may run @p, now queued on the shared queue. */
-static void kick_idle_cpu(struct task_struct *p)
+/*
+ * An idle CPU for @p, which is being queued without a placement (preempted,
+ * or woken without ops.select_cpu()): one of the nests first, then any.
+ * The CPU returned has been claimed, so @p must be inserted there: a
+ * claimed CPU that goes back to idle without work stays marked busy (the
+ * kernel only updates idle state on real transitions) and would be skipped
+ * by every later placement.
+ */
+static s32 claim_cpu_for_queued(struct task_struct *p, struct task_ctx *t)
 {
-	s32 cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+	s32 cpu = -1;
 
-	if (cpu >= 0) {
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-		count_event(NEST_EV_KICKED, 1);
-	}
+	if (t && policy_kind == POLICY_NEST)
+		cpu = nest_claim_nest_cpu(&pctx, &t->nest, scx_bpf_task_cpu(p));
+	if (cpu < 0)
+		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	return cpu;
 }
 
 void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 {
+	s32 cpu;
+
 	if (is_stall_target(p)) {
 		scx_bpf_dsq_insert(p, STALL_DSQ, slice_ns, enq_flags);
 		count_event(NEST_EV_STALLED, 1);
@@ -159,15 +171,23 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 		count_event(NEST_EV_LOCAL, 1);
 		return;
 	}
-	scx_bpf_dsq_insert(p, NEST_DSQ, slice_ns, enq_flags);
-	count_event(NEST_EV_QUEUED, 1);
 	/*
 	 * A task placed by ops.select_cpu() found nothing idle a moment ago;
-	 * any other (a preempted task, a wakeup that skipped select_cpu) may
-	 * have idle CPUs around that will not look at the queue by themselves.
+	 * any other may have idle CPUs around that would not look at the
+	 * shared queue by themselves.
 	 */
-	if (!__COMPAT_is_enq_cpu_selected(enq_flags))
-		kick_idle_cpu(p);
+	if (!__COMPAT_is_enq_cpu_selected(enq_flags)) {
+		cpu = claim_cpu_for_queued(p, lookup_task(p));
+		if (cpu >= 0) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns,
+					   enq_flags);
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+			count_event(NEST_EV_KICKED, 1);
+			return;
+		}
+	}
+	scx_bpf_dsq_insert(p, NEST_DSQ, slice_ns, enq_flags);
+	count_event(NEST_EV_QUEUED, 1);
 }
 
 /*
