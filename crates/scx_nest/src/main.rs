@@ -91,6 +91,7 @@ impl<'a> Scheduler<'a> {
             impatient: policy[bpf_intf::nest_stat_NEST_STAT_IMPATIENT as usize],
             queued: events[bpf_intf::scx_nest_event_NEST_EV_QUEUED as usize],
             local: events[bpf_intf::scx_nest_event_NEST_EV_LOCAL as usize],
+            direct: events[bpf_intf::scx_nest_event_NEST_EV_DIRECT as usize],
             kicked: events[bpf_intf::scx_nest_event_NEST_EV_KICKED as usize],
             stalled: events[bpf_intf::scx_nest_event_NEST_EV_STALLED as usize],
             spin_started: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_STARTED as usize],

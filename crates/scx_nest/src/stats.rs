@@ -53,7 +53,9 @@ pub struct Metrics {
     pub queued: u64,
     #[stat(desc = "Single-CPU tasks inserted into their CPU's queue")]
     pub local: u64,
-    #[stat(desc = "Idle CPUs woken for queued tasks")]
+    #[stat(desc = "Tasks queued without a placement sent straight to an idle CPU")]
+    pub direct: u64,
+    #[stat(desc = "Idle CPUs woken to look at the shared queue")]
     pub kicked: u64,
     #[stat(desc = "Tasks held back by --debug-stall-comm")]
     pub stalled: u64,
@@ -119,6 +121,7 @@ impl Metrics {
             impatient,
             queued,
             local,
+            direct,
             kicked,
             stalled,
             spin_started,

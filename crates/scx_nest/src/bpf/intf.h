@@ -37,7 +37,9 @@ enum scx_nest_event {
 	NEST_EV_QUEUED,
 	/* Tasks inserted straight into their CPU's local queue from enqueue. */
 	NEST_EV_LOCAL,
-	/* Idle CPUs woken to take a queued task. */
+	/* Tasks queued without a placement sent straight to an idle CPU. */
+	NEST_EV_DIRECT,
+	/* Idle CPUs woken to look at the shared queue. */
 	NEST_EV_KICKED,
 	/* Tasks held back by the stall test (--debug-stall-comm). */
 	NEST_EV_STALLED,

@@ -157,6 +157,25 @@ static s32 claim_cpu_for_queued(struct task_struct *p, struct task_ctx *t)
 	return cpu;
 }
 
+/*
+ * Wake an idle CPU that may run @p, which waits on the shared queue, without
+ * claiming it: the CPU takes the first task of the queue it may run (or
+ * nothing, and stays idle with its idle state intact). A wakeup whose
+ * placement found no idle CPU can race with a CPU going idle; without this
+ * the task would wait for the next CPU that happens to look at the queue.
+ */
+static void kick_idle_for_queue(struct task_struct *p)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	u32 cpu = bpf_cpumask_any_and_distribute(idle, p->cpus_ptr);
+
+	scx_bpf_put_idle_cpumask(idle);
+	if (cpu < nest_cfg.nr_cpus) {
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		count_event(NEST_EV_KICKED, 1);
+	}
+}
+
 void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	s32 cpu;
@@ -182,12 +201,13 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns,
 					   enq_flags);
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-			count_event(NEST_EV_KICKED, 1);
+			count_event(NEST_EV_DIRECT, 1);
 			return;
 		}
 	}
 	scx_bpf_dsq_insert(p, NEST_DSQ, slice_ns, enq_flags);
 	count_event(NEST_EV_QUEUED, 1);
+	kick_idle_for_queue(p);
 }
 
 /*
