@@ -15,6 +15,8 @@
 #   NEST_TRACE_BUFFER_KB (per-CPU trace buffer, default 8192),
 #   NEST_SCX_ARGS (extra scx_nest options, e.g. --disable warm-spin).
 set -u
+# shellcheck source=tests/vm/lib.sh
+. "$(dirname "$0")/lib.sh"
 out=${1:?usage: compare.sh OUTDIR [COMMAND ARGS...]}
 shift
 bin=${NEST_BIN:-target/debug}
@@ -22,10 +24,8 @@ if [ $# -eq 0 ]; then
 	set -- "$bin/nest-load" churn --count 100 --work-us 300
 fi
 buffer_kb=${NEST_TRACE_BUFFER_KB:-8192}
-sysfs=/sys/kernel/sched_ext
 log=/tmp/scx_nest.log
 
-fact() { printf '%s=%s\n' "$1" "$2"; }
 state() { cat $sysfs/state 2>/dev/null || echo none; }
 # Times sched_ext was enabled since boot: unchanged across the recording
 # and enabled at both ends means enabled during the whole recording.
@@ -59,29 +59,13 @@ record default "$@"
 # shellcheck disable=SC2086 # word splitting of the options wanted
 "$bin/scx_nest" ${NEST_SCX_ARGS:-} >"$log" 2>&1 &
 sched=$!
-# Loading BPF under software emulation takes a few seconds.
-for _ in $(seq 1 300); do
-	[ "$(state)" = enabled ] && break
-	kill -0 $sched 2>/dev/null || break
-	sleep 0.1
-done
+wait_enabled $sched
 fact state_after_attach "$(state)"
 fact ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 
 record nest "$@"
 
-kill -INT $sched 2>/dev/null
-for _ in $(seq 1 100); do
-	kill -0 $sched 2>/dev/null || break
-	sleep 0.1
-done
-if kill -0 $sched 2>/dev/null; then
-	fact sched_exit still-running
-	kill -KILL $sched
-else
-	wait $sched
-	fact sched_exit $?
-fi
+stop_scheduler $sched
 fact state_after_exit "$(state)"
 sed 's/^/scx_nest: /' "$log"
 ls -l "$out"

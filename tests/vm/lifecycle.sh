@@ -6,23 +6,18 @@
 #
 # Usage: lifecycle.sh SECONDS SCX_NEST_ARGS...
 set -u
+# shellcheck source=tests/vm/lib.sh
+. "$(dirname "$0")/lib.sh"
 seconds=$1
 shift
 bin=${NEST_BIN:-target/debug}
-sysfs=/sys/kernel/sched_ext
 log=/tmp/scx_nest.log
 
-fact() { printf '%s=%s\n' "$1" "$2"; }
 
 "$bin/scx_nest" "$@" >"$log" 2>&1 &
 sched=$!
 
-# Loading BPF under software emulation takes a few seconds.
-for _ in $(seq 1 300); do
-	[ "$(cat $sysfs/state)" = enabled ] && break
-	kill -0 $sched 2>/dev/null || break
-	sleep 0.1
-done
+wait_enabled $sched
 fact state_after_attach "$(cat $sysfs/state)"
 fact ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 
@@ -36,18 +31,7 @@ wait $load
 fact load_exit $?
 sed 's/^/load: /' /tmp/load.out
 
-kill -INT $sched 2>/dev/null
-for _ in $(seq 1 100); do
-	kill -0 $sched 2>/dev/null || break
-	sleep 0.1
-done
-if kill -0 $sched 2>/dev/null; then
-	fact sched_exit still-running
-	kill -KILL $sched
-else
-	wait $sched
-	fact sched_exit $?
-fi
+stop_scheduler $sched
 fact state_after_exit "$(cat $sysfs/state)"
 sed 's/^/scx_nest: /' "$log"
 echo "--- dmesg"

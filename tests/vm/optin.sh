@@ -8,29 +8,15 @@
 #     command's status;
 #   - with `scx_nest` in full mode: `nest run`'s status and note.
 set -u
+# shellcheck source=tests/vm/lib.sh
+. "$(dirname "$0")/lib.sh"
 bin=${NEST_BIN:-target/debug}
-sysfs=/sys/kernel/sched_ext
-
-fact() { printf '%s=%s\n' "$1" "$2"; }
 policy_of() { awk '{ print $41 }' "/proc/$1/stat"; }
 ext_of() { awk '$1 == "ext.enabled" { print $3 }' "/proc/$1/sched"; }
-# Run a command and report its exit status and last line of output.
-attempt() {
-	local name=$1 out status
-	shift
-	out=$("$@" 2>&1)
-	status=$?
-	fact "${name}_exit" "$status"
-	fact "${name}_message" "$(printf '%s\n' "$out" | tail -n 1)"
-}
 start_scx_nest() {
 	"$bin/scx_nest" "$@" >>/tmp/scx_nest.log 2>&1 &
 	sched=$!
-	for _ in $(seq 1 300); do
-		[ "$(cat $sysfs/state)" = enabled ] && break
-		kill -0 $sched 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_enabled $sched
 }
 stop_scx_nest() {
 	kill -INT $sched

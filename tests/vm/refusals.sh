@@ -3,29 +3,16 @@
 # without touching the running scheduler, a non-root user, a second
 # scheduler, and a bad option. Prints key=value facts for the host to judge.
 set -u
+# shellcheck source=tests/vm/lib.sh
+. "$(dirname "$0")/lib.sh"
 bin=${NEST_BIN:-target/debug}
-sysfs=/sys/kernel/sched_ext
-
-fact() { printf '%s=%s\n' "$1" "$2"; }
-# Run a command and report its exit status and last line of output.
-attempt() {
-	local name=$1 out status
-	shift
-	out=$("$@" 2>&1)
-	status=$?
-	fact "${name}_exit" "$status"
-	fact "${name}_message" "$(printf '%s\n' "$out" | tail -n 1)"
-}
 
 attempt nonroot setpriv --reuid=65534 --regid=65534 --clear-groups "$bin/scx_nest"
 fact state_after_nonroot "$(cat $sysfs/state)"
 
 "$bin/scx_nest" >/tmp/first.log 2>&1 &
 first=$!
-for _ in $(seq 1 300); do
-	[ "$(cat $sysfs/state)" = enabled ] && break
-	sleep 0.1
-done
+wait_enabled $first
 fact state_with_first "$(cat $sysfs/state)"
 
 attempt second "$bin/scx_nest"

@@ -9,14 +9,14 @@
 #
 # Usage: robustness.sh SECONDS SCX_NEST_ARGS...
 set -u
+# shellcheck source=tests/vm/lib.sh
+. "$(dirname "$0")/lib.sh"
 seconds=$1
 shift
 bin=${NEST_BIN:-target/debug}
-sysfs=/sys/kernel/sched_ext
 cpus=/sys/devices/system/cpu
 log=/tmp/scx_nest.log
 
-fact() { printf '%s=%s\n' "$1" "$2"; }
 enables() { dmesg | grep -c 'BPF scheduler "nest[^"]*" enabled'; }
 
 # Take each group of CPUs offline, then back online, until told to stop.
@@ -114,18 +114,7 @@ sed 's/^/hotplug: /' /tmp/hotplug.err
 fact cpus_online "$(cat $cpus/online)"
 fact hotplug_seq "$(cat $sysfs/hotplug_seq)"
 
-kill -INT $sched 2>/dev/null
-for _ in $(seq 1 100); do
-	kill -0 $sched 2>/dev/null || break
-	sleep 0.1
-done
-if kill -0 $sched 2>/dev/null; then
-	fact sched_exit still-running
-	kill -KILL $sched
-else
-	wait $sched
-	fact sched_exit $?
-fi
+stop_scheduler $sched
 fact state_after_exit "$(cat $sysfs/state)"
 sed 's/^/scx_nest: /' "$log"
 echo "--- dmesg"

@@ -5,9 +5,39 @@
 //! verdicts live here, on the host, where they are unit-tested against
 //! good and bad reports.
 
+use std::path::PathBuf;
+
 use nest_vm::scan_console;
 
 pub mod trace;
+
+/// The repository's root (guest scripts are run from there).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository root exists")
+}
+
+/// The debug binaries the guest scripts run.
+const GUEST_BINARIES: [&str; 3] = ["nest", "scx_nest", "nest-load"];
+
+/// The directory of the debug binaries the guest runs, after checking
+/// that they were built.
+pub fn bin_dir() -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+        .join("debug");
+    for bin in GUEST_BINARIES {
+        assert!(
+            dir.join(bin).exists(),
+            "{} is missing: run `cargo build -p nest -p scx_nest -p nest-load` first",
+            dir.join(bin).display()
+        );
+    }
+    dir
+}
 
 /// What a guest script reported.
 #[derive(Debug, Default)]

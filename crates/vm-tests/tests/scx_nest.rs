@@ -3,37 +3,16 @@
 //! `cargo build -p scx_nest -p nest-load -p nest` first and fail, not skip, when a
 //! binary, the guest kernel or QEMU is missing.
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use nest_vm::{VmOutcome, VmSpec, run, shell_quote};
-use vm_tests::{Report, kernel_problems, lifecycle_problems, robustness_problems};
+use vm_tests::{
+    Report, bin_dir, kernel_problems, lifecycle_problems, repo_root, robustness_problems,
+};
 
 /// One guest at a time: TCG is CPU-bound and the host has few cores.
 static ONE_GUEST: Mutex<()> = Mutex::new(());
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
-fn bin_dir() -> PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"))
-        .join("debug");
-    for bin in ["scx_nest", "nest-load", "nest"] {
-        assert!(
-            dir.join(bin).exists(),
-            "{} is missing: run `cargo build -p scx_nest -p nest-load -p nest` first",
-            dir.join(bin).display()
-        );
-    }
-    dir
-}
 
 /// Two sockets of two cores, one NUMA node each: small enough to boot
 /// quickly, big enough for the policy's socket ordering to matter.

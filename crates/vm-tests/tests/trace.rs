@@ -15,34 +15,12 @@ use std::time::{Duration, Instant};
 use nest_trace::format::load;
 use nest_vm::{VmSpec, run, shell_quote};
 use vm_tests::trace::{Expect, Figures, compare_problems, side_by_side, trace_problems};
-use vm_tests::{Report, kernel_problems};
+use vm_tests::{Report, bin_dir, kernel_problems, repo_root};
 
 /// Interval of the placement figures: long enough that a fork/wait chain
 /// kept on one core shows as few CPUs, short enough for several intervals.
 const INTERVAL_NS: u64 = 100_000_000;
 const CHILDREN: usize = 100;
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
-fn bin_dir() -> PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"))
-        .join("debug");
-    for bin in ["nest", "scx_nest", "nest-load"] {
-        assert!(
-            dir.join(bin).exists(),
-            "{} is missing: run `cargo build -p nest -p scx_nest -p nest-load` first",
-            dir.join(bin).display()
-        );
-    }
-    dir
-}
 
 fn load_trace(path: &Path) -> nest_trace::Trace {
     load(path).unwrap_or_else(|e| panic!("cannot read {}: {e:#}", path.display()))

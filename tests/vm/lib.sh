@@ -1,0 +1,48 @@
+# shellcheck shell=bash
+# Shared helpers of the guest scripts in tests/vm/ (sourced, not run).
+# The scripts only report facts; crates/vm-tests judges them.
+
+sysfs=/sys/kernel/sched_ext
+
+# Print one fact for the host: KEY=VALUE.
+fact() { printf '%s=%s\n' "$1" "$2"; }
+
+# Run a command; report its exit status and the last line of its output
+# as NAME_exit and NAME_message.
+attempt() {
+	local name=$1 out status
+	shift
+	out=$("$@" 2>&1)
+	status=$?
+	fact "${name}_exit" "$status"
+	fact "${name}_message" "$(printf '%s\n' "$out" | tail -n 1)"
+}
+
+# Wait (up to 30 s: loading BPF under emulation takes seconds) until
+# sched_ext is enabled or the scheduler process PID has died.
+wait_enabled() {
+	local pid=$1
+	for _ in $(seq 1 300); do
+		[ "$(cat $sysfs/state)" = enabled ] && return
+		kill -0 "$pid" 2>/dev/null || return
+		sleep 0.1
+	done
+}
+
+# Stop the scheduler process PID with SIGINT, waiting up to 10 s, and
+# report its exit status as sched_exit (still-running if it did not stop).
+stop_scheduler() {
+	local pid=$1
+	kill -INT "$pid" 2>/dev/null
+	for _ in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		fact sched_exit still-running
+		kill -KILL "$pid"
+	else
+		wait "$pid"
+		fact sched_exit $?
+	fi
+}
