@@ -260,6 +260,29 @@ impl Builder {
         }
     }
 
+    /// The task starts running on `cpu` at `since` (seen at `now`): a
+    /// blocked period before it becomes a wait for children or a sleep.
+    fn switch_in(&mut self, cpu: Cpu, since: u64, now: u64, waits: &mut usize, sleeps: &mut usize) {
+        if let State::Blocked { since: from, woken } = self.state {
+            let end = woken.unwrap_or(now);
+            let child_exited = self
+                .children
+                .iter()
+                .any(|c| c.1.is_some_and(|x| from <= x && x <= end));
+            let child_alive = self.children.iter().any(|c| c.1.is_none_or(|x| x > end));
+            if child_exited && !child_alive {
+                self.push(ReplayOp::WaitChildren);
+                *waits += 1;
+            } else {
+                self.push(ReplayOp::Sleep(end.saturating_sub(from)));
+                *sleeps += 1;
+            }
+        }
+        if self.state != State::Dead {
+            self.state = State::Running { cpu, since };
+        }
+    }
+
     /// Emits the pending work as one run.
     fn flush_work(&mut self) {
         let ns = self.work.round() as u64;
@@ -341,6 +364,17 @@ fn pids(e: &nest_trace::Event) -> [Option<Pid>; 2] {
     }
 }
 
+/// The task event `e` shows running on the event's CPU, if any.
+fn running_pid(e: &nest_trace::Event) -> Option<Pid> {
+    match &e.kind {
+        EventKind::Switch { prev, .. } => Some(*prev),
+        EventKind::NewTask { parent, .. } => Some(*parent),
+        EventKind::Exec { pid, .. } | EventKind::Exit { pid } => Some(*pid),
+        _ => None,
+    }
+    .filter(|&p| p != 0)
+}
+
 /// Whether event `e` is about task `pid`.
 fn mentions(e: &nest_trace::Event, pid: Pid) -> bool {
     pids(e).contains(&Some(pid))
@@ -384,6 +418,19 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
             let comm = comms.get(&root).cloned().unwrap_or_default();
             tasks.insert(root, Builder::new(root, comm, None));
             order.push(root);
+        }
+        // Tasks seen running although their switch-in was not recorded (it
+        // happens in real traces): running since their wakeup, or now.
+        if let Some(pid) = running_pid(e)
+            && let Some(t) = tasks.get_mut(&pid)
+        {
+            let since = match t.state {
+                State::Blocked { woken: Some(w), .. } => w,
+                _ => ts,
+            };
+            if matches!(t.state, State::Runnable | State::Blocked { .. }) {
+                t.switch_in(e.cpu, since, ts, &mut waits, &mut sleeps);
+            }
         }
         match &e.kind {
             EventKind::NewTask {
@@ -469,27 +516,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                     };
                 }
                 if let Some(t) = tasks.get_mut(next) {
-                    if let State::Blocked { since, woken } = t.state {
-                        let end = woken.unwrap_or(ts);
-                        let child_exited = t
-                            .children
-                            .iter()
-                            .any(|c| c.1.is_some_and(|x| since <= x && x <= end));
-                        let child_alive = t.children.iter().any(|c| c.1.is_none_or(|x| x > end));
-                        if child_exited && !child_alive {
-                            t.push(ReplayOp::WaitChildren);
-                            waits += 1;
-                        } else {
-                            t.push(ReplayOp::Sleep(end - since));
-                            sleeps += 1;
-                        }
-                    }
-                    if t.state != State::Dead {
-                        t.state = State::Running {
-                            cpu: e.cpu,
-                            since: ts,
-                        };
-                    }
+                    t.switch_in(e.cpu, ts, ts, &mut waits, &mut sleeps);
                 }
             }
             _ => {}

@@ -1,0 +1,85 @@
+//! `nest trace`: the trace tools of nest-trace plus `replay`, which needs
+//! the simulator's workload conversion (nest-trace cannot depend on
+//! nest-sim, which depends on it).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use nest_sim::workload::replay::{self, ReplayOptions, Root};
+
+/// Record real schedules, measure placement and work conservation, draw
+/// them, export them to Perfetto, replay them in the simulator.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TraceCommand {
+    #[command(flatten)]
+    Tools(nest_trace::cli::TraceCommand),
+    /// Turn a recorded command's task tree into an rt-app workload for
+    /// `nest sim -w FILE` (see docs/trace.md, "Replay in the simulator").
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReplayArgs {
+    /// Trace file.
+    trace: PathBuf,
+    /// Workload file to write.
+    #[arg(long, short, value_name = "WORKLOAD.json")]
+    out: PathBuf,
+    /// Root task: this pid (default: meta command_pid, else the first
+    /// forked task).
+    #[arg(long, conflicts_with = "comm")]
+    pid: Option<u32>,
+    /// Root task: the first task with this name.
+    #[arg(long)]
+    comm: Option<String>,
+    /// Nominal frequency of the work, in MHz (default: meta nominal_khz,
+    /// else 2300).
+    #[arg(long, value_name = "MHZ")]
+    nominal_mhz: Option<u32>,
+}
+
+/// Runs a `nest trace` subcommand.
+pub fn run(args: TraceArgs) -> Result<()> {
+    match args.command {
+        TraceCommand::Tools(command) => nest_trace::run(nest_trace::TraceArgs { command }),
+        TraceCommand::Replay(a) => run_replay(a),
+    }
+}
+
+fn run_replay(a: ReplayArgs) -> Result<()> {
+    let trace = nest_trace::format::load(&a.trace)?;
+    let root = match (a.pid, a.comm) {
+        (Some(pid), _) => Root::Pid(pid),
+        (_, Some(comm)) => Root::Comm(comm),
+        _ => Root::Auto,
+    };
+    let nominal_khz = match a.nominal_mhz {
+        Some(0) => bail!("--nominal-mhz: expected a frequency > 0"),
+        Some(mhz) => Some(mhz.saturating_mul(1000)),
+        None => None,
+    };
+    let r = replay::replay(&trace, &ReplayOptions { root, nominal_khz })
+        .with_context(|| format!("{}: cannot replay", a.trace.display()))?;
+    std::fs::write(&a.out, r.to_json_string() + "\n")
+        .with_context(|| format!("cannot write {}", a.out.display()))?;
+    eprintln!(
+        "replayed pid {} as {} tasks: {:.3} ms of work at {} MHz over {:.3} ms recorded, \
+         {} waits for children, {} sleeps, to {}",
+        r.root_pid,
+        r.tasks.len(),
+        r.total_work_ns() as f64 / 1e6,
+        r.nominal_khz / 1000,
+        r.recorded_ns as f64 / 1e6,
+        r.waits,
+        r.sleeps,
+        a.out.display()
+    );
+    Ok(())
+}
