@@ -83,3 +83,54 @@ fn run_replay(a: ReplayArgs) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        trace: TraceArgs,
+    }
+
+    fn nest_trace(args: &[&str]) -> Result<()> {
+        let mut argv = vec!["trace"];
+        argv.extend_from_slice(args);
+        run(Cli::try_parse_from(argv)?.trace)
+    }
+
+    #[test]
+    fn replay_writes_a_workload_the_simulator_parses() {
+        let dir = std::env::temp_dir().join(format!("nest-cli-replay-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = |f: &str| dir.join(f).display().to_string();
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../nest-trace/tests/fixtures/real/tracefs.txt"
+        );
+        nest_trace(&["import", "--tracefs", fixture, "--out", &p("t.trace")]).unwrap();
+        nest_trace(&[
+            "replay",
+            &p("t.trace"),
+            "--out",
+            &p("w.json"),
+            "--comm",
+            "sh",
+        ])
+        .unwrap();
+        let text = std::fs::read_to_string(dir.join("w.json")).unwrap();
+        let w = nest_sim::workload::rtapp::parse(&text, "w.json").unwrap();
+        assert_eq!(w.programs.len(), 6);
+        let e = nest_trace(&["replay", &p("t.trace"), "--out", &p("x.json"), "--pid", "1"])
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").ends_with("pid 1 does not appear in the trace"),
+            "{e:#}"
+        );
+        assert!(nest_trace(&["replay", &p("t.trace"), "--pid", "1", "--comm", "sh"]).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -532,13 +532,14 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     let Some(start) = start else {
         bail!("task {root} does not appear in the trace");
     };
-    // Tasks running when the trace ends: their burst ends there.
+    // Tasks running (or preempted) when the trace ends: their burst ends
+    // there.
     let end = trace.end_ns();
     for t in tasks.values_mut() {
         if let State::Running { cpu, since } = t.state {
             t.work += freqs.work(cpu, end - since);
-            t.flush_work();
         }
+        t.flush_work();
     }
     let tasks = order
         .iter()
