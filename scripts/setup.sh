@@ -11,7 +11,7 @@ clang-19 llvm-19 libclang-19-dev
 libelf-dev zlib1g-dev pkg-config make gcc
 qemu-system-x86 busybox-static cpio kmod xz-utils
 ca-certificates debian-archive-keyring
-protobuf-compiler fonts-dejavu-core
+protobuf-compiler fonts-dejavu-core chromium
 "
 MIN_CARGO=1.91
 

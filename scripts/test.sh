@@ -41,7 +41,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "host tests"
 cargo test --workspace
 
-step "host tests that need root, tracefs and protoc"
+step "host tests that need root, tracefs, protoc and chromium"
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 cargo test -p nest-trace -- --ignored --skip throughput
 

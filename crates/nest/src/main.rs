@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod run;
+mod trace;
 mod vm;
 
 #[derive(Debug, Parser)]
@@ -20,8 +21,9 @@ enum Command {
     /// Simulate placement policies (Linux, Nest, ...) on modelled
     /// multi-socket machines with frequency dynamics and energy.
     Sim(nest_sim::cli::SimArgs),
-    /// Record real schedules, measure placement, draw and export them.
-    Trace(nest_trace::TraceArgs),
+    /// Record real schedules, measure placement, draw, export and replay
+    /// them.
+    Trace(trace::TraceArgs),
     /// Boot a QEMU guest with a sched_ext kernel and run commands in it.
     Vm(vm::VmArgs),
     /// Run a command (and its descendants) under scx_nest in partial mode
@@ -33,7 +35,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => nest_sim::cli::run(args).map(|()| ExitCode::SUCCESS),
-        Command::Trace(args) => nest_trace::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Trace(args) => trace::run(args).map(|()| ExitCode::SUCCESS),
         Command::Vm(args) => vm::run(args),
         Command::Run(args) => run::run(args),
     };

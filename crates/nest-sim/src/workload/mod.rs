@@ -7,6 +7,7 @@
 //! built-in parametrised families ([`builtin`]).
 
 pub mod builtin;
+pub mod replay;
 pub mod rtapp;
 
 use serde::Serialize;

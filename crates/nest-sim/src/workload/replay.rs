@@ -1,0 +1,825 @@
+//! Replay a recorded command in the simulator: turn the task tree of a
+//! [`Trace`] into an rt-app workload ([`rtapp`](super::rtapp) format) that
+//! `nest sim -w FILE` runs.
+//!
+//! The replayed tasks are the *root* (the recorded command) and every task
+//! it forked, directly or not. Each becomes one rt-app task (the root with
+//! `"instance": 1`, the others as templates with `"instance": 0`, started by
+//! their parent's `fork`), named `<comm>-<pid>` (its last name in the trace),
+//! whose events follow what the task did in the trace:
+//!
+//! - **run**: time running on a CPU, from switch-in to the next blocking
+//!   switch-out, a fork or its exit. Preemptions (switch-out while runnable)
+//!   do not split a burst, and time waiting in a run queue is dropped: the
+//!   simulated scheduler makes its own queueing. Work is in ns at the
+//!   nominal frequency (what rt-app's `run` means in the simulator):
+//!   `work = sum(dt x f_cpu / f_nominal)` over the pieces of the burst,
+//!   `f_cpu` = the CPU's last `Frequency` event, or `f_nominal` when the CPU
+//!   has none yet (no cpufreq, e.g. in QEMU: run time is taken as time at
+//!   nominal). `f_nominal` = [`ReplayOptions::nominal_khz`], else the
+//!   trace's meta `nominal_khz`, else [`DEFAULT_NOMINAL_KHZ`] (2.3 GHz, the
+//!   nominal frequency of the simulator's default machine).
+//! - **fork**: a `NewTask` whose parent is replayed.
+//! - **wait_children**: a blocked period during which at least one child of
+//!   the task exited and after which no child forked so far is alive (a
+//!   shell waiting for its command).
+//! - **sleep**: any other blocked period, from the blocking switch-out to
+//!   the `Wakeup` (or the switch-in when the wakeup was not recorded).
+//!
+//! Approximations (the simulator's format cannot express more):
+//!
+//! - Wakeups by other tasks (pipes, futexes, signals, I/O completions)
+//!   become plain sleeps of the recorded length; waiting for one of several
+//!   children, or for a child plus something else, too.
+//! - Tasks outside the root's tree (other processes, kernel threads, the
+//!   recorder) are not replayed, nor is what the root did before the first
+//!   event naming it; everything starts at time 0 of the simulation.
+//! - A task still blocked or running when the trace ends stops there.
+//! - Threads are tasks like processes (the trace has no thread groups);
+//!   exec only renames a task; priorities and affinities are not recorded.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, bail};
+use nest_trace::{Cpu, EventKind, Pid, PrevState, Trace};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+/// Nominal frequency assumed when neither the options nor the trace give
+/// one: 2.3 GHz, the simulator's default machine (`xeon-gold-5218-2s`).
+pub const DEFAULT_NOMINAL_KHZ: u32 = 2_300_000;
+
+/// Which task is the recorded command.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Root {
+    /// Meta `command_pid` (stored by `nest trace record`), else the first
+    /// task forked in the trace.
+    #[default]
+    Auto,
+    /// This pid.
+    Pid(Pid),
+    /// The first task known by this name (fork, exec or rename).
+    Comm(String),
+}
+
+/// Options of [`replay`].
+#[derive(Clone, Debug, Default)]
+pub struct ReplayOptions {
+    pub root: Root,
+    /// Nominal frequency the work is expressed at (see the module docs).
+    pub nominal_khz: Option<u32>,
+}
+
+/// One operation of a replayed task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplayOp {
+    /// Work worth this many ns at the nominal frequency.
+    Run(u64),
+    /// Blocked for this many ns.
+    Sleep(u64),
+    /// Fork the task with this pid.
+    Fork(Pid),
+    /// Block until every child forked so far has exited.
+    WaitChildren,
+}
+
+/// One replayed task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayTask {
+    pub pid: Pid,
+    /// The task's last name in the trace.
+    pub comm: String,
+    /// The replayed task that forked it (`None` for the root).
+    pub parent: Option<Pid>,
+    pub ops: Vec<ReplayOp>,
+}
+
+impl ReplayTask {
+    /// The rt-app task name: `<comm>-<pid>` (`task-<pid>` if unnamed).
+    pub fn name(&self) -> String {
+        let comm = if self.comm.is_empty() {
+            "task"
+        } else {
+            &self.comm
+        };
+        format!("{comm}-{}", self.pid)
+    }
+}
+
+/// A trace's task tree as a workload; serialises to the rt-app document
+/// (see [`Replay::to_json_string`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replay {
+    /// The root first, then the others in the order they were forked.
+    pub tasks: Vec<ReplayTask>,
+    pub root_pid: Pid,
+    pub nominal_khz: u32,
+    /// From the root's first event to the last event of the tree's tasks.
+    pub recorded_ns: u64,
+    /// Blocked periods replayed as `wait_children` and as `sleep`.
+    pub waits: usize,
+    pub sleeps: usize,
+}
+
+impl Replay {
+    /// Total work of all tasks, in ns at the nominal frequency.
+    pub fn total_work_ns(&self) -> u64 {
+        self.tasks
+            .iter()
+            .flat_map(|t| &t.ops)
+            .map(|op| match op {
+                ReplayOp::Run(ns) => *ns,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// The rt-app JSON document (pretty-printed; events in order).
+    pub fn to_json_string(&self) -> String {
+        // Serialising plain maps of strings and numbers cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Microseconds as rt-app writes them; the parser rounds back to the ns.
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+impl Serialize for Replay {
+    /// `{"replay": {facts}, "tasks": {name: {events in order}}}`; the
+    /// simulator's parser ignores the `replay` object.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Facts<'a>(&'a Replay);
+        impl Serialize for Facts<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let r = self.0;
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("generator", "nest trace replay")?;
+                m.serialize_entry("root_pid", &r.root_pid)?;
+                m.serialize_entry("nominal_khz", &r.nominal_khz)?;
+                m.serialize_entry("recorded_us", &us(r.recorded_ns))?;
+                m.serialize_entry("work_us", &us(r.total_work_ns()))?;
+                m.serialize_entry("tasks", &r.tasks.len())?;
+                m.serialize_entry("waits", &r.waits)?;
+                m.serialize_entry("sleeps", &r.sleeps)?;
+                m.end()
+            }
+        }
+        struct Tasks<'a>(&'a Replay);
+        impl Serialize for Tasks<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let names: BTreeMap<Pid, String> =
+                    self.0.tasks.iter().map(|t| (t.pid, t.name())).collect();
+                let mut m = s.serialize_map(Some(self.0.tasks.len()))?;
+                for t in &self.0.tasks {
+                    m.serialize_entry(&t.name(), &TaskEvents(t, &names))?;
+                }
+                m.end()
+            }
+        }
+        struct TaskEvents<'a>(&'a ReplayTask, &'a BTreeMap<Pid, String>);
+        impl Serialize for TaskEvents<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let (t, names) = (self.0, self.1);
+                let mut m = s.serialize_map(None)?;
+                if t.parent.is_some() {
+                    m.serialize_entry("instance", &0)?;
+                }
+                for (i, op) in t.ops.iter().enumerate() {
+                    match op {
+                        ReplayOp::Run(ns) => m.serialize_entry(&format!("run{i}"), &us(*ns))?,
+                        ReplayOp::Sleep(ns) => m.serialize_entry(&format!("sleep{i}"), &us(*ns))?,
+                        ReplayOp::Fork(pid) => {
+                            let name = names.get(pid).map_or("", String::as_str);
+                            m.serialize_entry(&format!("fork{i}"), name)?
+                        }
+                        ReplayOp::WaitChildren => {
+                            m.serialize_entry(&format!("wait_children{i}"), &true)?
+                        }
+                    }
+                }
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("replay", &Facts(self))?;
+        m.serialize_entry("tasks", &Tasks(self))?;
+        m.end()
+    }
+}
+
+/// What a replayed task is doing while the trace is read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum State {
+    /// Forked (or first seen) and not yet run, or preempted.
+    Runnable,
+    /// Running on `cpu` since `since` (work accounted up to `since`).
+    Running {
+        cpu: Cpu,
+        since: u64,
+    },
+    /// Blocked since `since`; woken at `woken` if the wakeup was seen.
+    Blocked {
+        since: u64,
+        woken: Option<u64>,
+    },
+    Dead,
+}
+
+struct Builder {
+    task: ReplayTask,
+    state: State,
+    /// Work of the current burst not yet emitted, ns at nominal.
+    work: f64,
+    /// Forked children: pid and exit time once exited.
+    children: Vec<(Pid, Option<u64>)>,
+}
+
+impl Builder {
+    fn new(pid: Pid, comm: String, parent: Option<Pid>) -> Self {
+        Self {
+            task: ReplayTask {
+                pid,
+                comm,
+                parent,
+                ops: Vec::new(),
+            },
+            state: State::Runnable,
+            work: 0.0,
+            children: Vec::new(),
+        }
+    }
+
+    /// Appends `op`, merging it into the previous run or sleep.
+    fn push(&mut self, op: ReplayOp) {
+        match (self.task.ops.last_mut(), &op) {
+            (_, ReplayOp::Run(0) | ReplayOp::Sleep(0)) => {}
+            (Some(ReplayOp::Run(a)), ReplayOp::Run(b)) => *a += b,
+            (Some(ReplayOp::Sleep(a)), ReplayOp::Sleep(b)) => *a += b,
+            _ => self.task.ops.push(op),
+        }
+    }
+
+    /// The task starts running on `cpu` at `since` (seen at `now`): a
+    /// blocked period before it becomes a wait for children or a sleep.
+    fn switch_in(&mut self, cpu: Cpu, since: u64, now: u64, waits: &mut usize, sleeps: &mut usize) {
+        if let State::Blocked { since: from, woken } = self.state {
+            let end = woken.unwrap_or(now);
+            let child_exited = self
+                .children
+                .iter()
+                .any(|c| c.1.is_some_and(|x| from <= x && x <= end));
+            let child_alive = self.children.iter().any(|c| c.1.is_none_or(|x| x > end));
+            if child_exited && !child_alive {
+                self.push(ReplayOp::WaitChildren);
+                *waits += 1;
+            } else {
+                self.push(ReplayOp::Sleep(end.saturating_sub(from)));
+                *sleeps += 1;
+            }
+        }
+        if self.state != State::Dead {
+            self.state = State::Running { cpu, since };
+        }
+    }
+
+    /// Emits the pending work as one run.
+    fn flush_work(&mut self) {
+        let ns = self.work.round() as u64;
+        self.work = 0.0;
+        self.push(ReplayOp::Run(ns));
+    }
+}
+
+/// Frequencies: the CPU's last `Frequency` and the nominal one.
+struct Freqs {
+    khz: BTreeMap<Cpu, u32>,
+    nominal_khz: f64,
+}
+
+impl Freqs {
+    /// Work in ns at nominal of `dt` ns on `cpu`.
+    fn work(&self, cpu: Cpu, dt: u64) -> f64 {
+        match self.khz.get(&cpu) {
+            Some(&khz) => dt as f64 * f64::from(khz) / self.nominal_khz,
+            None => dt as f64,
+        }
+    }
+}
+
+/// Finds the root task's pid, or explains why there is none.
+fn find_root(trace: &Trace, root: &Root) -> Result<Pid> {
+    let names = || {
+        trace.events.iter().filter_map(|e| match &e.kind {
+            EventKind::NewTask { child, comm, .. } => Some((*child, comm)),
+            EventKind::Exec { pid, comm } | EventKind::TaskName { pid, comm } => Some((*pid, comm)),
+            _ => None,
+        })
+    };
+    match root {
+        Root::Pid(pid) => {
+            if trace.events.iter().any(|e| mentions(e, *pid)) {
+                Ok(*pid)
+            } else {
+                bail!("pid {pid} does not appear in the trace")
+            }
+        }
+        Root::Comm(name) => match names().find(|(_, c)| *c == name) {
+            Some((pid, _)) => Ok(pid),
+            None => bail!("no task called `{name}` in the trace"),
+        },
+        Root::Auto => {
+            if let Some(v) = trace.meta_get("command_pid") {
+                return v
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("meta command_pid: expected a pid, found `{v}`"));
+            }
+            trace
+                .events
+                .iter()
+                .find_map(|e| match e.kind {
+                    EventKind::NewTask { child, .. } => Some(child),
+                    _ => None,
+                })
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "the trace has no meta command_pid and forks no task: give --pid or --comm"
+                    )
+                })
+        }
+    }
+}
+
+/// The tasks event `e` is about (idle, pid 0, included).
+fn pids(e: &nest_trace::Event) -> [Option<Pid>; 2] {
+    match &e.kind {
+        EventKind::Switch { prev, next, .. } => [Some(*prev), Some(*next)],
+        EventKind::NewTask { parent, child, .. } => [Some(*parent), Some(*child)],
+        EventKind::Wakeup { pid, .. }
+        | EventKind::Exit { pid }
+        | EventKind::Migrate { pid, .. }
+        | EventKind::Exec { pid, .. }
+        | EventKind::TaskName { pid, .. } => [Some(*pid), None],
+        _ => [None, None],
+    }
+}
+
+/// The task event `e` shows running on the event's CPU, if any.
+fn running_pid(e: &nest_trace::Event) -> Option<Pid> {
+    match &e.kind {
+        EventKind::Switch { prev, .. } => Some(*prev),
+        EventKind::NewTask { parent, .. } => Some(*parent),
+        EventKind::Exec { pid, .. } | EventKind::Exit { pid } => Some(*pid),
+        _ => None,
+    }
+    .filter(|&p| p != 0)
+}
+
+/// Whether event `e` is about task `pid`.
+fn mentions(e: &nest_trace::Event, pid: Pid) -> bool {
+    pids(e).contains(&Some(pid))
+}
+
+/// Turns the task tree of `trace` rooted at the recorded command into a
+/// workload (see the module docs for the conversion and what it
+/// approximates). Fails when the root cannot be found.
+pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
+    let root = find_root(trace, &opts.root)?;
+    let nominal_khz = match opts.nominal_khz {
+        Some(k) => k,
+        None => match trace.meta_get("nominal_khz") {
+            Some(v) => v
+                .parse()
+                .map_err(|_| anyhow::anyhow!("meta nominal_khz: expected kHz, found `{v}`"))?,
+            None => DEFAULT_NOMINAL_KHZ,
+        },
+    };
+    if nominal_khz == 0 {
+        bail!("the nominal frequency must be > 0 kHz");
+    }
+    let mut freqs = Freqs {
+        khz: BTreeMap::new(),
+        nominal_khz: f64::from(nominal_khz),
+    };
+    let mut tasks: BTreeMap<Pid, Builder> = BTreeMap::new();
+    // Replayed tasks in fork order.
+    let mut order: Vec<Pid> = Vec::new();
+    // Latest name of every task, for tasks named before they are replayed.
+    let mut comms: BTreeMap<Pid, String> = BTreeMap::new();
+    let mut start: Option<u64> = None;
+    let (mut waits, mut sleeps) = (0, 0);
+    // Last event about a replayed task.
+    let mut last = 0;
+
+    for e in &trace.events {
+        let ts = e.ts_ns;
+        if start.is_none() && mentions(e, root) {
+            start = Some(ts);
+            let comm = comms.get(&root).cloned().unwrap_or_default();
+            tasks.insert(root, Builder::new(root, comm, None));
+            order.push(root);
+        }
+        // Tasks seen running although their switch-in was not recorded (it
+        // happens in real traces): running since their wakeup, or now.
+        if let Some(pid) = running_pid(e)
+            && let Some(t) = tasks.get_mut(&pid)
+        {
+            let since = match t.state {
+                State::Blocked { woken: Some(w), .. } => w,
+                _ => ts,
+            };
+            if matches!(t.state, State::Runnable | State::Blocked { .. }) {
+                t.switch_in(e.cpu, since, ts, &mut waits, &mut sleeps);
+            }
+        }
+        match &e.kind {
+            EventKind::NewTask {
+                parent,
+                child,
+                comm,
+            } => {
+                comms.insert(*child, comm.clone());
+                if let Some(t) = tasks.get_mut(child) {
+                    t.task.comm = comm.clone();
+                }
+                if *child != root
+                    && let Some(p) = tasks.get_mut(parent)
+                {
+                    if let State::Running { cpu, since } = p.state {
+                        p.work += freqs.work(cpu, ts - since);
+                        p.state = State::Running { cpu, since: ts };
+                    }
+                    p.flush_work();
+                    p.push(ReplayOp::Fork(*child));
+                    p.children.push((*child, None));
+                    tasks.insert(*child, Builder::new(*child, comm.clone(), Some(*parent)));
+                    order.push(*child);
+                }
+            }
+            EventKind::Exec { pid, comm } | EventKind::TaskName { pid, comm } => {
+                comms.insert(*pid, comm.clone());
+                if let Some(t) = tasks.get_mut(pid) {
+                    t.task.comm = comm.clone();
+                }
+            }
+            EventKind::Frequency { khz } => {
+                for t in tasks.values_mut() {
+                    if let State::Running { cpu, since } = t.state
+                        && cpu == e.cpu
+                    {
+                        t.work += freqs.work(cpu, ts - since);
+                        t.state = State::Running { cpu, since: ts };
+                    }
+                }
+                freqs.khz.insert(e.cpu, *khz);
+            }
+            EventKind::Wakeup { pid, .. } => {
+                if let Some(t) = tasks.get_mut(pid)
+                    && let State::Blocked { since, woken: None } = t.state
+                {
+                    t.state = State::Blocked {
+                        since,
+                        woken: Some(ts),
+                    };
+                }
+            }
+            EventKind::Exit { pid } => {
+                let parent = tasks.get(pid).and_then(|t| t.task.parent);
+                if let Some(p) = parent.and_then(|p| tasks.get_mut(&p))
+                    && let Some(c) = p.children.iter_mut().find(|c| c.0 == *pid)
+                {
+                    c.1 = Some(ts);
+                }
+            }
+            EventKind::Switch {
+                prev,
+                prev_state,
+                next,
+            } => {
+                if let Some(t) = tasks.get_mut(prev)
+                    && let State::Running { cpu, since } = t.state
+                {
+                    t.work += freqs.work(cpu, ts - since);
+                    t.state = match prev_state {
+                        PrevState::Runnable => State::Runnable,
+                        PrevState::Blocked => {
+                            t.flush_work();
+                            State::Blocked {
+                                since: ts,
+                                woken: None,
+                            }
+                        }
+                        PrevState::Dead => {
+                            t.flush_work();
+                            State::Dead
+                        }
+                    };
+                }
+                if let Some(t) = tasks.get_mut(next) {
+                    t.switch_in(e.cpu, ts, ts, &mut waits, &mut sleeps);
+                }
+            }
+            _ => {}
+        }
+        if pids(e)
+            .into_iter()
+            .flatten()
+            .any(|p| tasks.contains_key(&p))
+        {
+            last = ts;
+        }
+    }
+    let Some(start) = start else {
+        bail!("task {root} does not appear in the trace");
+    };
+    // Tasks running (or preempted) when the trace ends: their burst ends
+    // there.
+    let end = trace.end_ns();
+    for t in tasks.values_mut() {
+        if let State::Running { cpu, since } = t.state {
+            t.work += freqs.work(cpu, end - since);
+        }
+        t.flush_work();
+    }
+    let tasks = order
+        .iter()
+        .filter_map(|p| tasks.remove(p))
+        .map(|b| b.task)
+        .collect();
+    Ok(Replay {
+        tasks,
+        root_pid: root,
+        nominal_khz,
+        recorded_ns: last - start,
+        waits,
+        sleeps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use nest_trace::{Event, Topology};
+
+    use super::*;
+    use crate::policy::baseline::Baseline;
+    use crate::workload::{Amount, Op, rtapp};
+    use crate::{Governor, Machine, SimConfig};
+
+    const US: u64 = 1000;
+    const MS: u64 = 1_000_000;
+
+    fn ev(ts_ns: u64, cpu: Cpu, kind: EventKind) -> Event {
+        Event { ts_ns, cpu, kind }
+    }
+
+    fn switch(prev: Pid, prev_state: PrevState, next: Pid) -> EventKind {
+        EventKind::Switch {
+            prev,
+            prev_state,
+            next,
+        }
+    }
+
+    /// A shell (pid 10, CPU 0) forks three children (11-13, CPU 1) in
+    /// sequence; each runs 1 ms and exits while the shell waits for it. The
+    /// shell runs 150 us per child (fork after 100 us) and 50 us at the end.
+    /// An unrelated task (pid 99) runs on CPU 1 between children.
+    pub(super) fn shell_trace() -> Trace {
+        use PrevState::*;
+        let mut events = vec![
+            ev(
+                0,
+                0,
+                EventKind::TaskName {
+                    pid: 10,
+                    comm: "sh".into(),
+                },
+            ),
+            ev(0, 0, switch(0, Runnable, 10)),
+        ];
+        let mut s = 0;
+        for child in 11..=13 {
+            let fork = s + 100 * US;
+            let exit = fork + MS;
+            events.extend([
+                ev(
+                    fork,
+                    0,
+                    EventKind::NewTask {
+                        parent: 10,
+                        child,
+                        comm: "sh".into(),
+                    },
+                ),
+                ev(
+                    fork,
+                    0,
+                    EventKind::Wakeup {
+                        pid: child,
+                        target_cpu: 1,
+                    },
+                ),
+                ev(fork + 5 * US, 1, switch(99, Runnable, child)),
+                ev(
+                    fork + 10 * US,
+                    1,
+                    EventKind::Exec {
+                        pid: child,
+                        comm: "cc".into(),
+                    },
+                ),
+                ev(fork + 50 * US, 0, switch(10, Blocked, 0)),
+                ev(exit + 5 * US, 1, EventKind::Exit { pid: child }),
+                ev(
+                    exit + 5 * US,
+                    1,
+                    EventKind::Wakeup {
+                        pid: 10,
+                        target_cpu: 0,
+                    },
+                ),
+                ev(exit + 5 * US, 1, switch(child, Dead, 99)),
+                ev(exit + 20 * US, 0, switch(0, Runnable, 10)),
+            ]);
+            s = exit + 20 * US;
+        }
+        events.extend([
+            ev(s + 50 * US, 0, EventKind::Exit { pid: 10 }),
+            ev(s + 50 * US, 0, switch(10, Dead, 0)),
+            ev(s + 60 * US, 1, switch(99, Blocked, 0)),
+        ]);
+        Trace {
+            topology: Topology::flat(2),
+            meta: vec![("command_pid".into(), "10".into())],
+            events,
+        }
+    }
+
+    /// Running time of `pids` in `trace`, from its switches.
+    pub(super) fn run_time(trace: &Trace, pids: &[Pid]) -> u64 {
+        let mut since = BTreeMap::new();
+        let mut total = 0;
+        for e in &trace.events {
+            if let EventKind::Switch { prev, next, .. } = e.kind {
+                if let Some(t) = since.remove(&prev) {
+                    total += e.ts_ns - t;
+                }
+                if pids.contains(&next) {
+                    since.insert(next, e.ts_ns);
+                }
+            }
+        }
+        total
+    }
+
+    /// Sum of the fixed `run` amounts of a parsed workload.
+    fn parsed_work(w: &crate::workload::Workload) -> u64 {
+        w.programs
+            .iter()
+            .flat_map(|p| &p.ops)
+            .map(|op| match op {
+                Op::Run(Amount::Fixed(ns)) => *ns,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn three_children_in_sequence_become_fork_and_wait() {
+        let trace = shell_trace();
+        let r = replay(&trace, &ReplayOptions::default()).unwrap();
+        assert_eq!(r.root_pid, 10);
+        let names: Vec<String> = r.tasks.iter().map(ReplayTask::name).collect();
+        assert_eq!(names, ["sh-10", "cc-11", "cc-12", "cc-13"]);
+        use ReplayOp::*;
+        assert_eq!(
+            r.tasks[0].ops,
+            [
+                Run(100 * US),
+                Fork(11),
+                Run(50 * US),
+                WaitChildren,
+                Run(100 * US),
+                Fork(12),
+                Run(50 * US),
+                WaitChildren,
+                Run(100 * US),
+                Fork(13),
+                Run(50 * US),
+                WaitChildren,
+                Run(50 * US),
+            ]
+        );
+        for t in &r.tasks[1..] {
+            assert_eq!(t.parent, Some(10));
+            assert_eq!(t.ops, [Run(MS)]);
+        }
+        assert_eq!((r.waits, r.sleeps), (3, 0));
+        let recorded = run_time(&trace, &[10, 11, 12, 13]);
+        assert_eq!(recorded, 3 * MS + 500 * US);
+        assert_eq!(r.total_work_ns(), recorded);
+
+        // The file parses and simulates to completion.
+        let w = rtapp::parse(&r.to_json_string(), "replay.json").unwrap();
+        assert_eq!(w.programs.len(), 4);
+        assert_eq!(w.initial, [(0, 1)]);
+        let work = parsed_work(&w);
+        assert!(
+            (work as f64 - recorded as f64).abs() <= 0.01 * recorded as f64,
+            "{work} vs {recorded}"
+        );
+        let m = Machine::builtin("xeon-gold-5218-2s").unwrap();
+        let res = crate::run(
+            SimConfig::new(m, Governor::Performance, 1),
+            &w,
+            &mut Baseline,
+        )
+        .unwrap();
+        assert!(!res.deadlocked);
+        assert_eq!(res.tasks.len(), 4);
+        assert!(res.tasks.iter().all(|t| t.end_ns.is_some()));
+        // At or above nominal, the serial chain takes at most its work plus
+        // scheduling slack, and at least its work at the highest turbo.
+        let c = res.completion_ns as f64;
+        assert!(c <= recorded as f64 * 1.2, "{c}");
+        assert!(c >= recorded as f64 * 2.3 / 3.9, "{c}");
+    }
+
+    #[test]
+    fn frequencies_scale_work_and_other_blocks_become_sleeps() {
+        use PrevState::*;
+        let trace = Trace {
+            topology: Topology::flat(1),
+            meta: vec![("nominal_khz".into(), "2000000".into())],
+            events: vec![
+                ev(0, 0, switch(0, Runnable, 5)),
+                // 1 ms at nominal, then 1 ms at twice nominal: 3 ms of work.
+                ev(MS, 0, EventKind::Frequency { khz: 4_000_000 }),
+                ev(2 * MS, 0, switch(5, Blocked, 0)),
+                // Woken by someone else (a pipe, a timer) 3 ms later.
+                ev(
+                    5 * MS,
+                    0,
+                    EventKind::Wakeup {
+                        pid: 5,
+                        target_cpu: 0,
+                    },
+                ),
+                ev(5 * MS + 10 * US, 0, switch(0, Runnable, 5)),
+                // Preempted: the burst goes on after the queueing.
+                ev(6 * MS, 0, switch(5, Runnable, 7)),
+                ev(7 * MS, 0, switch(7, Blocked, 5)),
+                ev(8 * MS, 0, switch(5, Dead, 0)),
+            ],
+        };
+        let r = replay(
+            &trace,
+            &ReplayOptions {
+                root: Root::Pid(5),
+                nominal_khz: None,
+            },
+        )
+        .unwrap();
+        use ReplayOp::*;
+        assert_eq!(r.tasks.len(), 1);
+        // The second burst: 1.99 ms, still at twice nominal.
+        let second = 2 * (2 * MS - 10 * US);
+        assert_eq!(r.tasks[0].ops, [Run(3 * MS), Sleep(3 * MS), Run(second)]);
+        assert_eq!(r.tasks[0].name(), "task-5");
+        assert_eq!((r.waits, r.sleeps), (0, 1));
+        assert_eq!(r.recorded_ns, 8 * MS);
+        // Another nominal frequency rescales the work at known frequencies.
+        let opts = ReplayOptions {
+            root: Root::Pid(5),
+            nominal_khz: Some(4_000_000),
+        };
+        let r = replay(&trace, &opts).unwrap();
+        assert_eq!(r.tasks[0].ops[0], Run(2 * MS));
+    }
+
+    #[test]
+    fn roots_by_pid_name_meta_or_first_fork() {
+        let mut trace = shell_trace();
+        let root = |t: &Trace, root| {
+            replay(
+                t,
+                &ReplayOptions {
+                    root,
+                    nominal_khz: None,
+                },
+            )
+        };
+        assert_eq!(root(&trace, Root::Pid(12)).unwrap().tasks.len(), 1);
+        let cc = root(&trace, Root::Comm("cc".into())).unwrap();
+        assert_eq!((cc.root_pid, cc.tasks[0].parent), (11, None));
+        trace.meta.clear();
+        // Without meta, the first forked task.
+        assert_eq!(root(&trace, Root::Auto).unwrap().root_pid, 11);
+        let e = root(&trace, Root::Pid(4242)).unwrap_err().to_string();
+        assert_eq!(e, "pid 4242 does not appear in the trace");
+        let e = root(&trace, Root::Comm("make".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "no task called `make` in the trace");
+    }
+}
