@@ -168,6 +168,7 @@ impl SchedConfig {
             r_max: opts.r_max,
             r_impatient: opts.r_impatient,
             disabled: mechanisms(&opts.disable)?,
+            smove_delay_ns: nest_policy::SMOVE_DELAY_NS,
         };
         Ok(Self {
             policy: opts.policy,
