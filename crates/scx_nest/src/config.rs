@@ -87,6 +87,11 @@ pub struct Opts {
     #[arg(long, value_name = "DURATION")]
     pub watchdog: Option<String>,
 
+    /// Testing only: S_move counts every CPU as at its minimum frequency,
+    /// so that every placement away from the waker's CPU is deferred.
+    #[arg(long, hide = true)]
+    pub debug_smove_at_min: bool,
+
     /// Testing only: never run tasks with this command name, so that the
     /// kernel's watchdog ejects the scheduler.
     #[arg(long, hide = true, value_name = "COMM")]
@@ -122,6 +127,7 @@ pub struct SchedConfig {
     partial: bool,
     watchdog_ms: Option<u32>,
     stall_comm: Option<Vec<u8>>,
+    smove_at_min: bool,
 }
 
 fn duration_opt(name: &str, text: &str) -> Result<u64> {
@@ -196,6 +202,7 @@ impl SchedConfig {
             partial: opts.partial,
             watchdog_ms,
             stall_comm,
+            smove_at_min: opts.debug_smove_at_min,
         })
     }
 
@@ -267,7 +274,9 @@ impl SchedConfig {
         for cpu in (0..nr_cpus).filter(|cpu| !topo.all_cpus.contains_key(cpu)) {
             bss.nest_state.cpus[cpu].offline = 1;
         }
-        if self.policy == Policy::Smove {
+        if self.smove_at_min {
+            bss.min_perf[..nr_cpus].fill(CPUPERF_ONE as u32);
+        } else if self.policy == Policy::Smove {
             fill_min_perf(&mut bss.min_perf[..nr_cpus]);
         }
         let rodata = skel
