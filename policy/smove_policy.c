@@ -64,14 +64,14 @@ static void nest_smove_select(const struct nest_ctx *ctx, struct nest_task *t,
 	s32 c = plat_default_cpu(ctx->env, prev_cpu, &idle);
 
 	t->move_to = -1;
-	if (c == waker_cpu) {
-		place(ctx, out, c, NEST_STAT_LOCAL);
+	if (c == waker_cpu || !cpu_usable(ctx, waker_cpu)) {
+		place(ctx, out, c,
+		      c == waker_cpu ? NEST_STAT_LOCAL : NEST_STAT_DEFAULT);
 		out->idle = idle;
 		return;
 	}
-	if (!cpu_usable(ctx, waker_cpu) || plat_cpu_above_min(ctx->env, c)) {
-		if (cpu_usable(ctx, waker_cpu))
-			count(ctx, NEST_STAT_FREQ_ABOVE_MIN);
+	if (plat_cpu_above_min(ctx->env, c)) {
+		count(ctx, NEST_STAT_FREQ_ABOVE_MIN);
 		place(ctx, out, c, NEST_STAT_DEFAULT);
 		out->idle = idle;
 		return;

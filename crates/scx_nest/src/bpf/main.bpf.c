@@ -119,8 +119,12 @@ static bool is_stall_target(const struct task_struct *p)
  * passed is handed to nest_smove_timer() and moved to the local DSQ of the
  * CPU it returns. A task that ran has left the DSQ, so there is nothing to
  * cancel, ever; timers only fire and look. One timer per CPU (a bpf_timer
- * lives in an array map value, not in task storage).
+ * lives in an array map value, not in task storage). The timer keeps coming
+ * back while its DSQ holds tasks; if its CPU went offline (it will never
+ * dispatch), it hands them to the shared queue.
  */
+static void kick_idle_for_queue(struct task_struct *p);
+
 struct pending_timer {
 	struct bpf_timer timer;
 	/* The timer is started and has not fired yet. */
@@ -181,6 +185,12 @@ static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
 	bpf_for_each(scx_dsq, p, dsq, 0) {
 		struct task_ctx *t = lookup_task(p);
 
+		/* An offline CPU never dispatches: hand its tasks to all. */
+		if (cpu_offline(&nest_state, pt->cpu)) {
+			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, NEST_DSQ, 0))
+				kick_idle_for_queue(p);
+			continue;
+		}
 		if (!t || t->nest.move_to < 0)
 			continue;
 		if (t->nest.move_at <= now)
