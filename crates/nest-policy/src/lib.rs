@@ -151,7 +151,7 @@ pub enum Stat {
     /// Placed on the waker's CPU (S_local, S_move).
     Local,
     /// S_move: placed on the default CPU.
-    Default,
+    DefaultCpu,
     /// S_move: the default CPU ran above its minimum frequency.
     FreqAboveMin,
     /// S_move: the default CPU ran at its minimum frequency.
@@ -187,7 +187,7 @@ impl Stat {
         Stat::SpinDemoted,
         Stat::SpinNs,
         Stat::Local,
-        Stat::Default,
+        Stat::DefaultCpu,
         Stat::FreqAboveMin,
         Stat::FreqAtMin,
         Stat::TimerArmed,
