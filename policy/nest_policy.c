@@ -362,6 +362,8 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 	out->idle = cpu >= 0;
 	out->cpu = cpu >= 0 ? cpu : prev_cpu;
 	out->how = how;
+	out->defer_cpu = -1;
+	out->defer_ns = 0;
 }
 
 /* The CPU's SMT sibling is running a task. */
@@ -394,6 +396,7 @@ static void nest_task_running(const struct nest_ctx *ctx, struct nest_task *t,
 
 	t->recent_cpu[1] = t->recent_cpu[0];
 	t->recent_cpu[0] = cpu;
+	t->move_to = -1;
 	if (!c)
 		return;
 	if (c->spin_until)
@@ -485,6 +488,8 @@ static void nest_task_init(struct nest_task *t)
 	t->recent_cpu[0] = -1;
 	t->recent_cpu[1] = -1;
 	t->prev_misses = 0;
+	t->move_to = -1;
+	t->move_at = 0;
 }
 
 /*

@@ -27,6 +27,9 @@
  *	Claim any idle CPU the task may use, on any socket; -1 if none.
  *   void plat_count(nest_env_t env, enum nest_stat stat, u64 amount);
  *	Add @amount to the counter of @stat (1 for events, ns for times).
+ *   bool plat_cpu_above_min(nest_env_t env, s32 cpu);
+ *	Did @cpu run above its minimum frequency at its last tick? (S_move
+ *	only; a host that cannot tell answers true.)
  */
 #ifndef __NEST_POLICY_H
 #define __NEST_POLICY_H
@@ -82,6 +85,14 @@ enum nest_stat {
 	NEST_STAT_SPIN_SIBLING,	/* spins ended because the SMT sibling ran */
 	NEST_STAT_SPIN_DEMOTED,	/* spins ended because the CPU left the primary nest */
 	NEST_STAT_SPIN_NS,	/* total time spent spinning, in ns */
+	/* S_local and S_move (smove_policy.c). */
+	NEST_STAT_LOCAL,	/* placements on the waker's CPU */
+	NEST_STAT_DEFAULT,	/* S_move: placements on the default CPU */
+	NEST_STAT_FREQ_ABOVE_MIN, /* S_move: default CPU above min frequency */
+	NEST_STAT_FREQ_AT_MIN,	/* S_move: default CPU at min frequency */
+	NEST_STAT_TIMER_ARMED,	/* S_move: deferred migrations asked for */
+	NEST_STAT_TIMER_FIRED,	/* S_move: timers handled (nest_smove_timer) */
+	NEST_STAT_MIGRATED,	/* S_move: timers that moved a waiting task */
 	NEST_NR_STATS,
 };
 
@@ -91,6 +102,8 @@ struct nest_config {
 	u64 p_remove_ns;
 	/* Longest warm spin of an idle primary CPU (S_max). */
 	u64 s_max_ns;
+	/* S_move: how long a task may wait on the waker's CPU (D). */
+	u64 smove_delay_ns;
 	/* Capacity of the reserve nest (R_max). */
 	u32 r_max;
 	/* Previous-CPU misses before a task is impatient (R_impatient). */
@@ -138,7 +151,9 @@ struct nest_task {
 	s32 recent_cpu[2];
 	/* Consecutive placements that did not get the previous CPU. */
 	u32 prev_misses;
-	u32 __pad;
+	/* S_move: where to move the task if it has not run by move_at (-1). */
+	s32 move_to;
+	u64 move_at;
 };
 
 /* The outcome of one placement. */
@@ -149,7 +164,13 @@ struct nest_choice {
 	u32 idle;
 	/* How it was decided: one of the placement enum nest_stat values. */
 	u32 how;
-	u32 __pad;
+	/*
+	 * S_move: the host arms a timer of defer_ns; when it fires it calls
+	 * nest_smove_timer(), which says whether to move the task to
+	 * defer_cpu. -1: no timer.
+	 */
+	s32 defer_cpu;
+	u64 defer_ns;
 };
 
 #endif /* __NEST_POLICY_H */

@@ -23,14 +23,17 @@ bool nest_plat_task_allowed(nest_env_t env, s32 cpu);
 s32 nest_plat_default_cpu(nest_env_t env, s32 prev_cpu, bool *idle);
 s32 nest_plat_pick_any_idle(nest_env_t env);
 void nest_plat_count(nest_env_t env, u32 stat, u64 amount);
+bool nest_plat_cpu_above_min(nest_env_t env, s32 cpu);
 
 #define plat_claim_idle nest_plat_claim_idle
 #define plat_task_allowed nest_plat_task_allowed
 #define plat_default_cpu nest_plat_default_cpu
 #define plat_pick_any_idle nest_plat_pick_any_idle
 #define plat_count nest_plat_count
+#define plat_cpu_above_min nest_plat_cpu_above_min
 
 #include "nest_policy.c"
+#include "smove_policy.c"
 
 void nest_native_select_cpu(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
@@ -100,6 +103,40 @@ void nest_native_cpu_offline(struct nest_state *st, s32 cpu)
 void nest_native_cpu_online(struct nest_state *st, s32 cpu)
 {
 	nest_cpu_online(st, cpu);
+}
+
+void nest_native_slocal_select(struct nest_state *st,
+			       const struct nest_config *cfg, nest_env_t env,
+			       s32 waker_cpu, s32 prev_cpu,
+			       struct nest_choice *out)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
+
+	nest_slocal_select(&ctx, waker_cpu, prev_cpu, out);
+}
+
+void nest_native_smove_select(struct nest_state *st,
+			      const struct nest_config *cfg, nest_env_t env,
+			      u64 now, struct nest_task *t, s32 waker_cpu,
+			      s32 prev_cpu, struct nest_choice *out)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	nest_smove_select(&ctx, t, waker_cpu, prev_cpu, out);
+}
+
+s32 nest_native_smove_timer(struct nest_state *st,
+			    const struct nest_config *cfg, nest_env_t env,
+			    u64 now, struct nest_task *t)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	return nest_smove_timer(&ctx, t);
+}
+
+void nest_native_smove_task_running(struct nest_task *t)
+{
+	nest_smove_task_running(t);
 }
 
 /* Sizes of the shared structures and the number of statistics, to check

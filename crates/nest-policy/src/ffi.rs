@@ -6,12 +6,13 @@ use crate::{Params, Topology};
 
 pub const MAX_CPUS: usize = 512;
 const MASK_WORDS: usize = MAX_CPUS / 64;
-pub const NR_STATS: usize = 20;
+pub const NR_STATS: usize = 27;
 
 #[repr(C)]
 pub struct NestConfig {
     pub p_remove_ns: u64,
     pub s_max_ns: u64,
+    pub smove_delay_ns: u64,
     pub r_max: u32,
     pub r_impatient: u32,
     pub nr_cpus: u32,
@@ -36,6 +37,7 @@ impl NestConfig {
         Self {
             p_remove_ns: params.p_remove_ns,
             s_max_ns: params.s_max_ns,
+            smove_delay_ns: params.smove_delay_ns,
             r_max: params.r_max,
             r_impatient: params.r_impatient,
             nr_cpus: topo.nr_cpus() as u32,
@@ -84,7 +86,8 @@ impl Default for NestState {
 pub struct NestTask {
     pub recent_cpu: [i32; 2],
     pub prev_misses: u32,
-    pub pad: u32,
+    pub move_to: i32,
+    pub move_at: u64,
 }
 
 #[repr(C)]
@@ -93,7 +96,8 @@ pub struct NestChoice {
     pub cpu: i32,
     pub idle: u32,
     pub how: u32,
-    pub pad: u32,
+    pub defer_cpu: i32,
+    pub defer_ns: u64,
 }
 
 unsafe extern "C" {
@@ -141,6 +145,33 @@ unsafe extern "C" {
     pub fn nest_native_cpu_spinning(st: *mut NestState, cpu: i32) -> bool;
     pub fn nest_native_cpu_offline(st: *mut NestState, cpu: i32);
     pub fn nest_native_cpu_online(st: *mut NestState, cpu: i32);
+    pub fn nest_native_slocal_select(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        waker_cpu: i32,
+        prev_cpu: i32,
+        out: *mut NestChoice,
+    );
+    #[allow(clippy::too_many_arguments)]
+    pub fn nest_native_smove_select(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        t: *mut NestTask,
+        waker_cpu: i32,
+        prev_cpu: i32,
+        out: *mut NestChoice,
+    );
+    pub fn nest_native_smove_timer(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        t: *mut NestTask,
+    ) -> i32;
+    pub fn nest_native_smove_task_running(t: *mut NestTask);
 }
 
 #[cfg(test)]

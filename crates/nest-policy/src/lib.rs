@@ -34,6 +34,11 @@ pub trait Platform {
     fn pick_any_idle(&mut self) -> Option<u32>;
     /// Monotonic time in ns (read once per placement).
     fn now_ns(&self) -> u64;
+    /// Did `cpu` run above its minimum frequency at its last tick? Only
+    /// S_move asks; a host that cannot tell answers true.
+    fn cpu_above_min(&self, _cpu: u32) -> bool {
+        true
+    }
 }
 
 /// A mechanism of Nest that can be switched off (ablation).
@@ -95,6 +100,8 @@ pub struct Params {
     pub r_impatient: u32,
     /// Switched-off mechanisms.
     pub disabled: Vec<Mechanism>,
+    /// S_move: how long a task may wait on the waker's CPU (D).
+    pub smove_delay_ns: u64,
 }
 
 /// One tick at the published 250 Hz.
@@ -108,9 +115,13 @@ impl Default for Params {
             r_max: 5,
             r_impatient: 2,
             disabled: Vec::new(),
+            smove_delay_ns: SMOVE_DELAY_NS,
         }
     }
 }
+
+/// S_move's published default delay D.
+pub const SMOVE_DELAY_NS: u64 = 50_000;
 
 /// How a placement was decided, and other countable policy events
 /// (`enum nest_stat`).
@@ -137,6 +148,20 @@ pub enum Stat {
     SpinDemoted,
     /// Total time spent spinning, in ns.
     SpinNs,
+    /// Placed on the waker's CPU (S_local, S_move).
+    Local,
+    /// S_move: placed on the default CPU.
+    DefaultCpu,
+    /// S_move: the default CPU ran above its minimum frequency.
+    FreqAboveMin,
+    /// S_move: the default CPU ran at its minimum frequency.
+    FreqAtMin,
+    /// S_move: deferred migrations asked for (timers armed).
+    TimerArmed,
+    /// S_move: timers handled by [`NestPolicy::smove_timer`].
+    TimerFired,
+    /// S_move: timers that moved a task still waiting.
+    Migrated,
 }
 
 impl Stat {
@@ -161,6 +186,13 @@ impl Stat {
         Stat::SpinSibling,
         Stat::SpinDemoted,
         Stat::SpinNs,
+        Stat::Local,
+        Stat::DefaultCpu,
+        Stat::FreqAboveMin,
+        Stat::FreqAtMin,
+        Stat::TimerArmed,
+        Stat::TimerFired,
+        Stat::Migrated,
     ];
 
     fn from_raw(raw: u32) -> Stat {
@@ -206,6 +238,31 @@ pub struct Choice {
     pub idle: bool,
     /// Which step decided.
     pub how: Stat,
+    /// S_move: arm a timer for this move (see [`NestPolicy::smove_timer`]).
+    pub deferred: Option<Deferred>,
+}
+
+/// A move S_move asks the host to make later, if the task has not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deferred {
+    /// Where to move the task.
+    pub cpu: u32,
+    /// After how long, in ns.
+    pub delay_ns: u64,
+}
+
+impl From<&ffi::NestChoice> for Choice {
+    fn from(out: &ffi::NestChoice) -> Self {
+        Choice {
+            cpu: out.cpu as u32,
+            idle: out.idle != 0,
+            how: Stat::from_raw(out.how),
+            deferred: u32::try_from(out.defer_cpu).ok().map(|cpu| Deferred {
+                cpu,
+                delay_ns: out.defer_ns,
+            }),
+        }
+    }
 }
 
 /// A configuration the policy cannot run with.
@@ -300,11 +357,85 @@ impl NestPolicy {
                 &mut out,
             )
         };
-        Choice {
-            cpu: out.cpu as u32,
-            idle: out.idle != 0,
-            how: Stat::from_raw(out.how),
-        }
+        Choice::from(&out)
+    }
+
+    /// S_local: place a task on the waker's CPU (`None`, or a CPU the task
+    /// may not use: its previous CPU). Nothing is claimed.
+    pub fn slocal_select(
+        &self,
+        plat: &mut dyn Platform,
+        waker: Option<u32>,
+        prev_cpu: u32,
+    ) -> Choice {
+        let mut env = self.env(Some(plat));
+        let mut out = ffi::NestChoice::default();
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_slocal_select(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                cpu_arg(waker),
+                prev_cpu as i32,
+                &mut out,
+            )
+        };
+        Choice::from(&out)
+    }
+
+    /// S_move: the default CPU if it ran above its minimum frequency at
+    /// its last tick; otherwise the waker's CPU, with a [`Deferred`] move
+    /// for the host to make after D unless the task ran meanwhile.
+    pub fn smove_select(
+        &self,
+        plat: &mut dyn Platform,
+        task: &mut TaskState,
+        waker: Option<u32>,
+        prev_cpu: u32,
+    ) -> Choice {
+        let now = plat.now_ns();
+        let mut env = self.env(Some(plat));
+        let mut out = ffi::NestChoice::default();
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_smove_select(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                now,
+                &mut task.0,
+                cpu_arg(waker),
+                prev_cpu as i32,
+                &mut out,
+            )
+        };
+        Choice::from(&out)
+    }
+
+    /// The timer of a [`Deferred`] move fired: the CPU to move the task
+    /// to, or `None` if it ran meanwhile (or the timer is stale, or it may
+    /// no longer use the CPU).
+    pub fn smove_timer(&self, plat: &mut dyn Platform, task: &mut TaskState) -> Option<u32> {
+        let now = plat.now_ns();
+        let mut env = self.env(Some(plat));
+        // SAFETY: valid pointers; see select_cpu.
+        let cpu = unsafe {
+            ffi::nest_native_smove_timer(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                now,
+                &mut task.0,
+            )
+        };
+        u32::try_from(cpu).ok()
+    }
+
+    /// S_move: the task started running (its pending move is void).
+    pub fn smove_task_running(&self, task: &mut TaskState) {
+        // SAFETY: `task` is a valid, exclusively borrowed nest_task.
+        unsafe { ffi::nest_native_smove_task_running(&mut task.0) };
     }
 
     /// Claim an idle CPU of the nests (attached, primary, reserve; no
@@ -441,6 +572,11 @@ impl NestPolicy {
     }
 }
 
+/// An optional CPU as the C code takes it (-1: none).
+fn cpu_arg(cpu: Option<u32>) -> i32 {
+    cpu.map_or(-1, |c| c as i32)
+}
+
 fn env_of<'a>(env: *mut c_void) -> &'a mut Env<'a> {
     // SAFETY: the C policy passes back the pointer it was given by a
     // NestPolicy method, which outlives the call.
@@ -480,4 +616,9 @@ extern "C" fn nest_plat_pick_any_idle(env: *mut c_void) -> i32 {
 #[unsafe(no_mangle)]
 extern "C" fn nest_plat_count(env: *mut c_void, stat: u32, amount: u64) {
     env_of(env).stats[stat as usize].fetch_add(amount, Ordering::Relaxed);
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_cpu_above_min(env: *mut c_void, cpu: i32) -> bool {
+    plat_of(env).cpu_above_min(cpu as u32)
 }

@@ -159,6 +159,7 @@ fn nest_params(args: &SimArgs) -> Result<Params> {
         r_max: args.r_max,
         r_impatient: args.r_impatient,
         disabled: Vec::new(),
+        smove_delay_ns: dur("smove-delay", &args.smove_delay)?,
     };
     for d in &args.disable {
         match Mechanism::from_name(d) {
@@ -180,11 +181,11 @@ fn make_policy(name: &str, args: &SimArgs, machine: &Machine) -> Result<Box<dyn 
             }
             Box::new(Nest::new(&machine.topology(), params)?)
         }
-        "s-local" => Box::new(SLocal),
+        "s-local" => Box::new(SLocal::new(&machine.topology())?),
         "s-move" => {
             let d = parse_duration_ns(&args.smove_delay)
                 .map_err(|e| anyhow::anyhow!("--smove-delay: {e}"))?;
-            Box::new(SMove::new(d))
+            Box::new(SMove::new(&machine.topology(), d)?)
         }
         _ => bail!("unknown policy `{name}`: expected linux, nest, nest-nospin, s-local or s-move"),
     })

@@ -199,10 +199,11 @@ fn overload_is_balanced_onto_idle_cpus() {
                    "fork5": "w", "fork6": "w", "fork7": "w", "wait_children": true},
         "w": {"instance": 0, "loop": 20, "run": 5000}}}"#;
     let w = rtapp::parse(text, "inline").unwrap();
-    let balanced = run_with(&m, &w, &mut SLocal, Governor::Performance, 1);
+    let mut slocal = SLocal::new(&m.topology()).unwrap();
+    let balanced = run_with(&m, &w, &mut slocal, Governor::Performance, 1);
     let mut cfg = SimConfig::new(m.clone(), Governor::Performance, 1);
     cfg.load_balance = false;
-    let piled = nest_sim::run(cfg, &w, &mut SLocal).unwrap();
+    let piled = nest_sim::run(cfg, &w, &mut slocal).unwrap();
     // 8 tasks x 100 ms of work at nominal: about 8 times longer on one CPU
     // (less turbo headroom with 8 active cores narrows the gap somewhat).
     let ratio = piled.completion_ns as f64 / balanced.completion_ns as f64;
@@ -265,7 +266,9 @@ fn smove_timer_moves_a_task_left_waiting_on_the_wakers_cpu() {
         "parent": {"fork": "child", "run": 20000},
         "child": {"instance": 0, "run": 1000}}}"#;
     let w = rtapp::parse(text, "inline").unwrap();
-    let r = run_with(&m, &w, &mut SMove::new(50_000), Governor::Powersave, 1);
+    let mut smove = SMove::new(&m.topology(), 50_000).unwrap();
+    let r = run_with(&m, &w, &mut smove, Governor::Powersave, 1);
+    assert_eq!(smove.stat(nest_policy::Stat::Migrated), 1);
     let child = &r.tasks[1];
     assert!(
         (50_000..60_000).contains(&child.wait_ns),

@@ -43,10 +43,17 @@ pub struct Opts {
     #[arg(long, value_delimiter = ',', value_name = "MECHANISMS")]
     pub disable: Vec<String>,
 
-    /// Placement policy: nest, or builtin (sched_ext's default idle-CPU
-    /// selection only, the minimal baseline for comparisons).
+    /// Placement policy: nest; builtin (sched_ext's default idle-CPU
+    /// selection only, the minimal baseline for comparisons); slocal (the
+    /// waker's CPU); smove (the default CPU if it runs above its minimum
+    /// frequency, else the waker's CPU with a move after --smove-delay).
     #[arg(long, value_enum, default_value_t = Policy::Nest)]
     pub policy: Policy,
+
+    /// S_move: how long a task may wait on the waker's CPU before it moves
+    /// to the default CPU (D; 1us to 100ms).
+    #[arg(long, default_value = "50us", value_name = "DURATION")]
+    pub smove_delay: String,
 
     /// Measure each BPF callback's run time (kernel BPF statistics) and
     /// print the totals at exit as `prog-stats:` lines.
@@ -80,6 +87,11 @@ pub struct Opts {
     #[arg(long, value_name = "DURATION")]
     pub watchdog: Option<String>,
 
+    /// Testing only: S_move counts every CPU as at its minimum frequency,
+    /// so that every placement away from the waker's CPU is deferred.
+    #[arg(long, hide = true)]
+    pub debug_smove_at_min: bool,
+
     /// Testing only: never run tasks with this command name, so that the
     /// kernel's watchdog ejects the scheduler.
     #[arg(long, hide = true, value_name = "COMM")]
@@ -91,6 +103,8 @@ pub struct Opts {
 pub enum Policy {
     Nest,
     Builtin,
+    Slocal,
+    Smove,
 }
 
 impl Policy {
@@ -98,6 +112,8 @@ impl Policy {
         match self {
             Policy::Nest => bpf_intf::scx_nest_policy_POLICY_NEST,
             Policy::Builtin => bpf_intf::scx_nest_policy_POLICY_BUILTIN,
+            Policy::Slocal => bpf_intf::scx_nest_policy_POLICY_SLOCAL,
+            Policy::Smove => bpf_intf::scx_nest_policy_POLICY_SMOVE,
         }
     }
 }
@@ -105,12 +121,13 @@ impl Policy {
 /// Validated configuration, ready to be written into the BPF object.
 #[derive(Debug)]
 pub struct SchedConfig {
-    policy: Policy,
+    pub policy: Policy,
     params: Params,
     slice_ns: u64,
     partial: bool,
     watchdog_ms: Option<u32>,
     stall_comm: Option<Vec<u8>>,
+    smove_at_min: bool,
 }
 
 fn duration_opt(name: &str, text: &str) -> Result<u64> {
@@ -130,6 +147,14 @@ fn mechanisms(names: &[String]) -> Result<Vec<Mechanism>> {
             })
         })
         .collect()
+}
+
+fn smove_delay(text: &str) -> Result<u64> {
+    let ns = duration_opt("smove-delay", text)?;
+    if !(1_000..=100_000_000).contains(&ns) {
+        bail!("--smove-delay must be between 1us and 100ms, not {text}");
+    }
+    Ok(ns)
 }
 
 impl SchedConfig {
@@ -168,6 +193,7 @@ impl SchedConfig {
             r_max: opts.r_max,
             r_impatient: opts.r_impatient,
             disabled: mechanisms(&opts.disable)?,
+            smove_delay_ns: smove_delay(&opts.smove_delay)?,
         };
         Ok(Self {
             policy: opts.policy,
@@ -176,6 +202,7 @@ impl SchedConfig {
             partial: opts.partial,
             watchdog_ms,
             stall_comm,
+            smove_at_min: opts.debug_smove_at_min,
         })
     }
 
@@ -183,8 +210,13 @@ impl SchedConfig {
     pub fn describe(&self) -> String {
         let disabled: Vec<&str> = self.params.disabled.iter().map(|m| m.name()).collect();
         format!(
-            "policy {:?}, P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
+            "policy {:?}{}, P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
             self.policy,
+            if self.policy == Policy::Smove {
+                format!(" (D {} us)", self.params.smove_delay_ns / 1000)
+            } else {
+                String::new()
+            },
             self.params.p_remove_ns / 1000,
             self.params.s_max_ns / 1000,
             self.params.r_max,
@@ -221,6 +253,7 @@ impl SchedConfig {
         let cfg = &mut bss.nest_cfg;
         cfg.p_remove_ns = self.params.p_remove_ns;
         cfg.s_max_ns = self.params.s_max_ns;
+        cfg.smove_delay_ns = self.params.smove_delay_ns;
         cfg.r_max = self.params.r_max;
         cfg.r_impatient = self.params.r_impatient;
         cfg.nr_cpus = nr_cpus as u32;
@@ -240,6 +273,11 @@ impl SchedConfig {
         // changes arrive through ops.cpu_online/cpu_offline.
         for cpu in (0..nr_cpus).filter(|cpu| !topo.all_cpus.contains_key(cpu)) {
             bss.nest_state.cpus[cpu].offline = 1;
+        }
+        if self.smove_at_min {
+            bss.min_perf[..nr_cpus].fill(CPUPERF_ONE as u32);
+        } else if self.policy == Policy::Smove {
+            fill_min_perf(&mut bss.min_perf[..nr_cpus]);
         }
         let rodata = skel
             .maps
@@ -268,6 +306,42 @@ impl SchedConfig {
     }
 }
 
+/// scx_bpf_cpuperf_cur() scale: the maximum performance level.
+const CPUPERF_ONE: u64 = 1024;
+
+/// S_move's frequency test: per CPU, the highest performance level that
+/// still counts as the minimum frequency, from cpufreq's cpuinfo_min_freq
+/// and cpuinfo_max_freq, plus 1/32 of the scale for measurement noise
+/// (the level is measured over the last tick). 0 where cpufreq says
+/// nothing: such CPUs count as above their minimum.
+fn fill_min_perf(min_perf: &mut [u32]) {
+    let mut unknown = 0;
+    for (cpu, slot) in min_perf.iter_mut().enumerate() {
+        *slot = cpu_min_perf(cpu).unwrap_or(0);
+        unknown += usize::from(*slot == 0);
+    }
+    if unknown > 0 {
+        log::warn!(
+            "S_move: no cpufreq minimum/maximum frequency for {unknown} of {} CPUs; \
+             they always count as above their minimum frequency (no deferred moves there)",
+            min_perf.len()
+        );
+    }
+}
+
+fn cpu_min_perf(cpu: usize) -> Option<u32> {
+    let read = |name: &str| -> Option<u64> {
+        let path = format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/{name}");
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    };
+    let (min, max) = (read("cpuinfo_min_freq")?, read("cpuinfo_max_freq")?);
+    if max == 0 || min >= max {
+        return None;
+    }
+    let level = min * CPUPERF_ONE / max + CPUPERF_ONE / 32;
+    Some(level.clamp(1, CPUPERF_ONE - 1) as u32)
+}
+
 /// The CPU topology from sysfs. A CPU going offline or online meanwhile
 /// makes its files vanish or appear mid-read, so a failed read is retried
 /// for a while (this is also how a restart after hotplug starts).
@@ -291,4 +365,36 @@ fn current_cpu() -> i32 {
     // SAFETY: sched_getcpu has no preconditions.
     let cpu = unsafe { libc::sched_getcpu() };
     cpu.max(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> Result<SchedConfig> {
+        let argv = std::iter::once("scx_nest").chain(args.iter().copied());
+        SchedConfig::from_opts(&Opts::parse_from(argv))
+    }
+
+    #[test]
+    fn smove_and_slocal_are_policies_with_a_50us_default_delay() {
+        let cfg = config(&["--policy", "smove"]).unwrap();
+        assert_eq!(cfg.policy, Policy::Smove);
+        assert_eq!(cfg.params.smove_delay_ns, nest_policy::SMOVE_DELAY_NS);
+        assert!(cfg.describe().contains("D 50 us"));
+        assert_eq!(
+            config(&["--policy", "slocal"]).unwrap().policy,
+            Policy::Slocal
+        );
+    }
+
+    #[test]
+    fn the_smove_delay_is_validated() {
+        let cfg = config(&["--policy", "smove", "--smove-delay", "200us"]).unwrap();
+        assert_eq!(cfg.params.smove_delay_ns, 200_000);
+        for bad in ["0us", "500ns", "1s", "fast"] {
+            let err = config(&["--smove-delay", bad]).unwrap_err().to_string();
+            assert!(err.contains("--smove-delay"), "{bad}: {err}");
+        }
+    }
 }

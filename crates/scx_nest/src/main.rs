@@ -104,6 +104,14 @@ impl<'a> Scheduler<'a> {
             spin_wake_ns: events[bpf_intf::scx_nest_event_NEST_EV_SPIN_WAKE_NS as usize],
             idle_wakes: events[bpf_intf::scx_nest_event_NEST_EV_IDLE_WAKES as usize],
             idle_wake_ns: events[bpf_intf::scx_nest_event_NEST_EV_IDLE_WAKE_NS as usize],
+            waker_cpu: policy[bpf_intf::nest_stat_NEST_STAT_LOCAL as usize],
+            default_cpu: policy[bpf_intf::nest_stat_NEST_STAT_DEFAULT as usize],
+            freq_above_min: policy[bpf_intf::nest_stat_NEST_STAT_FREQ_ABOVE_MIN as usize],
+            freq_at_min: policy[bpf_intf::nest_stat_NEST_STAT_FREQ_AT_MIN as usize],
+            timers_armed: policy[bpf_intf::nest_stat_NEST_STAT_TIMER_ARMED as usize],
+            timers_fired: policy[bpf_intf::nest_stat_NEST_STAT_TIMER_FIRED as usize],
+            migrated: policy[bpf_intf::nest_stat_NEST_STAT_MIGRATED as usize],
+            move_failed: events[bpf_intf::scx_nest_event_NEST_EV_MOVE_FAILED as usize],
         }
     }
 
@@ -228,7 +236,7 @@ fn run(opts: Opts) -> Result<()> {
 
     // Everything that can be refused is checked before anything is loaded.
     let cfg = SchedConfig::from_opts(&opts)?;
-    preflight::check()?;
+    preflight::check(cfg.policy == config::Policy::Smove)?;
     if let Some(interval) = opts.stats {
         spawn_monitor(interval, shutdown.clone());
     }

@@ -8,8 +8,16 @@ use anyhow::{Result, bail};
 const SCHED_EXT: &str = "/sys/kernel/sched_ext";
 
 /// Refuse to start unless we are root on a kernel with sched_ext and no
-/// other sched_ext scheduler is attached.
-pub fn check() -> Result<()> {
+/// other sched_ext scheduler is attached, and, for S_move (`needs_timers`),
+/// the kernel offers BPF timers.
+pub fn check(needs_timers: bool) -> Result<()> {
+    if needs_timers && read_trimmed("/sys/kernel/realtime").as_deref() == Some("1") {
+        bail!(
+            "--policy smove needs BPF timers for its deferred moves, and this kernel ({}) \
+             is PREEMPT_RT, where the BPF verifier refuses bpf_timer; use another --policy",
+            kernel_release()
+        );
+    }
     if !Path::new(SCHED_EXT).exists() {
         bail!(
             "this kernel ({}) has no sched_ext: {SCHED_EXT} is missing. \

@@ -79,6 +79,22 @@ pub struct Metrics {
     pub idle_wakes: u64,
     #[stat(desc = "Total delay from placement to running, on really idle CPUs (ns)")]
     pub idle_wake_ns: u64,
+    #[stat(desc = "S_local/S_move: placements on the waker's CPU")]
+    pub waker_cpu: u64,
+    #[stat(desc = "S_move: placements on the default CPU")]
+    pub default_cpu: u64,
+    #[stat(desc = "S_move: default CPU above its minimum frequency")]
+    pub freq_above_min: u64,
+    #[stat(desc = "S_move: default CPU at its minimum frequency")]
+    pub freq_at_min: u64,
+    #[stat(desc = "S_move: deferred moves asked for (timers armed)")]
+    pub timers_armed: u64,
+    #[stat(desc = "S_move: tasks still waiting when their delay passed")]
+    pub timers_fired: u64,
+    #[stat(desc = "S_move: tasks moved to the default CPU after the delay")]
+    pub migrated: u64,
+    #[stat(desc = "S_move: moves the kernel refused (task already gone)")]
+    pub move_failed: u64,
 }
 
 /// Mean of `total_ns` over `count`, in microseconds.
@@ -133,7 +149,15 @@ impl Metrics {
             spin_wakes,
             spin_wake_ns,
             idle_wakes,
-            idle_wake_ns
+            idle_wake_ns,
+            waker_cpu,
+            default_cpu,
+            freq_above_min,
+            freq_at_min,
+            timers_armed,
+            timers_fired,
+            migrated,
+            move_failed
         )
     }
 
@@ -143,7 +167,9 @@ impl Metrics {
             "[scx_nest] nest primary={} reserve={} | place attached={} prev={} primary={} \
              reserve={} fallback={} wide={} none={} | promote={} compact={} exit-demote={} \
              impatient={} | queued={} kicked={} | spin={} ({:.1} ms, ended: work={} \
-             expired={} sibling={}) | wake delay: spinning {:.1} us x{}, idle {:.1} us x{}",
+             expired={} sibling={}) | wake delay: spinning {:.1} us x{}, idle {:.1} us x{} | \
+             waker={} default={} freq above/at min={}/{} timers armed={} fired={} \
+             migrated={} failed={}",
             self.primary_cpus,
             self.reserve_cpus,
             self.attached,
@@ -167,7 +193,15 @@ impl Metrics {
             mean_us(self.spin_wake_ns, self.spin_wakes),
             self.spin_wakes,
             mean_us(self.idle_wake_ns, self.idle_wakes),
-            self.idle_wakes
+            self.idle_wakes,
+            self.waker_cpu,
+            self.default_cpu,
+            self.freq_above_min,
+            self.freq_at_min,
+            self.timers_armed,
+            self.timers_fired,
+            self.migrated,
+            self.move_failed
         )?;
         Ok(())
     }

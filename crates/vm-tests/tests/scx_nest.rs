@@ -92,6 +92,30 @@ fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
     );
 }
 
+/// S_local and S_move (with every CPU counted as at its minimum frequency,
+/// so that S_move's timers run: guests have no cpufreq) survive the same
+/// mixed load and detach cleanly.
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn scx_nest_slocal_and_smove_survive_a_mixed_load_and_detach_cleanly() {
+    let load_seconds = 8;
+    let seconds = load_seconds.to_string();
+    for args in [
+        &[&seconds, "--policy", "slocal"][..],
+        &[&seconds, "--policy", "smove", "--debug-smove-at-min"][..],
+    ] {
+        let (outcome, report) = guest("lifecycle.sh", args);
+        show_output(&report);
+        let mut problems = lifecycle_problems(&report, load_seconds - 2);
+        problems.extend(kernel_problems(&outcome.console_log));
+        assert!(
+            problems.is_empty(),
+            "{args:?}: problems: {problems:#?}\n{}",
+            outcome.stdout
+        );
+    }
+}
+
 /// CPU hotplug under a hostile mix (nice 19 and -20, SCHED_FIFO and
 /// SCHED_RR tasks, fork storms, affinity hopping) must never eject
 /// scx_nest: CPUs go offline and online from before it attaches until the

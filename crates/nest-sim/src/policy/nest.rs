@@ -98,13 +98,25 @@ impl Nest {
     }
 }
 
-/// The simulator as the C policy's platform, for one placement.
-struct SimPlatform<'a, 'b> {
+/// The simulator as the C policy's platform, for one placement (or one
+/// S_move timer).
+pub(super) struct SimPlatform<'a, 'b> {
     cx: &'a Ctx<'b>,
     waker: Option<Cpu>,
     why: Wake,
     /// CPUs claimed during this placement (claims are exclusive).
     claimed: Vec<Cpu>,
+}
+
+impl<'a, 'b> SimPlatform<'a, 'b> {
+    pub(super) fn new(cx: &'a Ctx<'b>, waker: Option<Cpu>, why: Wake) -> Self {
+        Self {
+            cx,
+            waker,
+            why,
+            claimed: Vec::new(),
+        }
+    }
 }
 
 impl Platform for SimPlatform<'_, '_> {
@@ -139,6 +151,11 @@ impl Platform for SimPlatform<'_, '_> {
     fn now_ns(&self) -> u64 {
         self.cx.now()
     }
+
+    /// The frequency the engine observed at `cpu`'s last tick.
+    fn cpu_above_min(&self, cpu: u32) -> bool {
+        self.cx.last_tick_mhz(cpu) > self.cx.machine().frequency.min_mhz
+    }
 }
 
 impl Policy for Nest {
@@ -158,12 +175,7 @@ impl Policy for Nest {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu {
-        let mut plat = SimPlatform {
-            cx,
-            waker,
-            why,
-            claimed: Vec::new(),
-        };
+        let mut plat = SimPlatform::new(cx, waker, why);
         // Borrow the task state separately from the C policy.
         self.task(task);
         let state = &mut self.tasks[task as usize];

@@ -1,17 +1,33 @@
 //! S_local and S_move (Gouicem et al., "Fewer Cores, More Hertz", USENIX
-//! ATC 2020), as restated in NEST-SPEC.md. They live here until the shared
-//! C policy (policy/) grows them; they use only the generic hooks (timers,
-//! last-tick frequency), which is what they are here to exercise.
+//! ATC 2020) in the simulator: adapters from the engine's [`Policy`] hooks
+//! to the shared C policy (`policy/smove_policy.c`, built natively by the
+//! `nest-policy` crate). The decisions are the C code's; the engine supplies
+//! the platform (the baseline model as the default placement, the frequency
+//! observed at the last tick) and S_move's timers.
 
-use nest_trace::Cpu;
+use nest_policy::{NestPolicy, Params, Stat, TaskState};
+use nest_trace::{Cpu, Topology};
 
-use super::baseline;
+use super::nest::SimPlatform;
 use super::{Ctx, Policy, TaskId, Wake};
 use crate::engine::TaskPhase;
 
+fn c_policy(topo: &Topology, params: &Params) -> anyhow::Result<NestPolicy> {
+    NestPolicy::new(topo, 0, params).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 /// S_local: a forked or woken task goes on the waker's (parent's) CPU.
-#[derive(Debug, Default)]
-pub struct SLocal;
+pub struct SLocal {
+    policy: NestPolicy,
+}
+
+impl SLocal {
+    pub fn new(topo: &Topology) -> anyhow::Result<Self> {
+        Ok(Self {
+            policy: c_policy(topo, &Params::default())?,
+        })
+    }
+}
 
 impl Policy for SLocal {
     fn name(&self) -> String {
@@ -20,33 +36,51 @@ impl Policy for SLocal {
 
     fn select_cpu(
         &mut self,
-        _cx: &mut Ctx,
+        cx: &mut Ctx,
         _task: TaskId,
         prev: Cpu,
         waker: Option<Cpu>,
-        _why: Wake,
+        why: Wake,
     ) -> Cpu {
-        waker.unwrap_or(prev)
+        let mut plat = SimPlatform::new(cx, waker, why);
+        self.policy.slocal_select(&mut plat, waker, prev).cpu
     }
 }
 
 /// S_move: use the default CPU `c` if it runs above its minimum frequency
 /// (as seen at the last tick); otherwise queue on the waker's CPU and, if
-/// the task has not started running there after `delay_ns`, move it to `c`.
-#[derive(Debug)]
+/// the task has not started running there after the delay, move it to `c`.
+/// Timer tokens are task ids.
 pub struct SMove {
-    pub delay_ns: u64,
-    /// Pending moves: (task, waker CPU it was queued on, target), by token.
-    pending: Vec<Option<(TaskId, Cpu, Cpu)>>,
+    policy: NestPolicy,
+    /// Per-task C state, indexed by task id.
+    tasks: Vec<TaskState>,
 }
 
 impl SMove {
-    /// The published default delay is 50 us.
-    pub fn new(delay_ns: u64) -> Self {
-        Self {
-            delay_ns,
-            pending: Vec::new(),
+    /// S_move with delay `delay_ns` (published default: 50 us).
+    pub fn new(topo: &Topology, delay_ns: u64) -> anyhow::Result<Self> {
+        let params = Params {
+            smove_delay_ns: delay_ns,
+            ..Params::default()
+        };
+        Ok(Self {
+            policy: c_policy(topo, &params)?,
+            tasks: Vec::new(),
+        })
+    }
+
+    /// How many times the C policy counted `stat`.
+    pub fn stat(&self, stat: Stat) -> u64 {
+        self.policy.stat(stat)
+    }
+
+    fn task(&mut self, task: TaskId) -> &mut TaskState {
+        let i = task as usize;
+        if self.tasks.len() <= i {
+            self.tasks.resize_with(i + 1, TaskState::new);
         }
+        &mut self.tasks[i]
     }
 }
 
@@ -63,32 +97,33 @@ impl Policy for SMove {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu {
-        let c = baseline::select(cx, prev, waker, why);
-        let Some(w) = waker.filter(|&w| w != c) else {
-            return c;
-        };
-        if cx.last_tick_mhz(c) > cx.machine().frequency.min_mhz {
-            return c;
+        self.task(task);
+        let mut plat = SimPlatform::new(cx, waker, why);
+        let state = &mut self.tasks[task as usize];
+        let choice = self.policy.smove_select(&mut plat, state, waker, prev);
+        if let Some(deferred) = choice.deferred {
+            cx.arm_timer(deferred.delay_ns, task as u64);
         }
-        let token = self
-            .pending
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or(self.pending.len());
-        if token == self.pending.len() {
-            self.pending.push(None);
-        }
-        self.pending[token] = Some((task, w, c));
-        cx.arm_timer(self.delay_ns, token as u64);
-        w
+        choice.cpu
+    }
+
+    fn task_running(&mut self, _cx: &mut Ctx, task: TaskId, _cpu: Cpu) {
+        self.task(task);
+        self.policy
+            .smove_task_running(&mut self.tasks[task as usize]);
     }
 
     fn timer(&mut self, cx: &mut Ctx, token: u64) {
-        let Some((task, w, c)) = self.pending.get_mut(token as usize).and_then(Option::take) else {
+        let Ok(task) = TaskId::try_from(token) else {
             return;
         };
-        if cx.task_phase(task) == TaskPhase::Queued(w) {
-            cx.migrate(task, c);
+        self.task(task);
+        let mut plat = SimPlatform::new(cx, None, Wake::Wakeup);
+        let target = self
+            .policy
+            .smove_timer(&mut plat, &mut self.tasks[task as usize]);
+        if let (Some(cpu), TaskPhase::Queued(_)) = (target, cx.task_phase(task)) {
+            cx.migrate(task, cpu);
         }
     }
 }

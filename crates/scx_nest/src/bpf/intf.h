@@ -21,6 +21,12 @@ enum scx_nest_consts {
 	STALL_DSQ = 1,
 	/* Length of a task's comm, with its NUL. */
 	COMM_LEN = 16,
+	/*
+	 * S_move: tasks waiting on CPU c's run queue for a deferred move sit
+	 * in DSQ PENDING_DSQ_BASE + c (a local DSQ cannot be iterated, so its
+	 * tasks could not be moved from a timer).
+	 */
+	PENDING_DSQ_BASE = 0x100,
 };
 
 /* Placement policies scx_nest can run (--policy). */
@@ -29,6 +35,10 @@ enum scx_nest_policy {
 	POLICY_NEST = 0,
 	/* sched_ext's built-in idle selection only: the minimal baseline. */
 	POLICY_BUILTIN = 1,
+	/* S_local (policy/smove_policy.c): the waker's CPU. */
+	POLICY_SLOCAL = 2,
+	/* S_move (policy/smove_policy.c): frequency test, deferred move. */
+	POLICY_SMOVE = 3,
 };
 
 /* Scheduler events counted besides the policy's enum nest_stat. */
@@ -52,6 +62,8 @@ enum scx_nest_event {
 	NEST_EV_SPIN_WAKES,
 	NEST_EV_IDLE_WAKE_NS,
 	NEST_EV_IDLE_WAKES,
+	/* S_move: moves decided by the policy that the kernel refused. */
+	NEST_EV_MOVE_FAILED,
 	NEST_NR_EVENTS,
 };
 

@@ -36,6 +36,7 @@
 #include "intf.h"
 #include "platform.bpf.h"
 #include "nest_policy.c"
+#include "smove_policy.c"
 
 char _license[] SEC("license") = "GPL";
 
@@ -102,6 +103,172 @@ static bool is_stall_target(const struct task_struct *p)
 	return true;
 }
 
+/*
+ * S_local and S_move (policy/smove_policy.c)
+ * ------------------------------------------
+ * The waker is the task running on the CPU where ops.select_cpu() runs.
+ * A task placed on a CPU is inserted straight into that CPU's local queue,
+ * behind whatever runs there.
+ *
+ * S_move's deferred move: a task left on the waker's CPU w waits in w's
+ * pending DSQ (PENDING_DSQ_BASE + w), which w consumes first in
+ * ops.dispatch(), and w's timer is armed. A local DSQ cannot be iterated,
+ * so a task there could not be moved; a user DSQ can be, and
+ * scx_bpf_dsq_move() may be called from a BPF timer (no rq lock held).
+ * When the timer fires it scans w's pending DSQ: each task whose delay has
+ * passed is handed to nest_smove_timer() and moved to the local DSQ of the
+ * CPU it returns. A task that ran has left the DSQ, so there is nothing to
+ * cancel, ever; timers only fire and look. One timer per CPU (a bpf_timer
+ * lives in an array map value, not in task storage). The timer keeps coming
+ * back while its DSQ holds tasks; if its CPU went offline (it will never
+ * dispatch), it hands them to the shared queue.
+ */
+static void kick_idle_for_queue(struct task_struct *p);
+
+struct pending_timer {
+	struct bpf_timer timer;
+	/* The timer is started and has not fired yet. */
+	u32 armed;
+	/* The CPU whose pending DSQ it scans. */
+	s32 cpu;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NEST_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct pending_timer);
+} pending_timers SEC(".maps");
+
+static struct pending_timer *pending_timer_of(s32 cpu)
+{
+	u32 key = cpu_index(cpu);
+
+	return bpf_map_lookup_elem(&pending_timers, &key);
+}
+
+/* Start @pt to fire in @delay_ns unless it is already started. */
+static void arm_pending_timer(struct pending_timer *pt, u64 delay_ns)
+{
+	if (__sync_val_compare_and_swap(&pt->armed, 0, 1) == 0)
+		bpf_timer_start(&pt->timer, delay_ns, 0);
+}
+
+/* The policy's deferred move of @p, which waits in the DSQ being iterated. */
+static __always_inline void move_pending(struct bpf_iter_scx_dsq *it,
+					 struct task_struct *p,
+					 struct task_ctx *t)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+	s32 cpu = nest_smove_timer(&pctx, &t->nest);
+
+	if (cpu < 0)
+		return;
+	if (scx_bpf_dsq_move(it, p, SCX_DSQ_LOCAL_ON | cpu, 0))
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	else
+		count_event(NEST_EV_MOVE_FAILED, 1);
+}
+
+/*
+ * A CPU's pending timer fired: move the tasks whose delay passed, and come
+ * back for the others. A task inserted while the scan ran is caught by the
+ * final check of the queue length.
+ */
+static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
+{
+	u64 dsq = PENDING_DSQ_BASE + pt->cpu, now = scx_bpf_now(), next = 0;
+	struct task_struct *p;
+
+	WRITE_ONCE(pt->armed, 0);
+	bpf_for_each(scx_dsq, p, dsq, 0) {
+		struct task_ctx *t = lookup_task(p);
+
+		/* An offline CPU never dispatches: hand its tasks to all. */
+		if (cpu_offline(&nest_state, pt->cpu)) {
+			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, NEST_DSQ, 0))
+				kick_idle_for_queue(p);
+			continue;
+		}
+		if (!t || t->nest.move_to < 0)
+			continue;
+		if (t->nest.move_at <= now)
+			move_pending(BPF_FOR_EACH_ITER, p, t);
+		else if (!next || t->nest.move_at - now < next)
+			next = t->nest.move_at - now;
+	}
+	if (!next && scx_bpf_dsq_nr_queued(dsq))
+		next = nest_cfg.smove_delay_ns;
+	if (next)
+		arm_pending_timer(pt, next);
+	return 0;
+}
+
+/* Set up every CPU's pending DSQ and timer (S_move only). */
+static s32 init_pending(void)
+{
+	struct pending_timer *pt;
+	s32 cpu, err;
+
+	bpf_for(cpu, 0, nest_cfg.nr_cpus) {
+		err = scx_bpf_create_dsq(PENDING_DSQ_BASE + cpu, -1);
+		if (err)
+			return err;
+		pt = pending_timer_of(cpu);
+		if (!pt)
+			return -ENOENT;
+		pt->cpu = cpu;
+		err = bpf_timer_init(&pt->timer, &pending_timers, CLOCK_MONOTONIC);
+		if (err)
+			return err;
+		err = bpf_timer_set_callback(&pt->timer, pending_timer_fn);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Leave @p on the waker's CPU (choice->cpu) for a deferred move. The
+ * default CPU may have been claimed idle by the placement: a kick sends it
+ * through the idle loop once more, which marks it idle again.
+ */
+static void defer_move(struct task_struct *p, const struct nest_choice *choice)
+{
+	struct pending_timer *pt = pending_timer_of(choice->cpu);
+
+	scx_bpf_dsq_insert(p, PENDING_DSQ_BASE + cpu_index(choice->cpu),
+			   slice_ns, 0);
+	if (pt)
+		arm_pending_timer(pt, choice->defer_ns);
+	scx_bpf_kick_cpu(choice->cpu, SCX_KICK_IDLE);
+	scx_bpf_kick_cpu(choice->defer_cpu, SCX_KICK_IDLE);
+}
+
+static s32 select_cpu_smove(struct task_struct *p, struct task_ctx *t,
+			    s32 prev_cpu, u64 wake_flags)
+{
+	struct nest_bpf_env env = { .p = p, .wake_flags = wake_flags };
+	struct nest_ctx pctx = policy_ctx(&env);
+	struct nest_choice choice = {};
+	s32 waker = bpf_get_smp_processor_id();
+
+	if (policy_kind == POLICY_SLOCAL)
+		nest_slocal_select(&pctx, waker, prev_cpu, &choice);
+	else
+		nest_smove_select(&pctx, &t->nest, waker, prev_cpu, &choice);
+	/* Not usable: ops.enqueue() puts the task on the shared queue. */
+	if (!cpu_valid(&nest_cfg, choice.cpu) ||
+	    !bpf_cpumask_test_cpu(choice.cpu, p->cpus_ptr))
+		return prev_cpu;
+	if (choice.defer_cpu >= 0)
+		defer_move(p, &choice);
+	else
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+	return choice.cpu;
+}
+
 /* The minimal baseline: the kernel's default idle-CPU selection. */
 static s32 select_cpu_builtin(struct task_struct *p, s32 prev_cpu,
 			      u64 wake_flags)
@@ -126,6 +293,8 @@ s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 		return prev_cpu;
 	if (policy_kind == POLICY_BUILTIN)
 		return select_cpu_builtin(p, prev_cpu, wake_flags);
+	if (policy_kind == POLICY_SLOCAL || policy_kind == POLICY_SMOVE)
+		return select_cpu_smove(p, t, prev_cpu, wake_flags);
 
 	nest_select_cpu(&pctx, &t->nest, prev_cpu, &choice);
 	if (choice.idle) {
@@ -227,6 +396,9 @@ void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 	struct nest_bpf_env env = {};
 	struct nest_ctx pctx;
 
+	if (policy_kind == POLICY_SMOVE &&
+	    scx_bpf_dsq_move_to_local(PENDING_DSQ_BASE + cpu_index(cpu), 0))
+		return;
 	if (scx_bpf_dsq_move_to_local(NEST_DSQ, 0))
 		return;
 	pctx = policy_ctx(&env);
@@ -255,6 +427,8 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 	struct nest_ctx pctx = policy_ctx(&env);
 	struct task_ctx *t = lookup_task(p);
 
+	if (t && policy_kind == POLICY_SMOVE)
+		nest_smove_task_running(&t->nest);
 	if (!t || policy_kind != POLICY_NEST)
 		return;
 	if (t->placed_ns)
@@ -319,7 +493,10 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(nest_init)
 
 	if (err)
 		return err;
-	return scx_bpf_create_dsq(STALL_DSQ, -1);
+	err = scx_bpf_create_dsq(STALL_DSQ, -1);
+	if (err || policy_kind != POLICY_SMOVE)
+		return err;
+	return init_pending();
 }
 
 void BPF_STRUCT_OPS(nest_exit, struct scx_exit_info *ei)

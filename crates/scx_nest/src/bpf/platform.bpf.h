@@ -68,6 +68,24 @@ static s32 plat_default_cpu(nest_env_t env, s32 prev_cpu, bool *idle)
 	return cpu;
 }
 
+/*
+ * S_move's frequency test. Per CPU, the highest scx_bpf_cpuperf_cur() value
+ * (the performance level seen at the last tick, SCX_CPUPERF_ONE = maximum)
+ * that still counts as the minimum frequency; 0: unknown, so the CPU counts
+ * as above its minimum. Filled in by user space from cpufreq.
+ */
+u32 min_perf[NEST_MAX_CPUS];
+
+static bool plat_cpu_above_min(nest_env_t env, s32 cpu)
+{
+	u32 min;
+
+	if (cpu < 0 || cpu >= NEST_MAX_CPUS)
+		return true;
+	min = min_perf[cpu & (NEST_MAX_CPUS - 1)];
+	return !min || scx_bpf_cpuperf_cur(cpu) > min;
+}
+
 static s32 plat_pick_any_idle(nest_env_t env)
 {
 	if (!env->p)
