@@ -61,6 +61,9 @@ enum Load {
         /// Work of each child, in microseconds of spinning.
         #[arg(long, default_value_t = 200)]
         work_us: u64,
+        /// Do not wait for each child: keep running beside it.
+        #[arg(long)]
+        overlap: bool,
     },
     /// Two processes bouncing a byte through pipes.
     Pingpong {
@@ -114,7 +117,7 @@ fn mixed(seconds: f64, hogs: Option<usize>) -> Result<Vec<String>> {
     };
     let children = [
         in_child(move || hogs::run(until, nr_hogs))?,
-        in_child(move || churn::run(Stop::At(until), CHURN_WORK))?,
+        in_child(move || churn::run(Stop::At(until), CHURN_WORK, false))?,
         in_child(move || pingpong::run(until))?,
         in_child(move || affinity::run(until))?,
     ];
@@ -138,12 +141,13 @@ fn run(cli: Cli) -> Result<Vec<String>> {
             seconds,
             count,
             work_us,
+            overlap,
         } => {
             let stop = match count {
                 Some(n) => Stop::After(n),
                 None => Stop::At(deadline(seconds)?),
             };
-            vec![churn::run(stop, Duration::from_micros(work_us))?]
+            vec![churn::run(stop, Duration::from_micros(work_us), overlap)?]
         }
         Load::Pingpong { seconds } => vec![pingpong::run(deadline(seconds)?)?],
         Load::Affinity { seconds } => vec![affinity::run(deadline(seconds)?)?],

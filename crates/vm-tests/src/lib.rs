@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use nest_vm::scan_console;
 
+pub mod strategies;
 pub mod trace;
 
 /// The repository's root (guest scripts are run from there).
