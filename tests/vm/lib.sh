@@ -29,12 +29,15 @@ wait_enabled() {
 	done
 }
 
-# Stop the scheduler process PID with SIGINT, waiting up to 10 s, and
+# Stop the scheduler process PID with SIGINT, waiting up to 60 s, and
 # report its exit status as sched_exit (still-running if it did not stop).
+# Under emulation, after a heavy load, the kernel took more than 10 s to
+# switch every task back (state "disabling") before the scheduler could
+# exit.
 stop_scheduler() {
 	local pid=$1
 	kill -INT "$pid" 2>/dev/null
-	for _ in $(seq 1 100); do
+	for _ in $(seq 1 600); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
 	done
