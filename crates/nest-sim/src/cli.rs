@@ -118,6 +118,11 @@ pub struct SimArgs {
     #[arg(long)]
     pub trace_dir: Option<PathBuf>,
 
+    /// Run every built-in machine with every built-in workload family and
+    /// print one summary table (--machine and --workload are ignored).
+    #[arg(long)]
+    pub sweep: bool,
+
     /// List built-in machines and workloads, then exit.
     #[arg(long)]
     pub list: bool,
@@ -220,12 +225,41 @@ pub fn run(args: SimArgs) -> Result<()> {
     if args.seeds == 0 || args.policies.is_empty() || governors.is_empty() {
         bail!("need at least one seed, policy and governor");
     }
+    if args.sweep {
+        return sweep(&args, &governors);
+    }
     let configs = run_all(&args, &machine, &workload, &governors)?;
     let cmps = results::compare(configs);
     print_results(&args, &machine, &workload, &cmps)
 }
 
 type Config = (String, String, Vec<RunResult>);
+
+/// Every built-in machine with every built-in workload family, in one
+/// table: improvements are against the first policy and governor of the
+/// same machine and workload.
+fn sweep(args: &SimArgs, governors: &[Governor]) -> Result<()> {
+    if args.format != "table" || args.csv.is_some() || args.tasks_csv.is_some() {
+        bail!(
+            "--sweep prints one table; for CSV or JSON run one --machine and --workload at a time"
+        );
+    }
+    let mut rows = Vec::new();
+    for name in Machine::builtin_names() {
+        let machine = Machine::builtin(name)?;
+        for family in builtin::FAMILIES {
+            let workload = builtin::build(family, machine.nr_cores())?;
+            let cmps = results::compare(run_all(args, &machine, &workload, governors)?);
+            rows.push((name, family, cmps));
+        }
+    }
+    println!(
+        "{} seed(s); improvements vs {} {} on the same machine and workload (0 = same, + = better)\n",
+        args.seeds, args.policies[0], args.governors[0]
+    );
+    print!("{}", results::sweep_table(&rows));
+    Ok(())
+}
 
 fn run_all(
     args: &SimArgs,

@@ -228,6 +228,44 @@ pub fn table(cmps: &[Comparison]) -> String {
     s
 }
 
+/// One summary table over several machines and workloads: rows of
+/// (machine, workload, comparisons of that pair).
+pub fn sweep_table(rows: &[(&str, &str, Vec<Comparison>)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<20} {:<10} {:<12} {:<14} {:>10} {:>15} {:<13} {:>15} {:>7}",
+        "machine",
+        "workload",
+        "policy",
+        "governor",
+        "time(ms)",
+        "time impr",
+        "verdict",
+        "energy impr",
+        "cpus"
+    );
+    for (machine, workload, cmps) in rows {
+        for c in cmps {
+            let pct = |(m, sd): (f64, f64)| format!("{:+.1}%±{:.1}", m * 100.0, sd * 100.0);
+            let _ = writeln!(
+                s,
+                "{:<20} {:<10} {:<12} {:<14} {:>10.1} {:>15} {:<13} {:>15} {:>7.2}",
+                machine,
+                workload,
+                c.policy,
+                c.governor,
+                avg(c, |r| r.completion_ns as f64 / 1e6),
+                pct(c.time_improvement),
+                bucket(c.time_improvement.0),
+                pct(c.energy_improvement),
+                avg(c, |r| r.mean_cpus_used),
+            );
+        }
+    }
+    s
+}
+
 /// The published summary buckets of an improvement: within 5% is "same".
 pub fn bucket(improvement: f64) -> &'static str {
     match improvement {

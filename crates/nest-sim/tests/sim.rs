@@ -372,3 +372,26 @@ fn a_deadlocked_workload_stops_and_says_so() {
     assert!(r.deadlocked);
     assert!(r.completion_ns < 10_000_000);
 }
+
+#[test]
+fn sweep_runs_every_builtin_machine_and_workload_and_refuses_csv() {
+    use clap::Parser;
+    let sweep = |extra: &[&str]| {
+        let mut argv = vec![
+            "sim",
+            "--sweep",
+            "-s",
+            "1",
+            "-g",
+            "performance",
+            "-p",
+            "linux,s-local",
+            "-q",
+        ];
+        argv.extend_from_slice(extra);
+        nest_sim::cli::run(nest_sim::cli::SimArgs::parse_from(argv))
+    };
+    sweep(&[]).unwrap();
+    let err = format!("{:#}", sweep(&["--csv", "/tmp/x.csv"]).unwrap_err());
+    assert!(err.contains("--sweep"), "{err}");
+}
