@@ -75,14 +75,6 @@ impl Nest {
         self.policy.stat(stat)
     }
 
-    fn task(&mut self, task: TaskId) -> &mut TaskState {
-        let i = task as usize;
-        if self.tasks.len() <= i {
-            self.tasks.resize_with(i + 1, TaskState::new);
-        }
-        &mut self.tasks[i]
-    }
-
     /// Emits trace events for nest membership changes (only when tracing).
     fn report_nests(&mut self, cx: &mut Ctx) {
         if !cx.k.cfg.record_trace {
@@ -96,6 +88,16 @@ impl Nest {
             }
         }
     }
+}
+
+/// The C policy's state of `task`, created on first use. Borrows only the
+/// task table, so the policy itself stays usable beside it.
+pub(super) fn task_state(tasks: &mut Vec<TaskState>, task: TaskId) -> &mut TaskState {
+    let i = task as usize;
+    if tasks.len() <= i {
+        tasks.resize_with(i + 1, TaskState::new);
+    }
+    &mut tasks[i]
 }
 
 /// The simulator as the C policy's platform, for one placement (or one
@@ -176,9 +178,7 @@ impl Policy for Nest {
         why: Wake,
     ) -> Cpu {
         let mut plat = SimPlatform::new(cx, waker, why);
-        // Borrow the task state separately from the C policy.
-        self.task(task);
-        let state = &mut self.tasks[task as usize];
+        let state = task_state(&mut self.tasks, task);
         let choice = self.policy.select_cpu(&mut plat, state, prev);
         self.report_nests(cx);
         choice.cpu
@@ -195,9 +195,8 @@ impl Policy for Nest {
     }
 
     fn task_running(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
-        self.task(task);
-        self.policy
-            .task_running(&mut self.tasks[task as usize], cpu, cx.now());
+        let state = task_state(&mut self.tasks, task);
+        self.policy.task_running(state, cpu, cx.now());
     }
 
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, cpu: Cpu) {

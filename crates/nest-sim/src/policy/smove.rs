@@ -8,7 +8,7 @@
 use nest_policy::{NestPolicy, Params, Stat, TaskState};
 use nest_trace::{Cpu, Topology};
 
-use super::nest::SimPlatform;
+use super::nest::{SimPlatform, task_state};
 use super::{Ctx, Policy, TaskId, Wake};
 use crate::engine::TaskPhase;
 
@@ -74,14 +74,6 @@ impl SMove {
     pub fn stat(&self, stat: Stat) -> u64 {
         self.policy.stat(stat)
     }
-
-    fn task(&mut self, task: TaskId) -> &mut TaskState {
-        let i = task as usize;
-        if self.tasks.len() <= i {
-            self.tasks.resize_with(i + 1, TaskState::new);
-        }
-        &mut self.tasks[i]
-    }
 }
 
 impl Policy for SMove {
@@ -97,9 +89,8 @@ impl Policy for SMove {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu {
-        self.task(task);
+        let state = task_state(&mut self.tasks, task);
         let mut plat = SimPlatform::new(cx, waker, why);
-        let state = &mut self.tasks[task as usize];
         let choice = self.policy.smove_select(&mut plat, state, waker, prev);
         if let Some(deferred) = choice.deferred {
             cx.arm_timer(deferred.delay_ns, task as u64);
@@ -108,20 +99,17 @@ impl Policy for SMove {
     }
 
     fn task_running(&mut self, _cx: &mut Ctx, task: TaskId, _cpu: Cpu) {
-        self.task(task);
-        self.policy
-            .smove_task_running(&mut self.tasks[task as usize]);
+        let state = task_state(&mut self.tasks, task);
+        self.policy.smove_task_running(state);
     }
 
     fn timer(&mut self, cx: &mut Ctx, token: u64) {
         let Ok(task) = TaskId::try_from(token) else {
             return;
         };
-        self.task(task);
+        let state = task_state(&mut self.tasks, task);
         let mut plat = SimPlatform::new(cx, None, Wake::Wakeup);
-        let target = self
-            .policy
-            .smove_timer(&mut plat, &mut self.tasks[task as usize]);
+        let target = self.policy.smove_timer(&mut plat, state);
         if let (Some(cpu), TaskPhase::Queued(_)) = (target, cx.task_phase(task)) {
             cx.migrate(task, cpu);
         }
