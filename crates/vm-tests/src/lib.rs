@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use nest_vm::scan_console;
+use nest_vm::{VmOutcome, VmSpec, scan_console};
 
 pub mod strategies;
 pub mod trace;
@@ -38,6 +38,29 @@ pub fn bin_dir() -> PathBuf {
         );
     }
     dir
+}
+
+/// Boot a guest shaped by `spec`, run `command` (called `name` in the
+/// log), print how long it took, and fail the test, with everything the
+/// guest printed, unless the command exited 0.
+pub fn run_ok(spec: &VmSpec, name: &str, command: &str) -> VmOutcome {
+    let outcome =
+        nest_vm::run(spec, command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
+    eprintln!(
+        "guest {name}: boot {:.1?}, total {:.1?}, status {:?}",
+        outcome.boot_time.unwrap_or_default(),
+        outcome.elapsed,
+        outcome.exit_status
+    );
+    assert!(
+        outcome.success(),
+        "{}\nstdout:\n{}\nstderr:\n{}\nconsole:\n{}",
+        outcome.failure().unwrap_or_default(),
+        outcome.stdout,
+        outcome.stderr,
+        outcome.console_log
+    );
+    outcome
 }
 
 /// What a guest script reported.

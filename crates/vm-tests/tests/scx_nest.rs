@@ -6,9 +6,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use nest_vm::{VmOutcome, VmSpec, run, shell_quote};
+use nest_vm::{VmOutcome, VmSpec, shell_quote};
 use vm_tests::{
-    Report, bin_dir, kernel_problems, lifecycle_problems, repo_root, robustness_problems,
+    Report, bin_dir, kernel_problems, lifecycle_problems, repo_root, robustness_problems, run_ok,
 };
 
 /// One guest at a time: TCG is CPU-bound and the host has few cores.
@@ -52,21 +52,7 @@ fn guest_on(spec: &VmSpec, script: &str, args: &[&str]) -> (VmOutcome, Report) {
         command.push(' ');
         command.push_str(&shell_quote(arg));
     }
-    let outcome = run(spec, &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
-    eprintln!(
-        "guest {script}: boot {:.1?}, total {:.1?}, status {:?}",
-        outcome.boot_time.unwrap_or_default(),
-        outcome.elapsed,
-        outcome.exit_status
-    );
-    assert!(
-        outcome.success(),
-        "{}\nstdout:\n{}\nstderr:\n{}\nconsole:\n{}",
-        outcome.failure().unwrap_or_default(),
-        outcome.stdout,
-        outcome.stderr,
-        outcome.console_log
-    );
+    let outcome = run_ok(spec, script, &command);
     let report = Report::parse(&outcome.stdout);
     (outcome, report)
 }

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use nest_trace::format::load;
-use nest_vm::{VmSpec, run, shell_quote};
+use nest_vm::{VmSpec, shell_quote};
 use vm_tests::strategies::{FirstRuns, first_runs};
-use vm_tests::{Report, bin_dir, kernel_problems, repo_root};
+use vm_tests::{Report, bin_dir, kernel_problems, repo_root, run_ok};
 
 const CHILDREN: usize = 40;
 
@@ -41,14 +41,7 @@ fn slocal_keeps_children_on_the_parents_cpu_and_smove_moves_them_off_a_busy_wake
         shell_quote(&bin_dir().to_string_lossy()),
         shell_quote(&out.to_string_lossy())
     );
-    let outcome = run(&spec, &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
-    assert!(
-        outcome.success(),
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        outcome.failure().unwrap_or_default(),
-        outcome.stdout,
-        outcome.stderr
-    );
+    let outcome = run_ok(&spec, "strategies.sh", &command);
     let report = Report::parse(&outcome.stdout);
     for line in &report.output {
         eprintln!("  {line}");

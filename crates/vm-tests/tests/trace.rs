@@ -13,9 +13,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nest_trace::format::load;
-use nest_vm::{VmSpec, run, shell_quote};
+use nest_vm::{VmSpec, shell_quote};
 use vm_tests::trace::{Expect, Figures, compare_problems, side_by_side, trace_problems};
-use vm_tests::{Report, bin_dir, kernel_problems, repo_root};
+use vm_tests::{Report, bin_dir, kernel_problems, repo_root, run_ok};
 
 /// Interval of the placement figures: long enough that a fork/wait chain
 /// kept on one core shows as few CPUs, short enough for several intervals.
@@ -52,21 +52,7 @@ fn default_and_nest_traces_are_sane() {
         "NEST_BIN={quoted_bin} tests/vm/compare.sh {} {quoted_bin}/nest-load churn --count {CHILDREN} --work-us 300",
         shell_quote(&out.to_string_lossy())
     );
-    let outcome = run(&spec, &command).unwrap_or_else(|e| panic!("cannot run the guest: {e:#}"));
-    eprintln!(
-        "guest compare.sh: boot {:.1?}, total {:.1?}, status {:?}",
-        outcome.boot_time.unwrap_or_default(),
-        outcome.elapsed,
-        outcome.exit_status
-    );
-    assert!(
-        outcome.success(),
-        "{}\nstdout:\n{}\nstderr:\n{}\nconsole:\n{}",
-        outcome.failure().unwrap_or_default(),
-        outcome.stdout,
-        outcome.stderr,
-        outcome.console_log
-    );
+    let outcome = run_ok(&spec, "compare.sh", &command);
     let report = Report::parse(&outcome.stdout);
     for line in outcome.stdout.lines().take_while(|l| *l != "--- dmesg") {
         eprintln!("  {line}");
