@@ -20,13 +20,18 @@
  *	ours; two concurrent claims of one CPU never both succeed.
  *   bool plat_task_allowed(nest_env_t env, s32 cpu);
  *	May the task being placed run on @cpu (affinity, CPU online)?
- *   s32 plat_default_cpu(nest_env_t env, s32 prev_cpu, bool *idle);
+ *   s32 plat_default_cpu(nest_env_t env, s32 prev_cpu, bool whole_core,
+ *			   bool *idle);
  *	The host's default placement. *idle is set when the CPU returned was
- *	idle and has been claimed.
+ *	idle and has been claimed. With @whole_core, only a CPU of a whole
+ *	idle core (every SMT sibling idle) may be claimed.
  *   s32 plat_pick_any_idle(nest_env_t env);
  *	Claim any idle CPU the task may use, on any socket; -1 if none.
  *   void plat_count(nest_env_t env, enum nest_stat stat, u64 amount);
  *	Add @amount to the counter of @stat (1 for events, ns for times).
+ *   bool plat_cpu_idle(nest_env_t env, s32 cpu);
+ *	Is @cpu idle: running nothing and not claimed (a warm-spinning CPU is
+ *	idle)? A hint for choosing between candidates; claims stay atomic.
  *   bool plat_cpu_above_min(nest_env_t env, s32 cpu);
  *	Did @cpu run above its minimum frequency at its last tick? (S_move
  *	only; a host that cannot tell answers true.)
@@ -57,6 +62,12 @@ enum nest_mechanism {
 	NEST_MECH_WIDE_FALLBACK = 1 << 5,
 	/* Idle primary CPUs keep executing for up to S_max to stay warm. */
 	NEST_MECH_WARM_SPIN = 1 << 6,
+	/*
+	 * Not in the published design: while the default placement can still
+	 * find a whole idle core, the nests only offer CPUs whose SMT sibling
+	 * is idle (see nest_policy.c, "Whole cores first").
+	 */
+	NEST_MECH_WHOLE_CORES = 1 << 7,
 };
 
 /* How a placement was decided, and other countable policy events. */

@@ -61,7 +61,7 @@ static void nest_smove_select(const struct nest_ctx *ctx, struct nest_task *t,
 			      struct nest_choice *out)
 {
 	bool idle = false;
-	s32 c = plat_default_cpu(ctx->env, prev_cpu, &idle);
+	s32 c = plat_default_cpu(ctx->env, prev_cpu, false, &idle);
 
 	t->move_to = -1;
 	if (c == waker_cpu || !cpu_usable(ctx, waker_cpu)) {

@@ -28,10 +28,15 @@ pub trait Platform {
     /// May the task being placed run on `cpu`?
     fn task_allowed(&self, cpu: u32) -> bool;
     /// The host's default placement for a task whose previous CPU is
-    /// `prev`: the CPU, and whether it was idle and has been claimed.
-    fn default_cpu(&mut self, prev: u32) -> (u32, bool);
+    /// `prev`: the CPU, and whether it was idle and has been claimed. With
+    /// `whole_core`, only a CPU whose SMT siblings are all idle may be
+    /// claimed.
+    fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool);
     /// Claim any idle CPU the task may use, on any socket.
     fn pick_any_idle(&mut self) -> Option<u32>;
+    /// Is `cpu` idle: running nothing and not claimed? (A hint for choosing
+    /// whole idle cores; claims stay atomic.)
+    fn cpu_idle(&self, cpu: u32) -> bool;
     /// Monotonic time in ns (read once per placement).
     fn now_ns(&self) -> u64;
     /// Did `cpu` run above its minimum frequency at its last tick? Only
@@ -51,10 +56,13 @@ pub enum Mechanism {
     ExitDemotion,
     WideFallback,
     WarmSpin,
+    /// Not in the published design: prefer CPUs whose SMT sibling is idle
+    /// while the default placement can find a whole idle core.
+    WholeCores,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 7] = [
+    pub const ALL: [Mechanism; 8] = [
         Mechanism::Attach,
         Mechanism::Reserve,
         Mechanism::Impatience,
@@ -62,6 +70,7 @@ impl Mechanism {
         Mechanism::ExitDemotion,
         Mechanism::WideFallback,
         Mechanism::WarmSpin,
+        Mechanism::WholeCores,
     ];
 
     /// The bit of `enum nest_mechanism`.
@@ -79,6 +88,7 @@ impl Mechanism {
             Mechanism::ExitDemotion => "exit-demotion",
             Mechanism::WideFallback => "wide-fallback",
             Mechanism::WarmSpin => "warm-spin",
+            Mechanism::WholeCores => "whole-cores",
         }
     }
 
@@ -601,8 +611,13 @@ extern "C" fn nest_plat_task_allowed(env: *mut c_void, cpu: i32) -> bool {
 }
 
 #[unsafe(no_mangle)]
-extern "C" fn nest_plat_default_cpu(env: *mut c_void, prev_cpu: i32, idle: *mut bool) -> i32 {
-    let (cpu, was_idle) = plat_of(env).default_cpu(prev_cpu as u32);
+extern "C" fn nest_plat_default_cpu(
+    env: *mut c_void,
+    prev_cpu: i32,
+    whole_core: bool,
+    idle: *mut bool,
+) -> i32 {
+    let (cpu, was_idle) = plat_of(env).default_cpu(prev_cpu as u32, whole_core);
     // SAFETY: the C caller passes a valid bool pointer.
     unsafe { *idle = was_idle };
     cpu as i32
@@ -616,6 +631,11 @@ extern "C" fn nest_plat_pick_any_idle(env: *mut c_void) -> i32 {
 #[unsafe(no_mangle)]
 extern "C" fn nest_plat_count(env: *mut c_void, stat: u32, amount: u64) {
     env_of(env).stats[stat as usize].fetch_add(amount, Ordering::Relaxed);
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_cpu_idle(env: *mut c_void, cpu: i32) -> bool {
+    plat_of(env).cpu_idle(cpu as u32)
 }
 
 #[unsafe(no_mangle)]

@@ -50,6 +50,14 @@ impl Machine {
     fn socket(&self, cpu: u32) -> u32 {
         self.topo.place(cpu).unwrap().socket
     }
+
+    /// Are all SMT threads of `cpu`'s core idle?
+    fn core_idle(&self, cpu: u32) -> bool {
+        let core = self.topo.place(cpu).unwrap().core;
+        (0..self.topo.nr_cpus() as u32)
+            .filter(|&c| self.topo.place(c).unwrap().core == core)
+            .all(|c| self.idle[c as usize].load(Ordering::SeqCst))
+    }
 }
 
 /// The platform seen by one placement: the default placement looks only at
@@ -79,10 +87,11 @@ impl Platform for Plat<'_> {
         self.allowed.as_ref().is_none_or(|a| a.contains(&cpu))
     }
 
-    fn default_cpu(&mut self, prev: u32) -> (u32, bool) {
+    fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
         let socket = self.machine.socket(prev);
         let candidates: Vec<u32> = (0..self.machine.topo.nr_cpus() as u32)
             .filter(|&c| self.machine.socket(c) == socket)
+            .filter(|&c| !whole_core || self.machine.core_idle(c))
             .collect();
         for cpu in candidates {
             if self.machine.is_online(cpu) && self.task_allowed(cpu) && self.claim_idle(cpu) {
@@ -95,6 +104,10 @@ impl Platform for Plat<'_> {
     fn pick_any_idle(&mut self) -> Option<u32> {
         (0..self.machine.topo.nr_cpus() as u32)
             .find(|&c| self.machine.is_online(c) && self.task_allowed(c) && self.claim_idle(c))
+    }
+
+    fn cpu_idle(&self, cpu: u32) -> bool {
+        self.machine.idle[cpu as usize].load(Ordering::SeqCst)
     }
 
     fn now_ns(&self) -> u64 {
@@ -612,4 +625,71 @@ fn a_queued_task_gets_an_idle_nest_cpu_but_never_the_fallback() {
         1,
         "only grow_primary used the fallback"
     );
+}
+
+/// Params with `whole-cores` off: the published placement, blind to SMT.
+fn smt_blind() -> Params {
+    Params {
+        disabled: vec![Mechanism::WholeCores],
+        ..Params::default()
+    }
+}
+
+#[test]
+fn whole_cores_first_skips_a_primary_cpu_whose_sibling_runs() {
+    for (params, want) in [(Params::default(), 2), (smt_blind(), 9)] {
+        let m = Machine::new();
+        let p = policy(&m, params);
+        grow_primary(&p, &m, &[1, 9, 2], 0);
+        m.set_busy(&[sibling(9)]);
+        let mut t = TaskState::new();
+        let cpu = place_and_run(&p, &m, &mut t, 9, MS);
+        assert_eq!(cpu, want, "primary {:?}", p.primary());
+    }
+}
+
+/// The other SMT thread of `cpu`'s core on the modelled machine.
+fn sibling(cpu: u32) -> u32 {
+    cpu ^ 8
+}
+
+#[test]
+fn whole_cores_first_leaves_an_attached_cpu_whose_sibling_runs() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[9, 2], 0);
+    let mut t = TaskState::new();
+    for now in [MS, 2 * MS] {
+        assert_eq!(place_and_run(&p, &m, &mut t, 9, now), 9);
+        block(&p, &m, 9, now);
+    }
+    // Attached to CPU 9 now; its sibling starts running a task.
+    m.set_busy(&[sibling(9)]);
+    assert_eq!(place_and_run(&p, &m, &mut t, 9, 3 * MS), 2);
+    assert_eq!(p.stat(Stat::Attached), 0);
+}
+
+#[test]
+fn whole_cores_first_prefers_an_idle_core_outside_the_nests_to_a_half_busy_nest_cpu() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[9], 0);
+    m.set_busy(&[sibling(9)]);
+    let mut t = TaskState::new();
+    let cpu = place_and_run(&p, &m, &mut t, 9, MS);
+    assert_ne!(cpu, 9);
+    assert!(m.idle[sibling(cpu) as usize].load(Ordering::SeqCst));
+    assert_eq!(p.stat(Stat::Fallback), 2, "grow_primary's and this one");
+}
+
+#[test]
+fn without_a_whole_idle_core_the_nest_still_takes_a_half_busy_cpu() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[9], 0);
+    // One thread of every core runs: no whole idle core anywhere.
+    m.set_busy(&(0..8).collect::<Vec<_>>());
+    let mut t = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut t, 9, MS), 9);
+    assert_eq!(p.stat(Stat::Prev), 1);
 }

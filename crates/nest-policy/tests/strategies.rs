@@ -35,12 +35,16 @@ impl Platform for Plat {
         self.allowed.as_ref().is_none_or(|a| a.contains(&cpu))
     }
 
-    fn default_cpu(&mut self, _prev: u32) -> (u32, bool) {
+    fn default_cpu(&mut self, _prev: u32, _whole_core: bool) -> (u32, bool) {
         (self.default, true)
     }
 
     fn pick_any_idle(&mut self) -> Option<u32> {
         None
+    }
+
+    fn cpu_idle(&self, _cpu: u32) -> bool {
+        true
     }
 
     fn now_ns(&self) -> u64 {

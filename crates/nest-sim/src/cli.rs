@@ -80,7 +80,8 @@ pub struct SimArgs {
     pub s_max: String,
 
     /// Nest ablations: mechanisms to switch off (attach, reserve,
-    /// impatience, compaction, exit-demotion, wide-fallback, warm-spin).
+    /// impatience, compaction, exit-demotion, wide-fallback, warm-spin,
+    /// whole-cores).
     #[arg(long, value_delimiter = ',')]
     pub disable: Vec<String>,
 

@@ -222,8 +222,12 @@ fn overload_is_balanced_onto_idle_cpus() {
 fn nest_reuses_fewer_cores_and_keeps_them_warm() {
     let m = machine("xeon-gold-5218-2s");
     let linux = run(&m, "configure:steps=80", &mut Baseline, 1);
-    let mut nest = Nest::new(&m.topology(), Default::default()).unwrap();
-    let nested = run(&m, "configure:steps=80", &mut nest, 1);
+    let nested = run(
+        &m,
+        "configure:steps=80",
+        &mut nest_with(&m, Default::default()),
+        1,
+    );
     assert!(nested.mean_cpus_used < linux.mean_cpus_used);
     assert!(nested.spin_ns > 0);
     assert!(nested.share_at_or_above_nominal() >= linux.share_at_or_above_nominal());
@@ -238,15 +242,14 @@ fn nest_reuses_fewer_cores_and_keeps_them_warm() {
             _ => None,
         });
     assert!(spins.into_iter().all(|d| d <= 8_000_000));
-    let mut nospin = Nest::new(
-        &m.topology(),
-        nest_policy::Params {
-            disabled: vec![nest_policy::Mechanism::WarmSpin],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    assert_eq!(run(&m, "configure:steps=80", &mut nospin, 1).spin_ns, 0);
+    let nospin = nest_policy::Params {
+        disabled: vec![nest_policy::Mechanism::WarmSpin],
+        ..Default::default()
+    };
+    assert_eq!(
+        run(&m, "configure:steps=80", &mut nest_with(&m, nospin), 1).spin_ns,
+        0
+    );
     let nests = nested
         .trace
         .unwrap()
@@ -255,6 +258,33 @@ fn nest_reuses_fewer_cores_and_keeps_them_warm() {
         .filter(|e| matches!(e.kind, EventKind::NestChange { .. }))
         .count();
     assert!(nests > 0);
+}
+
+/// Nest with `params`, on machine `m`.
+fn nest_with(m: &Machine, params: nest_policy::Params) -> Nest {
+    Nest::new(&m.topology(), params).unwrap()
+}
+
+#[test]
+fn one_thread_per_core_with_barriers_is_not_hurt_by_nest() {
+    let m = machine("xeon-gold-5218-2s");
+    let spec = "barrier:phases=40";
+    let linux = run(&m, spec, &mut Baseline, 1).completion_ns as f64;
+    let nest = run(&m, spec, &mut nest_with(&m, Default::default()), 1);
+    let ratio = nest.completion_ns as f64 / linux;
+    assert!(ratio < 1.05, "Nest took {ratio:.3}x the Linux model's time");
+    // The published, SMT-blind placement pairs threads on sibling threads:
+    // the test can tell the difference.
+    let blind = nest_policy::Params {
+        disabled: vec![nest_policy::Mechanism::WholeCores],
+        ..Default::default()
+    };
+    let paired = run(&m, spec, &mut nest_with(&m, blind), 1).completion_ns as f64;
+    assert!(
+        paired / linux > 1.2,
+        "SMT-blind Nest: {:.3}x",
+        paired / linux
+    );
 }
 
 #[test]

@@ -39,7 +39,7 @@ pub struct Opts {
 
     /// Switch mechanisms off for ablation studies, comma-separated: attach,
     /// reserve, impatience, compaction, exit-demotion, wide-fallback,
-    /// warm-spin.
+    /// warm-spin, whole-cores (off: the published, SMT-blind placement).
     #[arg(long, value_delimiter = ',', value_name = "MECHANISMS")]
     pub disable: Vec<String>,
 

@@ -121,6 +121,13 @@ impl<'a, 'b> SimPlatform<'a, 'b> {
     }
 }
 
+impl SimPlatform<'_, '_> {
+    /// Are all SMT threads of `cpu`'s core idle and unclaimed?
+    fn core_idle(&self, cpu: u32) -> bool {
+        self.cx.smt_siblings(cpu).iter().all(|&s| self.cpu_idle(s))
+    }
+}
+
 impl Platform for SimPlatform<'_, '_> {
     fn claim_idle(&mut self, cpu: u32) -> bool {
         if cpu >= self.cx.nr_cpus() || !self.cx.is_idle(cpu) || self.claimed.contains(&cpu) {
@@ -134,20 +141,36 @@ impl Platform for SimPlatform<'_, '_> {
         cpu < self.cx.nr_cpus()
     }
 
-    fn default_cpu(&mut self, prev: u32) -> (u32, bool) {
+    /// The baseline's choice; restricted to whole idle cores, the
+    /// baseline's CPU if its core is idle, else an idle core of `prev`'s
+    /// LLC, else of any LLC (like sched_ext's default with
+    /// SCX_PICK_IDLE_CORE).
+    fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
         let cpu = baseline::select(self.cx, prev, self.waker, self.why);
-        (cpu, self.claim_idle(cpu))
+        if !whole_core || self.core_idle(cpu) {
+            return (cpu, self.claim_idle(cpu));
+        }
+        let llc = self.cx.llc(prev);
+        let in_llc = self.cx.llc_cpus(llc).iter().copied();
+        let core = in_llc
+            .chain(0..self.cx.nr_cpus())
+            .find(|&c| self.core_idle(c));
+        match core {
+            Some(c) => (c, self.claim_idle(c)),
+            None => (cpu, false),
+        }
     }
 
     fn pick_any_idle(&mut self) -> Option<u32> {
         let n = self.cx.nr_cpus();
-        let idle_core = (0..n).find(|&c| {
-            self.cx.smt_siblings(c).iter().all(|&s| self.cx.is_idle(s))
-                && !self.claimed.contains(&c)
-        });
-        let cpu = idle_core
-            .or_else(|| (0..n).find(|&c| self.cx.is_idle(c) && !self.claimed.contains(&c)))?;
+        let cpu = (0..n)
+            .find(|&c| self.core_idle(c))
+            .or_else(|| (0..n).find(|&c| self.cpu_idle(c)))?;
         self.claim_idle(cpu).then_some(cpu)
+    }
+
+    fn cpu_idle(&self, cpu: u32) -> bool {
+        cpu < self.cx.nr_cpus() && self.cx.is_idle(cpu) && !self.claimed.contains(&cpu)
     }
 
     fn now_ns(&self) -> u64 {

@@ -55,13 +55,43 @@ static bool plat_task_allowed(nest_env_t env, s32 cpu)
 	return env->p && bpf_cpumask_test_cpu(cpu, env->p->cpus_ptr);
 }
 
-static s32 plat_default_cpu(nest_env_t env, s32 prev_cpu, bool *idle)
+static bool plat_cpu_idle(nest_env_t env, s32 cpu)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	bool ret = bpf_cpumask_test_cpu(cpu, idle);
+
+	scx_bpf_put_idle_cpumask(idle);
+	return ret;
+}
+
+/*
+ * The kernel's default placement restricted to whole idle cores: prev's
+ * core, then prev's LLC, node, anywhere (kernels >= 6.16); before that, any
+ * whole idle core.
+ */
+static s32 default_whole_core(nest_env_t env, s32 prev_cpu)
+{
+	struct task_struct *p = env->p;
+
+	if (__COMPAT_HAS_scx_bpf_select_cpu_and)
+		return scx_bpf_select_cpu_and(p, prev_cpu, env->wake_flags,
+					      p->cpus_ptr, SCX_PICK_IDLE_CORE);
+	return scx_bpf_pick_idle_cpu(p->cpus_ptr, SCX_PICK_IDLE_CORE);
+}
+
+static s32 plat_default_cpu(nest_env_t env, s32 prev_cpu, bool whole_core,
+			    bool *idle)
 {
 	bool is_idle = false;
 	s32 cpu;
 
 	if (!env->p)
 		return prev_cpu;
+	if (whole_core) {
+		cpu = default_whole_core(env, prev_cpu);
+		*idle = cpu >= 0;
+		return cpu >= 0 ? cpu : prev_cpu;
+	}
 	cpu = scx_bpf_select_cpu_dfl(env->p, prev_cpu, env->wake_flags,
 				     &is_idle);
 	*idle = is_idle;
