@@ -316,11 +316,8 @@ fn write_trace(dir: &std::path::Path, r: &mut RunResult) -> Result<()> {
         return Ok(());
     };
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{}-{}-{}.json", r.policy, r.governor, r.seed));
-    let file =
-        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    serde_json::to_writer(std::io::BufWriter::new(file), &trace)
-        .with_context(|| format!("writing {}", path.display()))
+    let path = dir.join(format!("{}-{}-{}.trace", r.policy, r.governor, r.seed));
+    nest_trace::format::save(&trace, &path)
 }
 
 fn print_results(

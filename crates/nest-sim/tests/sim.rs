@@ -345,6 +345,32 @@ fn cli_runs_with_small_arguments_and_reports_bad_files() {
 }
 
 #[test]
+fn trace_dir_writes_trace_files_the_trace_tools_read() {
+    use clap::Parser;
+    let dir = tempfile::tempdir().unwrap();
+    let args = nest_sim::cli::SimArgs::parse_from([
+        "sim",
+        "-m",
+        "test-guest-2s",
+        "-w",
+        "barrier:phases=10",
+        "-s",
+        "1",
+        "-q",
+        "-p",
+        "nest",
+        "--trace-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    nest_sim::cli::run(args).unwrap();
+    let trace = nest_trace::format::load(&dir.path().join("nest-powersave-1.trace")).unwrap();
+    let tables = nest_trace::report::all_tables(&trace, &Default::default());
+    let smt = tables.iter().find(|t| t.name == "smt_sharing").unwrap();
+    let busy = smt.get(0, "busy_ns").and_then(|c| c.as_i64()).unwrap();
+    assert!(busy > 0, "the schedule has runs");
+}
+
+#[test]
 fn shipped_workload_files_parse_and_run() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../workloads");
     let m = machine("test-guest-2s");

@@ -206,6 +206,66 @@ pub fn work_conservation_summary(tl: &Timeline, min_ns: u64) -> Table {
     t
 }
 
+/// SMT sharing: how long tasks ran on both threads of a core while another
+/// core of the machine ran nothing at all, so that each of them got only
+/// part of a core for no reason. One row: `paired_core_ns` (sum over cores
+/// of the time two or more of its threads ran tasks),
+/// `paired_while_idle_core_ns` (the same, counted only while some core was
+/// entirely idle), `busy_ns` (total task running time) and
+/// `needless_share` = the share of running time spent on such a needlessly
+/// shared core (each paired core-ns holds two task-ns). CPUs missing from
+/// the topology count as cores of their own.
+pub fn smt_sharing(tl: &Timeline) -> Table {
+    let core_of = |cpu: Cpu| tl.topology.place(cpu).map_or(u32::MAX - cpu, |p| p.core);
+    let mut threads: BTreeMap<u32, u32> = BTreeMap::new();
+    for cpu in 0..tl.nr_cpus as Cpu {
+        *threads.entry(core_of(cpu)).or_default() += 1;
+    }
+    // +1/-1 at the start/end of every run; ends first at equal times.
+    let mut edges: Vec<(u64, i32, u32)> = Vec::with_capacity(2 * tl.runs.len());
+    for r in &tl.runs {
+        edges.push((r.start, 1, core_of(r.cpu)));
+        edges.push((r.end, -1, core_of(r.cpu)));
+    }
+    edges.sort_unstable();
+    let mut running: BTreeMap<u32, u32> = BTreeMap::new();
+    let (mut idle_cores, mut paired) = (threads.len() as u64, 0u64);
+    let (mut paired_ns, mut wasted_ns, mut last) = (0u64, 0u64, 0u64);
+    for (ts, delta, core) in edges {
+        let dt = ts - last;
+        paired_ns += paired * dt;
+        if idle_cores > 0 {
+            wasted_ns += paired * dt;
+        }
+        last = ts;
+        let n = running.entry(core).or_default();
+        let before = *n;
+        *n = n.saturating_add_signed(delta);
+        idle_cores = idle_cores + u64::from(*n == 0) - u64::from(before == 0);
+        paired = paired + u64::from(*n >= 2) - u64::from(before >= 2);
+    }
+    let busy: u64 = tl.runs.iter().map(|r| r.end - r.start).sum();
+    let share = if busy == 0 {
+        0.0
+    } else {
+        2.0 * wasted_ns as f64 / busy as f64
+    };
+    let cols = [
+        "paired_core_ns",
+        "paired_while_idle_core_ns",
+        "busy_ns",
+        "needless_share",
+    ];
+    let mut t = Table::new("smt_sharing", &cols);
+    t.push(vec![
+        paired_ns.into(),
+        wasted_ns.into(),
+        busy.into(),
+        share.into(),
+    ]);
+    t
+}
+
 /// Migrate events per task (the kernel's `sched_migrate_task`, which fires
 /// for every change of a task's CPU, at wakeup placement or by load
 /// balancing). Columns: `pid, comm, migrations`; tasks without migrations

@@ -68,6 +68,7 @@ pub fn analyse(trace: &Trace, name: &str, opts: &ReportOptions) -> Analysis {
         metrics::work_conservation(&tl, opts.wc_min_ns),
         metrics::task_times(&tl),
         metrics::migrations(&tl),
+        metrics::smt_sharing(&tl),
         metrics::nest_activity(&tl),
     ];
     let mut pictures = vec![
@@ -160,6 +161,7 @@ fn summary(trace: &Trace, tl: &Timeline, stats: &[IntervalStats], tables: &[Tabl
         ("wakeup_p99_ns", cell("wakeup_latency", "p99_ns")),
         ("wakeup_max_ns", cell("wakeup_latency", "max_ns")),
         ("migrations", tl.migrations.values().sum::<u64>().into()),
+        ("smt_needless_share", cell("smt_sharing", "needless_share")),
     ];
     for (k, v) in rows {
         t.push(vec![k.into(), v]);

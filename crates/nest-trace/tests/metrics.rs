@@ -246,3 +246,41 @@ fn nest_membership_and_warm_spins_per_cpu() {
         metrics::underload(&Timeline::build(&scenario()), 30)
     );
 }
+
+#[test]
+fn smt_sharing_counts_paired_threads_while_a_core_idles() {
+    use nest_trace::{Event, EventKind::Switch, PrevState::Blocked, Topology};
+    // One socket, two cores of two threads: CPUs 0 and 2 share core 0,
+    // CPUs 1 and 3 share core 1. Task 1 runs on CPU 0 over 0..100, task 2
+    // beside it on CPU 2 over 20..60, task 3 on core 1 over 50..100: the
+    // pairing lasts 40 ns, 30 of them while core 1 was idle.
+    let sw = |ts_ns, cpu, prev, next| Event {
+        ts_ns,
+        cpu,
+        kind: Switch {
+            prev,
+            prev_state: Blocked,
+            next,
+        },
+    };
+    let trace = Trace {
+        topology: Topology::regular(1, 2, 2),
+        meta: vec![],
+        events: vec![
+            sw(0, 0, 0, 1),
+            sw(0, 1, 0, 0),
+            sw(0, 2, 0, 0),
+            sw(0, 3, 0, 0),
+            sw(20, 2, 0, 2),
+            sw(50, 1, 0, 3),
+            sw(60, 2, 2, 0),
+            sw(100, 0, 1, 0),
+            sw(100, 1, 3, 0),
+        ],
+    };
+    let t = metrics::smt_sharing(&Timeline::build(&trace));
+    assert_eq!(int(&t, 0, "paired_core_ns"), 40);
+    assert_eq!(int(&t, 0, "paired_while_idle_core_ns"), 30);
+    assert_eq!(int(&t, 0, "busy_ns"), 190);
+    assert!((float(&t, 0, "needless_share") - 60.0 / 190.0).abs() < 1e-9);
+}
