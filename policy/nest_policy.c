@@ -208,19 +208,35 @@ enum nest_search {
 	NEST_SEARCH_IMPATIENT = 1 << 2,
 };
 
-/* Is @cpu's SMT sibling idle (or absent, or offline)? */
-static bool sibling_idle(const struct nest_ctx *ctx, s32 cpu)
+/*
+ * Is @cpu's SMT sibling running a task, or claimed for one (see
+ * mark_running())? An absent or offline sibling is not.
+ */
+static bool sibling_busy(const struct nest_ctx *ctx, s32 cpu)
 {
 	s32 sibling = ctx->cfg->cpu_sibling[cpu_index(cpu)];
+	struct nest_cpu *s = nest_cpu(ctx->st, sibling);
 
-	return !cpu_valid(ctx->cfg, sibling) || cpu_offline(ctx->st, sibling) ||
-	       plat_cpu_idle(ctx->env, sibling);
+	return s && !READ_ONCE(s->offline) && READ_ONCE(s->running);
+}
+
+/*
+ * A placement claimed @cpu: count it as running from now on, so that the
+ * next placement (often a moment later, in a burst of wakeups) sees the
+ * core as busy before the task gets there. nest_cpu_idle() clears it.
+ */
+static void mark_running(struct nest_state *st, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(st, cpu);
+
+	if (c)
+		WRITE_ONCE(c->running, 1);
 }
 
 /* May a search with options @flags take idle @cpu? */
 static bool try_claim_for(const struct nest_ctx *ctx, s32 cpu, u32 flags)
 {
-	if ((flags & NEST_SEARCH_WHOLE_CORE) && !sibling_idle(ctx, cpu))
+	if ((flags & NEST_SEARCH_WHOLE_CORE) && sibling_busy(ctx, cpu))
 		return false;
 	return try_claim(ctx, cpu);
 }
@@ -355,6 +371,8 @@ static s32 nest_claim_nest_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 				   &how);
 	if (cpu < 0)
 		cpu = search_nests(ctx, t, prev_cpu, 0, &how);
+	if (cpu >= 0)
+		mark_running(ctx->st, cpu);
 	return cpu;
 }
 
@@ -431,6 +449,8 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 			 impatient ? NEST_SEARCH_IMPATIENT : 0, &how);
 	if (how == NEST_STAT_FALLBACK || how == NEST_STAT_FALLBACK_WIDE)
 		adopt_fallback_cpu(ctx, cpu, impatient);
+	if (cpu >= 0)
+		mark_running(ctx->st, cpu);
 	count(ctx, how);
 
 	if (cpu == prev_cpu)
@@ -443,15 +463,6 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 	out->how = how;
 	out->defer_cpu = -1;
 	out->defer_ns = 0;
-}
-
-/* The CPU's SMT sibling is running a task. */
-static bool sibling_busy(const struct nest_ctx *ctx, s32 cpu)
-{
-	s32 sibling = ctx->cfg->cpu_sibling[cpu_index(cpu)];
-	struct nest_cpu *s = nest_cpu(ctx->st, sibling);
-
-	return s && READ_ONCE(s->running);
 }
 
 /* End @cpu's warm spin, counting why (@why) and how long it lasted. */

@@ -29,9 +29,6 @@
  *	Claim any idle CPU the task may use, on any socket; -1 if none.
  *   void plat_count(nest_env_t env, enum nest_stat stat, u64 amount);
  *	Add @amount to the counter of @stat (1 for events, ns for times).
- *   bool plat_cpu_idle(nest_env_t env, s32 cpu);
- *	Is @cpu idle: running nothing and not claimed (a warm-spinning CPU is
- *	idle)? A hint for choosing between candidates; claims stay atomic.
  *   bool plat_cpu_above_min(nest_env_t env, s32 cpu);
  *	Did @cpu run above its minimum frequency at its last tick? (S_move
  *	only; a host that cannot tell answers true.)
@@ -139,7 +136,10 @@ struct nest_cpu {
 	u64 spin_until;
 	/* The task that last ran here is exiting. */
 	u32 task_exited;
-	/* A task runs here (between nest_task_running and nest_cpu_idle). */
+	/*
+	 * A task runs here, or a placement claimed the CPU for one: from the
+	 * claim or nest_task_running() until nest_cpu_idle().
+	 */
 	u32 running;
 	/* The CPU is offline: in no nest, never claimed (CPU hotplug). */
 	u32 offline;

@@ -26,4 +26,5 @@ run() {
 
 run builtin --policy builtin
 run nest-nospin --disable warm-spin
+run nest-blind --disable warm-spin,whole-cores
 run nest

@@ -4,7 +4,8 @@
 # selection, same queues), measured by the kernel's BPF run-time statistics
 # in one guest run. Prints ns per callback run and the ratios to builtin,
 # for Nest with and without warm spinning (spinning vCPUs share the one
-# emulation thread, which inflates every other vCPU's times).
+# emulation thread, which inflates every other vCPU's times) and for the
+# published, SMT-blind placement (--disable whole-cores) without spinning.
 #
 # Usage: scripts/bench/sched-cost.sh [SECONDS_PER_POLICY]   (default 8)
 # The guest is emulated (TCG): absolute times are inflated, compare ratios.
@@ -26,9 +27,10 @@ awk '
 	}
 	function ratio(x, base) { return base > 0 ? sprintf("%.2f", x / base) : "-" }
 	END {
-		printf "\nns per run (ratio to builtin)\n%-22s %12s %20s %20s\n", "callback", "builtin", "nest, no spin", "nest"
+		printf "\nns per run (ratio to builtin)\n%-22s %12s %20s %20s %20s\n", "callback", "builtin", "nest, no spin", "SMT-blind, no spin", "nest"
 		for (p in progs) {
-			b = per_run["builtin", p]; s = per_run["nest-nospin", p]; n = per_run["nest", p]
-			printf "%-22s %12.0f %12.0f (%5s) %12.0f (%5s)\n", p, b, s, ratio(s, b), n, ratio(n, b)
+			b = per_run["builtin", p]; s = per_run["nest-nospin", p]
+			o = per_run["nest-blind", p]; n = per_run["nest", p]
+			printf "%-22s %12.0f %12.0f (%5s) %12.0f (%5s) %12.0f (%5s)\n", p, b, s, ratio(s, b), o, ratio(o, b), n, ratio(n, b)
 		}
 	}' /tmp/sched-cost.out

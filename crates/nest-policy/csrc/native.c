@@ -24,7 +24,6 @@ s32 nest_plat_default_cpu(nest_env_t env, s32 prev_cpu, bool whole_core,
 			  bool *idle);
 s32 nest_plat_pick_any_idle(nest_env_t env);
 void nest_plat_count(nest_env_t env, u32 stat, u64 amount);
-bool nest_plat_cpu_idle(nest_env_t env, s32 cpu);
 bool nest_plat_cpu_above_min(nest_env_t env, s32 cpu);
 
 #define plat_claim_idle nest_plat_claim_idle
@@ -32,7 +31,6 @@ bool nest_plat_cpu_above_min(nest_env_t env, s32 cpu);
 #define plat_default_cpu nest_plat_default_cpu
 #define plat_pick_any_idle nest_plat_pick_any_idle
 #define plat_count nest_plat_count
-#define plat_cpu_idle nest_plat_cpu_idle
 #define plat_cpu_above_min nest_plat_cpu_above_min
 
 #include "nest_policy.c"

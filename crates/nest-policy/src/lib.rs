@@ -34,9 +34,6 @@ pub trait Platform {
     fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool);
     /// Claim any idle CPU the task may use, on any socket.
     fn pick_any_idle(&mut self) -> Option<u32>;
-    /// Is `cpu` idle: running nothing and not claimed? (A hint for choosing
-    /// whole idle cores; claims stay atomic.)
-    fn cpu_idle(&self, cpu: u32) -> bool;
     /// Monotonic time in ns (read once per placement).
     fn now_ns(&self) -> u64;
     /// Did `cpu` run above its minimum frequency at its last tick? Only
@@ -631,11 +628,6 @@ extern "C" fn nest_plat_pick_any_idle(env: *mut c_void) -> i32 {
 #[unsafe(no_mangle)]
 extern "C" fn nest_plat_count(env: *mut c_void, stat: u32, amount: u64) {
     env_of(env).stats[stat as usize].fetch_add(amount, Ordering::Relaxed);
-}
-
-#[unsafe(no_mangle)]
-extern "C" fn nest_plat_cpu_idle(env: *mut c_void, cpu: i32) -> bool {
-    plat_of(env).cpu_idle(cpu as u32)
 }
 
 #[unsafe(no_mangle)]

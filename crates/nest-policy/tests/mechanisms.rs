@@ -106,10 +106,6 @@ impl Platform for Plat<'_> {
             .find(|&c| self.machine.is_online(c) && self.task_allowed(c) && self.claim_idle(c))
     }
 
-    fn cpu_idle(&self, cpu: u32) -> bool {
-        self.machine.idle[cpu as usize].load(Ordering::SeqCst)
-    }
-
     fn now_ns(&self) -> u64 {
         self.now
     }
@@ -641,7 +637,7 @@ fn whole_cores_first_skips_a_primary_cpu_whose_sibling_runs() {
         let m = Machine::new();
         let p = policy(&m, params);
         grow_primary(&p, &m, &[1, 9, 2], 0);
-        m.set_busy(&[sibling(9)]);
+        run_on(&p, &m, &[sibling(9)], MS);
         let mut t = TaskState::new();
         let cpu = place_and_run(&p, &m, &mut t, 9, MS);
         assert_eq!(cpu, want, "primary {:?}", p.primary());
@@ -651,6 +647,14 @@ fn whole_cores_first_skips_a_primary_cpu_whose_sibling_runs() {
 /// The other SMT thread of `cpu`'s core on the modelled machine.
 fn sibling(cpu: u32) -> u32 {
     cpu ^ 8
+}
+
+/// Some task starts running on each of `cpus`.
+fn run_on(p: &NestPolicy, m: &Machine, cpus: &[u32], now: u64) {
+    m.set_busy(cpus);
+    for &cpu in cpus {
+        p.task_running(&mut TaskState::new(), cpu, now);
+    }
 }
 
 #[test]
@@ -664,7 +668,7 @@ fn whole_cores_first_leaves_an_attached_cpu_whose_sibling_runs() {
         block(&p, &m, 9, now);
     }
     // Attached to CPU 9 now; its sibling starts running a task.
-    m.set_busy(&[sibling(9)]);
+    run_on(&p, &m, &[sibling(9)], 3 * MS);
     assert_eq!(place_and_run(&p, &m, &mut t, 9, 3 * MS), 2);
     assert_eq!(p.stat(Stat::Attached), 0);
 }
@@ -674,7 +678,7 @@ fn whole_cores_first_prefers_an_idle_core_outside_the_nests_to_a_half_busy_nest_
     let m = Machine::new();
     let p = policy(&m, Params::default());
     grow_primary(&p, &m, &[9], 0);
-    m.set_busy(&[sibling(9)]);
+    run_on(&p, &m, &[sibling(9)], MS);
     let mut t = TaskState::new();
     let cpu = place_and_run(&p, &m, &mut t, 9, MS);
     assert_ne!(cpu, 9);
@@ -688,8 +692,20 @@ fn without_a_whole_idle_core_the_nest_still_takes_a_half_busy_cpu() {
     let p = policy(&m, Params::default());
     grow_primary(&p, &m, &[9], 0);
     // One thread of every core runs: no whole idle core anywhere.
-    m.set_busy(&(0..8).collect::<Vec<_>>());
+    run_on(&p, &m, &(0..8).collect::<Vec<_>>(), MS);
     let mut t = TaskState::new();
     assert_eq!(place_and_run(&p, &m, &mut t, 9, MS), 9);
     assert_eq!(p.stat(Stat::Prev), 1);
+}
+
+#[test]
+fn whole_cores_first_sees_a_sibling_claimed_a_moment_ago_as_busy() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 9, 2], 0);
+    // A burst of wakeups: the first task is placed but not running yet.
+    let first = p.select_cpu(&mut Plat::new(&m, MS), &mut TaskState::new(), 1);
+    assert_eq!(first.cpu, 1);
+    let second = p.select_cpu(&mut Plat::new(&m, MS), &mut TaskState::new(), 9);
+    assert_eq!(second.cpu, 2, "CPU 9 shares a core with the claimed CPU 1");
 }

@@ -43,10 +43,6 @@ impl Platform for Plat {
         None
     }
 
-    fn cpu_idle(&self, _cpu: u32) -> bool {
-        true
-    }
-
     fn now_ns(&self) -> u64 {
         self.now
     }

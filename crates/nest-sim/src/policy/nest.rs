@@ -122,15 +122,20 @@ impl<'a, 'b> SimPlatform<'a, 'b> {
 }
 
 impl SimPlatform<'_, '_> {
-    /// Are all SMT threads of `cpu`'s core idle and unclaimed?
+    /// Is `cpu` idle and not claimed by this placement?
+    fn free(&self, cpu: u32) -> bool {
+        cpu < self.cx.nr_cpus() && self.cx.is_idle(cpu) && !self.claimed.contains(&cpu)
+    }
+
+    /// Are all SMT threads of `cpu`'s core free?
     fn core_idle(&self, cpu: u32) -> bool {
-        self.cx.smt_siblings(cpu).iter().all(|&s| self.cpu_idle(s))
+        self.cx.smt_siblings(cpu).iter().all(|&s| self.free(s))
     }
 }
 
 impl Platform for SimPlatform<'_, '_> {
     fn claim_idle(&mut self, cpu: u32) -> bool {
-        if cpu >= self.cx.nr_cpus() || !self.cx.is_idle(cpu) || self.claimed.contains(&cpu) {
+        if !self.free(cpu) {
             return false;
         }
         self.claimed.push(cpu);
@@ -165,12 +170,8 @@ impl Platform for SimPlatform<'_, '_> {
         let n = self.cx.nr_cpus();
         let cpu = (0..n)
             .find(|&c| self.core_idle(c))
-            .or_else(|| (0..n).find(|&c| self.cpu_idle(c)))?;
+            .or_else(|| (0..n).find(|&c| self.free(c)))?;
         self.claim_idle(cpu).then_some(cpu)
-    }
-
-    fn cpu_idle(&self, cpu: u32) -> bool {
-        cpu < self.cx.nr_cpus() && self.cx.is_idle(cpu) && !self.claimed.contains(&cpu)
     }
 
     fn now_ns(&self) -> u64 {

@@ -55,15 +55,6 @@ static bool plat_task_allowed(nest_env_t env, s32 cpu)
 	return env->p && bpf_cpumask_test_cpu(cpu, env->p->cpus_ptr);
 }
 
-static bool plat_cpu_idle(nest_env_t env, s32 cpu)
-{
-	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
-	bool ret = bpf_cpumask_test_cpu(cpu, idle);
-
-	scx_bpf_put_idle_cpumask(idle);
-	return ret;
-}
-
 /*
  * The kernel's default placement restricted to whole idle cores: prev's
  * core, then prev's LLC, node, anywhere (kernels >= 6.16); before that, any
