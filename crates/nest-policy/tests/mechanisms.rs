@@ -19,7 +19,10 @@ struct Machine {
 
 impl Machine {
     fn new() -> Self {
-        let topo = Topology::regular(2, 4, 2);
+        Self::with(Topology::regular(2, 4, 2))
+    }
+
+    fn with(topo: Topology) -> Self {
         let idle = (0..topo.nr_cpus()).map(|_| AtomicBool::new(true)).collect();
         let online = (0..topo.nr_cpus()).map(|_| AtomicBool::new(true)).collect();
         Self { topo, idle, online }
@@ -708,4 +711,22 @@ fn whole_cores_first_sees_a_sibling_claimed_a_moment_ago_as_busy() {
     assert_eq!(first.cpu, 1);
     let second = p.select_cpu(&mut Plat::new(&m, MS), &mut TaskState::new(), 9);
     assert_eq!(second.cpu, 2, "CPU 9 shares a core with the claimed CPU 1");
+}
+
+#[test]
+fn cpus_above_64_join_the_nests_and_are_found_again() {
+    // 4 sockets x 20 cores x 2 threads: the E7-8870 v4's 160 CPUs.
+    let m = Machine::with(Topology::regular(4, 20, 2));
+    let p = policy(&m, Params::default());
+    let busy: Vec<u32> = (0..160).filter(|&c| c != 150).collect();
+    m.set_busy(&busy);
+    let mut t = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut t, 149, 0), 150, "the fallback");
+    assert_eq!(p.reserve(), vec![150]);
+    block(&p, &m, 150, MS);
+    assert_eq!(place_and_run(&p, &m, &mut t, 150, 2 * MS), 150);
+    assert_eq!(p.primary(), vec![150], "promoted from the reserve");
+    block(&p, &m, 150, 3 * MS);
+    assert_eq!(place_and_run(&p, &m, &mut t, 150, 4 * MS), 150);
+    assert_eq!(p.stat(Stat::Attached), 1);
 }
