@@ -433,6 +433,16 @@ void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 		return;
 	if (scx_bpf_dsq_move_to_local(NEST_DSQ, 0))
 		return;
+	/*
+	 * Nothing else to run: @prev, if still runnable, keeps the CPU. Give
+	 * it a slice of our length. Otherwise the kernel gives it
+	 * SCX_SLICE_DFL (20 ms), and a task that can only run here (a per-CPU
+	 * kernel thread, queued on this CPU's local DSQ) waits that long.
+	 */
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+		prev->scx.slice = slice_ns;
+		return;
+	}
 	pctx = policy_ctx(&env);
 	if (nest_spin_continue(&pctx, cpu))
 		keep_spinning(cpu);
