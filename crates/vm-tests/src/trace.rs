@@ -240,7 +240,7 @@ pub fn compare_problems(report: &Report, runs: &[&str]) -> Vec<String> {
 
 /// Placement figures of one trace, over the workload's exec..exit window
 /// cut into intervals of `interval_ns` (all tasks of the machine count).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Figures {
     pub window_ns: u64,
     pub intervals: usize,
@@ -395,22 +395,36 @@ pub fn side_by_side(ha: &str, a: &Figures, hb: &str, b: &Figures) -> String {
     columns(&[ha, hb], &[a.rows(), b.rows()])
 }
 
+fn value<'a>(column: &'a [(&'static str, String)], row: usize) -> &'a str {
+    column.get(row).map_or("", |(_, v)| v.as_str())
+}
+
 /// Rows of (name, value) figures, one column per run under `headers`
-/// (the names are taken from the first column).
+/// (the names are taken from the first column), aligned.
 pub fn columns(headers: &[&str], columns: &[Vec<(&'static str, String)>]) -> String {
-    let mut out = format!("{:<34}", "");
-    for h in headers {
-        out.push_str(&format!(" {h:>10}"));
+    let names: Vec<&str> = columns
+        .first()
+        .map(|c| c.iter().map(|(name, _)| *name).collect())
+        .unwrap_or_default();
+    let name_width = names.iter().map(|n| n.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = headers
+        .iter()
+        .zip(columns)
+        .map(|(h, c)| {
+            (0..names.len())
+                .map(|i| value(c, i).len())
+                .fold(h.len().max(10), usize::max)
+        })
+        .collect();
+    let mut out = format!("{:<name_width$}", "");
+    for (h, w) in headers.iter().zip(&widths) {
+        out.push_str(&format!(" {h:>w$}"));
     }
     out.push('\n');
-    let Some(first) = columns.first() else {
-        return out;
-    };
-    for (i, (name, _)) in first.iter().enumerate() {
-        out.push_str(&format!("{name:<34}"));
-        for column in columns {
-            let value = column.get(i).map_or("", |(_, v)| v.as_str());
-            out.push_str(&format!(" {value:>10}"));
+    for (i, name) in names.iter().enumerate() {
+        out.push_str(&format!("{name:<name_width$}"));
+        for (c, w) in columns.iter().zip(&widths) {
+            out.push_str(&format!(" {:>w$}", value(c, i)));
         }
         out.push('\n');
     }
