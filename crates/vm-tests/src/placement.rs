@@ -185,20 +185,21 @@ impl BatchFigures {
 
 /// The chain (a serial fork/wait chain, one process at a time) may use at
 /// most this many distinct CPUs per 100 ms on average, counting its own
-/// tasks: half the 16-CPU guest. Measured: Nest 3.6-5.4, the default
-/// scheduler 1.9-3.3, the spread control 11.5-13.2.
+/// tasks: half the 16-CPU guest. Measured over 7 runs of the test: Nest
+/// 3.3-4.3 (up to 5.4 with other P_remove and run orders while exploring),
+/// the default scheduler 1.8-4.0, the spread control 12.3-14.5.
 pub const CHAIN_MAX_CPUS: f64 = 8.0;
 /// At most this much underload per 100 ms (CPUs used by any task beyond
-/// the fewest that could have carried the work). Measured: Nest 2.8-4.5,
-/// default 4.3-5.5, spread 12.4-13.8.
+/// the fewest that could have carried the work). Measured: Nest 1.8-4.2
+/// (exploring: up to 4.5), default 4.0-5.5, spread 12.4-14.1.
 pub const CHAIN_MAX_UNDERLOAD: f64 = 8.0;
 /// Nest may use at most this many more CPUs per 100 ms for the chain than
 /// the default scheduler did in the same boot. Measured Nest - default:
-/// +0.4 to +2.6 (this kernel's default keeps the chain on 2-3 CPUs);
-/// spread - default: +8.3 to +11.2.
+/// -0.2 to +2.2 (exploring: up to +2.6; this kernel's default keeps the
+/// chain on 2-4 CPUs); spread - default: +8.3 to +12.6.
 pub const CHAIN_MAX_CPUS_OVER_DEFAULT: f64 = 4.5;
 /// ... and at most this much more underload. Measured Nest - default:
-/// -2.7 to +0.2; spread - default: +7.1 to +9.5.
+/// -2.6 to -0.5 (exploring: up to +0.2); spread - default: +7.1 to +9.8.
 pub const CHAIN_MAX_UNDERLOAD_OVER_DEFAULT: f64 = 1.5;
 
 /// Everything wrong with the chain's placement under a scheduler (`run`),
@@ -236,17 +237,18 @@ pub fn chain_problems(run: &Figures, default: &Figures) -> Vec<String> {
 
 /// As many CPU-bound threads as CPUs must have run on every CPU within
 /// this time of the first thread's creation (the issue's "within a
-/// second"). Measured: Nest 32-81 ms, default 89-127 ms.
+/// second"). Measured: Nest 25-61 ms, default 59-133 ms, spread 28-49 ms.
 pub const BATCH_EVERY_CPU_NS: u64 = 1_000_000_000;
 /// ... and finished within this factor of the default scheduler's time.
-/// Measured Nest / default: 0.77-0.98 (this kernel's default spreads a
+/// Measured Nest / default: 0.80-0.94 (this kernel's default spreads a
 /// new process's threads over both NUMA nodes slowly).
 pub const BATCH_MAX_SLOWDOWN: f64 = 1.05;
 /// No CPU may stay idle while a thread of a batch waits for longer than
 /// this: a 4 ms tick, doubled because an idle vCPU takes milliseconds to
-/// wake under emulation. Measured: Nest at most one period of 6.3 ms in
-/// 9 overload runs, none in the batches; the default scheduler up to
-/// 30 ms (threads queued on one NUMA node while the other idles).
+/// wake under emulation. Measured: Nest none of 4 ms or more in 7 runs
+/// (one of 6.3 ms in 13 exploratory overload runs), spread none; the
+/// default scheduler up to 34 ms (threads queued on one NUMA node while
+/// CPUs of the other idle).
 pub const MAX_IDLE_WHILE_WAITING_NS: u64 = 8_000_000;
 
 /// Everything wrong with a batch of as many threads as CPUs (`run`),
