@@ -24,20 +24,15 @@ pub fn launched(trace: &Trace, comm: &str) -> Vec<Workload> {
     else {
         return Vec::new();
     };
-    let forked = Workload::of(trace, command).children;
-    let mut named = Vec::new();
-    for e in &trace.events {
-        if let EventKind::Exec { pid, comm: c } = &e.kind
-            && c == comm
-            && forked.contains(pid)
-            && !named.contains(pid)
-        {
-            named.push(*pid);
-        }
-    }
-    forked
+    let named = |pid: Pid| {
+        trace.events.iter().any(
+            |e| matches!(&e.kind, EventKind::Exec { pid: p, comm: c } if *p == pid && c == comm),
+        )
+    };
+    Workload::of(trace, command)
+        .children
         .into_iter()
-        .filter(|pid| named.contains(pid))
+        .filter(|&pid| named(pid))
         .map(|pid| Workload::of(trace, pid))
         .collect()
 }
@@ -105,10 +100,9 @@ pub struct BatchFigures {
     /// Migrations of the threads.
     pub migrations: u64,
     /// Violations of work conservation (lasting at least [`TICK_NS`]) by
-    /// any waiting task. The trace
-    /// does not say which CPUs a task may use, so this includes per-CPU
-    /// kernel threads waiting on their own CPU, which no idle CPU could
-    /// have run.
+    /// any waiting task. The trace does not say which CPUs a task may use,
+    /// so this includes per-CPU kernel threads waiting on their own CPU,
+    /// which no idle CPU could have run.
     pub any_task: Violations,
     /// Violations by the batch's own threads, which may run on every CPU:
     /// an idle CPU could have run them.
@@ -185,9 +179,9 @@ impl BatchFigures {
 
 /// The chain (a serial fork/wait chain, one process at a time) may use at
 /// most this many distinct CPUs per 100 ms on average, counting its own
-/// tasks: half the 16-CPU guest. Measured over 7 runs of the test: Nest
+/// tasks: half the 16-CPU guest. Measured over 8 runs of the test: Nest
 /// 3.3-4.3 (up to 5.4 with other P_remove and run orders while exploring),
-/// the default scheduler 1.8-4.0, the spread control 12.3-14.5.
+/// the default scheduler 1.8-4.0, the spread control 12.3-14.7.
 pub const CHAIN_MAX_CPUS: f64 = 8.0;
 /// At most this much underload per 100 ms (CPUs used by any task beyond
 /// the fewest that could have carried the work). Measured: Nest 1.8-4.2
@@ -196,7 +190,7 @@ pub const CHAIN_MAX_UNDERLOAD: f64 = 8.0;
 /// Nest may use at most this many more CPUs per 100 ms for the chain than
 /// the default scheduler did in the same boot. Measured Nest - default:
 /// -0.2 to +2.2 (exploring: up to +2.6; this kernel's default keeps the
-/// chain on 2-4 CPUs); spread - default: +8.3 to +12.6.
+/// chain on 2-4 CPUs); spread - default: +8.3 to +12.7.
 pub const CHAIN_MAX_CPUS_OVER_DEFAULT: f64 = 4.5;
 /// ... and at most this much more underload. Measured Nest - default:
 /// -2.6 to -0.5 (exploring: up to +0.2); spread - default: +7.1 to +9.8.
@@ -245,7 +239,7 @@ pub const BATCH_EVERY_CPU_NS: u64 = 1_000_000_000;
 pub const BATCH_MAX_SLOWDOWN: f64 = 1.05;
 /// No CPU may stay idle while a thread of a batch waits for longer than
 /// this: a 4 ms tick, doubled because an idle vCPU takes milliseconds to
-/// wake under emulation. Measured: Nest none of 4 ms or more in 7 runs
+/// wake under emulation. Measured: Nest none of 4 ms or more in 8 runs
 /// (one of 6.3 ms in 13 exploratory overload runs), spread none; the
 /// default scheduler up to 34 ms (threads queued on one NUMA node while
 /// CPUs of the other idle).
