@@ -27,10 +27,10 @@
 //! (here Nest finishes first: the default scheduler spreads a process's
 //! threads over the second NUMA node slowly). Which socket the chain runs
 //! on is printed, not asserted: Nest kept 96-100% of it on one socket in
-//! the 8 runs of this test, but 62-97% when its run came third in the
-//! boot, since a primary CPU of the other socket is preferred to a reserve
-//! CPU of the same one (as specified); the default scheduler kept 65-69%,
-//! the spread control 53-63% (docs/testing.md).
+//! 8 of 9 runs of this test but 71% in one (62-97% in exploratory boots),
+//! since a primary CPU of the other socket is preferred to a reserve CPU
+//! of the same one (as specified); the default scheduler kept 65-69%, the
+//! spread control 53-63% (docs/testing.md).
 //!
 //! Ignored by default (boots a guest); scripts/test.sh runs it. Needs
 //! `cargo build -p nest -p scx_nest -p nest-load` first and fails, not
