@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
 # Guest side of the default-vs-Nest trace comparison. Records the same
 # small workload with `nest trace record`, first under the kernel's default
-# scheduler and then under scx_nest (started before, stopped with SIGINT
-# after the recording), into OUTDIR/default.trace and OUTDIR/nest.trace,
-# and prints what it saw as key=value facts for the host to judge
-# (crates/vm-tests/tests/trace.rs). Never judges by itself; the analysis
-# (`nest trace compare/metrics`) runs on the host.
+# scheduler into OUTDIR/default.trace, then under each scx_nest
+# configuration given (started before, stopped with SIGINT after the
+# recording) into OUTDIR/NAME.trace, and prints what it saw as key=value
+# facts for the host to judge (crates/vm-tests). Never judges by itself;
+# the analysis (`nest trace compare/metrics`) runs on the host.
 #
 # OUTDIR must be writable from the guest: `nest vm run --out OUTDIR`.
 #
-# Usage: compare.sh OUTDIR [COMMAND ARGS...]
+# Usage: compare.sh [--scx NAME=OPTIONS]... OUTDIR [COMMAND ARGS...]
+#   --scx NAME=OPTIONS  record under `scx_nest OPTIONS` into NAME.trace
+#                       (repeatable, in order; default: one run named
+#                       nest with $NEST_SCX_ARGS)
 #   (default workload: $NEST_BIN/nest-load churn --count 100 --work-us 300)
 # Environment: NEST_BIN (binaries, default target/debug),
 #   NEST_TRACE_BUFFER_KB (per-CPU trace buffer, default 8192),
-#   NEST_SCX_ARGS (extra scx_nest options, e.g. --disable warm-spin).
+#   NEST_SCX_ARGS (scx_nest options of the default run, e.g. --disable
+#   warm-spin).
 set -u
 # shellcheck source=tests/vm/lib.sh
 . "$(dirname "$0")/lib.sh"
-out=${1:?usage: compare.sh OUTDIR [COMMAND ARGS...]}
+usage="usage: compare.sh [--scx NAME=OPTIONS]... OUTDIR [COMMAND ARGS...]"
+runs=()
+while [ "${1:-}" = --scx ]; do
+	runs+=("${2:?$usage}")
+	shift 2
+done
+[ ${#runs[@]} -gt 0 ] || runs=("nest=${NEST_SCX_ARGS:-}")
+out=${1:?$usage}
 shift
 bin=${NEST_BIN:-target/debug}
 if [ $# -eq 0 ]; then
 	set -- "$bin/nest-load" churn --count 100 --work-us 300
 fi
 buffer_kb=${NEST_TRACE_BUFFER_KB:-8192}
-log=/tmp/scx_nest.log
 
 state() { cat $sysfs/state 2>/dev/null || echo none; }
 # Times sched_ext was enabled since boot: unchanged across the recording
@@ -32,7 +42,7 @@ state() { cat $sysfs/state 2>/dev/null || echo none; }
 enable_seq() { cat $sysfs/enable_seq 2>/dev/null || echo none; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# record NAME: record the workload into $out/NAME.trace.
+# record NAME COMMAND...: record the command into $out/NAME.trace.
 record() {
 	local name=$1 start
 	shift
@@ -48,26 +58,36 @@ record() {
 	sed "s/^/record $name: /" "/tmp/record-$name.out"
 }
 
+# record_scx NAME OPTIONS COMMAND...: record under `scx_nest OPTIONS`.
+record_scx() {
+	local name=$1 opts=$2 log=/tmp/scx_nest-$1.log sched
+	shift 2
+	# shellcheck disable=SC2086 # word splitting of the options wanted
+	"$bin/scx_nest" $opts >"$log" 2>&1 &
+	sched=$!
+	wait_enabled $sched
+	fact "${name}_scx_args" "$opts"
+	fact "${name}_state_after_attach" "$(state)"
+	fact "${name}_ops" "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
+	record "$name" "$@"
+	stop_scheduler $sched "${name}_sched_exit"
+	fact "${name}_state_after_exit" "$(state)"
+	sed "s/^/scx_nest $name: /" "$log"
+}
+
 fact outdir "$out"
 fact workload "$*"
 fact cpus "$(nproc)"
 mkdir -p "$out" || fact outdir_error "cannot create $out"
-rm -f "$out/default.trace" "$out/nest.trace"
+rm -f "$out/default.trace"
+for run in "${runs[@]}"; do
+	rm -f "$out/${run%%=*}.trace"
+done
 
 record default "$@"
-
-# shellcheck disable=SC2086 # word splitting of the options wanted
-"$bin/scx_nest" ${NEST_SCX_ARGS:-} >"$log" 2>&1 &
-sched=$!
-wait_enabled $sched
-fact state_after_attach "$(state)"
-fact ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
-
-record nest "$@"
-
-stop_scheduler $sched
-fact state_after_exit "$(state)"
-sed 's/^/scx_nest: /' "$log"
+for run in "${runs[@]}"; do
+	record_scx "${run%%=*}" "${run#*=}" "$@"
+done
 ls -l "$out"
 echo "--- dmesg"
 dmesg

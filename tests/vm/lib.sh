@@ -30,22 +30,23 @@ wait_enabled() {
 }
 
 # Stop the scheduler process PID with SIGINT, waiting up to 60 s, and
-# report its exit status as sched_exit (still-running if it did not stop).
+# report its exit status as KEY (default sched_exit; still-running if it
+# did not stop).
 # Under emulation, after a heavy load, the kernel took more than 10 s to
 # switch every task back (state "disabling") before the scheduler could
 # exit.
 stop_scheduler() {
-	local pid=$1
+	local pid=$1 key=${2:-sched_exit}
 	kill -INT "$pid" 2>/dev/null
 	for _ in $(seq 1 600); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
 	done
 	if kill -0 "$pid" 2>/dev/null; then
-		fact sched_exit still-running
+		fact "$key" still-running
 		kill -KILL "$pid"
 	else
 		wait "$pid"
-		fact sched_exit $?
+		fact "$key" $?
 	fi
 }

@@ -7,6 +7,7 @@
 //! filesystem (9p in the test guest).
 
 mod affinity;
+mod batch;
 mod churn;
 mod cpus;
 mod hogs;
@@ -64,6 +65,16 @@ enum Load {
         /// Do not wait for each child: keep running beside it.
         #[arg(long)]
         overlap: bool,
+    },
+    /// CPU-bound threads started at once, each running until it used
+    /// --work-ms of CPU time; reports when the last one finished.
+    Batch {
+        /// Number of threads (default: one per CPU).
+        #[arg(long)]
+        tasks: Option<usize>,
+        /// CPU time each thread needs, in milliseconds.
+        #[arg(long, default_value_t = 300)]
+        work_ms: u64,
     },
     /// Two processes bouncing a byte through pipes.
     Pingpong {
@@ -127,15 +138,25 @@ fn mixed(seconds: f64, hogs: Option<usize>) -> Result<Vec<String>> {
     Ok(Vec::new())
 }
 
+/// `count`, or one per CPU this process may use.
+fn one_per_cpu(count: Option<usize>) -> Result<usize> {
+    match count {
+        Some(n) => Ok(n),
+        None => Ok(cpus::allowed()?.len()),
+    }
+}
+
 fn run(cli: Cli) -> Result<Vec<String>> {
     Ok(match cli.load {
         Load::Mixed { seconds, hogs } => mixed(seconds, hogs)?,
         Load::Hogs { seconds, threads } => {
-            let threads = match threads {
-                Some(n) => n,
-                None => cpus::allowed()?.len(),
-            };
-            vec![hogs::run(deadline(seconds)?, threads)?]
+            vec![hogs::run(deadline(seconds)?, one_per_cpu(threads)?)?]
+        }
+        Load::Batch { tasks, work_ms } => {
+            vec![batch::run(
+                one_per_cpu(tasks)?,
+                Duration::from_millis(work_ms),
+            )?]
         }
         Load::Churn {
             seconds,

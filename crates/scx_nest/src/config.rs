@@ -46,7 +46,9 @@ pub struct Opts {
     /// Placement policy: nest; builtin (sched_ext's default idle-CPU
     /// selection only, the minimal baseline for comparisons); slocal (the
     /// waker's CPU); smove (the default CPU if it runs above its minimum
-    /// frequency, else the waker's CPU with a move after --smove-delay).
+    /// frequency, else the waker's CPU with a move after --smove-delay);
+    /// spread (the next idle CPU in a round robin alternating sockets: a
+    /// negative control for placement tests, not for real use).
     #[arg(long, value_enum, default_value_t = Policy::Nest)]
     pub policy: Policy,
 
@@ -105,6 +107,7 @@ pub enum Policy {
     Builtin,
     Slocal,
     Smove,
+    Spread,
 }
 
 impl Policy {
@@ -114,6 +117,7 @@ impl Policy {
             Policy::Builtin => bpf_intf::scx_nest_policy_POLICY_BUILTIN,
             Policy::Slocal => bpf_intf::scx_nest_policy_POLICY_SLOCAL,
             Policy::Smove => bpf_intf::scx_nest_policy_POLICY_SMOVE,
+            Policy::Spread => bpf_intf::scx_nest_policy_POLICY_SPREAD,
         }
     }
 }
@@ -274,6 +278,18 @@ impl SchedConfig {
         for cpu in (0..nr_cpus).filter(|cpu| !topo.all_cpus.contains_key(cpu)) {
             bss.nest_state.cpus[cpu].offline = 1;
         }
+        let places: Vec<(usize, usize)> = topo
+            .all_cpus
+            .values()
+            .map(|cpu| (cpu.id, cpu.package_id))
+            .collect();
+        for (slot, cpu) in bss
+            .spread_order
+            .iter_mut()
+            .zip(spread_order(&places, nr_cpus))
+        {
+            *slot = cpu as u32;
+        }
         if self.smove_at_min {
             bss.min_perf[..nr_cpus].fill(CPUPERF_ONE as u32);
         } else if self.policy == Policy::Smove {
@@ -293,7 +309,13 @@ impl SchedConfig {
         }
 
         let ops = skel.struct_ops.nest_ops_mut();
+        // ENQ_EXITING: exiting tasks go through ops.enqueue() like any
+        // other, to the shared queue when nothing is idle. By default the
+        // kernel puts them on their previous CPU's local queue, where they
+        // wait behind its task even when another CPU goes idle. (The flag
+        // exists for schedulers that look tasks up by pid; we do not.)
         ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE
+            | *compat::SCX_OPS_ENQ_EXITING
             | if self.partial {
                 *compat::SCX_OPS_SWITCH_PARTIAL
             } else {
@@ -304,6 +326,31 @@ impl SchedConfig {
         }
         Ok(())
     }
+}
+
+/// The order in which `--policy spread` hands out CPUs: the online CPUs
+/// (`(cpu, socket)` pairs) of each socket in increasing order, the sockets
+/// interleaved (so consecutive placements alternate sockets), then the
+/// CPUs below `nr_cpus` not listed (offline now), so that every CPU appears
+/// once.
+fn spread_order(places: &[(usize, usize)], nr_cpus: usize) -> Vec<usize> {
+    let mut sockets = std::collections::BTreeMap::<usize, Vec<usize>>::new();
+    for &(cpu, socket) in places {
+        sockets.entry(socket).or_default().push(cpu);
+    }
+    sockets.values_mut().for_each(|cpus| cpus.sort_unstable());
+    let longest = sockets.values().map(Vec::len).max().unwrap_or(0);
+    let mut order: Vec<usize> = (0..longest)
+        .flat_map(|i| {
+            sockets
+                .values()
+                .filter_map(move |cpus| cpus.get(i).copied())
+        })
+        .filter(|&cpu| cpu < nr_cpus)
+        .collect();
+    let missing: Vec<usize> = (0..nr_cpus).filter(|cpu| !order.contains(cpu)).collect();
+    order.extend(missing);
+    order
 }
 
 /// scx_bpf_cpuperf_cur() scale: the maximum performance level.
@@ -385,6 +432,16 @@ mod tests {
         assert_eq!(
             config(&["--policy", "slocal"]).unwrap().policy,
             Policy::Slocal
+        );
+    }
+
+    #[test]
+    fn spread_alternates_sockets_and_lists_every_cpu_once() {
+        let places = [(0, 0), (1, 0), (2, 1), (3, 1), (5, 0)];
+        assert_eq!(spread_order(&places, 6), vec![0, 2, 1, 3, 5, 4]);
+        assert_eq!(
+            config(&["--policy", "spread"]).unwrap().policy,
+            Policy::Spread
         );
     }
 

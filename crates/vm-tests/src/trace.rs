@@ -36,6 +36,12 @@ impl Workload {
     /// Finds the recorded command (meta `command_pid`) in `trace`.
     pub fn find(trace: &Trace) -> Option<Self> {
         let pid: Pid = trace.meta_get("command_pid")?.parse().ok()?;
+        Some(Self::of(trace, pid))
+    }
+
+    /// Process `pid` of `trace`: from its first exec (or the start) to its
+    /// exit (or the end), with the tasks it forked (processes and threads).
+    pub fn of(trace: &Trace, pid: Pid) -> Self {
         let mut start = None;
         let mut end = None;
         let mut children = Vec::new();
@@ -49,15 +55,16 @@ impl Workload {
                 _ => {}
             }
         }
-        Some(Self {
+        Self {
             pid,
             start_ns: start.unwrap_or(0),
             end_ns: end.unwrap_or(trace.end_ns()),
             children,
-        })
+        }
     }
 
-    fn pids(&self) -> BTreeSet<Pid> {
+    /// The process and the tasks it forked.
+    pub fn pids(&self) -> BTreeSet<Pid> {
         let mut pids: BTreeSet<Pid> = self.children.iter().copied().collect();
         pids.insert(self.pid);
         pids
@@ -159,11 +166,12 @@ pub fn trace_problems(trace: &Trace, expect: Expect) -> Vec<String> {
     problems
 }
 
-/// Everything wrong with the facts compare.sh reported: both recordings
-/// succeeded, the default one without sched_ext, the Nest one with scx_nest
-/// enabled from before to after it (same `enable_seq`, so never
-/// re-enabled), a clean SIGINT exit and a quiet kernel log.
-pub fn compare_problems(report: &Report) -> Vec<String> {
+/// Everything wrong with the facts compare.sh reported: every recording
+/// succeeded, the default one without sched_ext, each scx_nest run (`runs`:
+/// the names given with `--scx`) with scx_nest enabled from before to
+/// after it (same `enable_seq`, so never ejected and re-enabled), a clean
+/// SIGINT exit, and a quiet kernel log.
+pub fn compare_problems(report: &Report, runs: &[&str]) -> Vec<String> {
     let mut problems = Vec::new();
     let mut expect = |what: &str, ok: bool, got: String| {
         if !ok {
@@ -172,11 +180,12 @@ pub fn compare_problems(report: &Report) -> Vec<String> {
     };
     let fact = |key: &str| report.get(key).unwrap_or("nothing").to_string();
     let is = |key: &str, value: &str| report.get(key) == Some(value);
-    for run in ["default", "nest"] {
+    for run in std::iter::once(&"default").chain(runs) {
+        let key = format!("{run}_record_exit");
         expect(
             &format!("the {run} recording exits with status 0"),
-            is(&format!("{run}_record_exit"), "0"),
-            fact(&format!("{run}_record_exit")),
+            is(&key, "0"),
+            fact(&key),
         );
     }
     for key in ["default_state_before", "default_state_after"] {
@@ -186,41 +195,43 @@ pub fn compare_problems(report: &Report) -> Vec<String> {
             fact(key),
         );
     }
-    for key in [
-        "state_after_attach",
-        "nest_state_before",
-        "nest_state_after",
-    ] {
+    for run in runs {
+        for when in ["state_after_attach", "state_before", "state_after"] {
+            let key = format!("{run}_{when}");
+            expect(
+                &format!("{key}: sched_ext enabled"),
+                is(&key, "enabled"),
+                fact(&key),
+            );
+        }
+        let (before, after) = (
+            fact(&format!("{run}_enable_seq_before")),
+            fact(&format!("{run}_enable_seq_after")),
+        );
         expect(
-            &format!("{key}: sched_ext enabled"),
-            is(key, "enabled"),
-            fact(key),
+            &format!("scx_nest stays enabled through the {run} recording (enable_seq unchanged)"),
+            before == after && before.parse::<u64>().is_ok(),
+            format!("{before} -> {after}"),
+        );
+        let key = format!("{run}_ops");
+        expect(
+            &format!("the ops attached for {run} are scx_nest's"),
+            report.get(&key).is_some_and(|ops| ops.starts_with("nest")),
+            fact(&key),
+        );
+        let key = format!("{run}_sched_exit");
+        expect(
+            &format!("scx_nest ({run}) exits with status 0 after SIGINT"),
+            is(&key, "0"),
+            fact(&key),
+        );
+        let key = format!("{run}_state_after_exit");
+        expect(
+            &format!("sched_ext disabled after scx_nest ({run}) exits"),
+            is(&key, "disabled"),
+            fact(&key),
         );
     }
-    let (before, after) = (
-        fact("nest_enable_seq_before"),
-        fact("nest_enable_seq_after"),
-    );
-    expect(
-        "scx_nest stays enabled through the recording (enable_seq unchanged)",
-        before == after && before.parse::<u64>().is_ok(),
-        format!("{before} -> {after}"),
-    );
-    expect(
-        "the attached ops are scx_nest's",
-        report.get("ops").is_some_and(|ops| ops.starts_with("nest")),
-        fact("ops"),
-    );
-    expect(
-        "scx_nest exits with status 0 after SIGINT",
-        is("sched_exit", "0"),
-        fact("sched_exit"),
-    );
-    expect(
-        "sched_ext disabled after scx_nest exits",
-        is("state_after_exit", "disabled"),
-        fact("state_after_exit"),
-    );
     for problem in kernel_problems(&report.dmesg) {
         problems.push(format!("kernel log: {problem}"));
     }
@@ -229,7 +240,7 @@ pub fn compare_problems(report: &Report) -> Vec<String> {
 
 /// Placement figures of one trace, over the workload's exec..exit window
 /// cut into intervals of `interval_ns` (all tasks of the machine count).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Figures {
     pub window_ns: u64,
     pub intervals: usize,
@@ -251,13 +262,20 @@ pub struct Figures {
     /// Mean distinct CPUs the workload's own tasks ran on per interval
     /// (other tasks of the machine left out).
     pub mean_workload_cpus: f64,
+    /// Share of the workload's run time spent on the socket where most of
+    /// it ran.
+    pub main_socket_share: f64,
 }
 
 impl Figures {
     pub fn of(trace: &Trace, interval_ns: u64) -> Option<Self> {
         let w = Workload::find(trace)?;
-        let tl = Timeline::build(trace);
-        let stats = interval_stats_between(&tl, w.start_ns, w.end_ns, interval_ns);
+        Some(Self::of_workload(&Timeline::build(trace), &w, interval_ns))
+    }
+
+    /// The figures of workload `w` of the replayed trace `tl`.
+    pub fn of_workload(tl: &Timeline, w: &Workload, interval_ns: u64) -> Self {
+        let stats = interval_stats_between(tl, w.start_ns, w.end_ns, interval_ns);
         let n = stats.len().max(1) as f64;
         let mean = |f: &dyn Fn(&nest_trace::metrics::IntervalStats) -> f64| {
             stats.iter().map(f).sum::<f64>() / n
@@ -294,7 +312,7 @@ impl Figures {
                 .sum::<f64>()
                 / n
         };
-        Some(Self {
+        Self {
             window_ns: w.end_ns - w.start_ns,
             intervals: stats.len(),
             mean_cpus: mean(&|s| f64::from(s.cpus_used)),
@@ -308,7 +326,8 @@ impl Figures {
             wakeup_p99_ns: percentile(&lat, 99),
             workload_cpus: workload_cpus.len(),
             mean_workload_cpus,
-        })
+            main_socket_share: main_socket_share(tl, &pids),
+        }
     }
 
     /// The figures as (name, value) rows, for printing side by side.
@@ -336,10 +355,30 @@ impl Figures {
                 self.workload_migrations.to_string(),
             ),
             ("migrations (all tasks)", self.all_migrations.to_string()),
+            (
+                "workload run time on main socket",
+                format!("{:.0}%", self.main_socket_share * 100.0),
+            ),
             ("wake-ups (workload)", self.wakeups.to_string()),
             ("wake-up p50 (us)", us(self.wakeup_p50_ns)),
             ("wake-up p99 (us)", us(self.wakeup_p99_ns)),
         ]
+    }
+}
+
+/// Share of the run time of `pids` spent on the socket where most of it
+/// ran (1 when they did not run).
+fn main_socket_share(tl: &Timeline, pids: &BTreeSet<Pid>) -> f64 {
+    let mut per_socket = std::collections::BTreeMap::<u32, u64>::new();
+    for r in tl.runs.iter().filter(|r| pids.contains(&r.pid)) {
+        *per_socket.entry(tl.socket(r.cpu)).or_default() += r.end - r.start;
+    }
+    let total: u64 = per_socket.values().sum();
+    let main = per_socket.values().copied().max().unwrap_or(0);
+    if total == 0 {
+        1.0
+    } else {
+        main as f64 / total as f64
     }
 }
 
@@ -353,9 +392,41 @@ fn us(ns: u64) -> String {
 
 /// `a` and `b` side by side under the headers `ha` and `hb`.
 pub fn side_by_side(ha: &str, a: &Figures, hb: &str, b: &Figures) -> String {
-    let mut out = format!("{:<30} {:>10} {:>10}\n", "", ha, hb);
-    for ((name, va), (_, vb)) in a.rows().into_iter().zip(b.rows()) {
-        out.push_str(&format!("{name:<30} {va:>10} {vb:>10}\n"));
+    columns(&[ha, hb], &[a.rows(), b.rows()])
+}
+
+fn value<'a>(column: &'a [(&'static str, String)], row: usize) -> &'a str {
+    column.get(row).map_or("", |(_, v)| v.as_str())
+}
+
+/// Rows of (name, value) figures, one column per run under `headers`
+/// (the names are taken from the first column), aligned.
+pub fn columns(headers: &[&str], columns: &[Vec<(&'static str, String)>]) -> String {
+    let names: Vec<&str> = columns
+        .first()
+        .map(|c| c.iter().map(|(name, _)| *name).collect())
+        .unwrap_or_default();
+    let name_width = names.iter().map(|n| n.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = headers
+        .iter()
+        .zip(columns)
+        .map(|(h, c)| {
+            (0..names.len())
+                .map(|i| value(c, i).len())
+                .fold(h.len().max(10), usize::max)
+        })
+        .collect();
+    let mut out = format!("{:<name_width$}", "");
+    for (h, w) in headers.iter().zip(&widths) {
+        out.push_str(&format!(" {h:>w$}"));
+    }
+    out.push('\n');
+    for (i, name) in names.iter().enumerate() {
+        out.push_str(&format!("{name:<name_width$}"));
+        for (c, w) in columns.iter().zip(&widths) {
+            out.push_str(&format!(" {:>w$}", value(c, i)));
+        }
+        out.push('\n');
     }
     out
 }
@@ -475,6 +546,8 @@ mod tests {
         assert_eq!(f.workload_cpus, 3);
         // Workload tasks: [0,150) on CPUs 0, 1, 2; [150,300) on 0, 2.
         assert_eq!(f.mean_workload_cpus, 2.5);
+        // 300 ns on socket 0 (CPUs 0, 1: 300 + 80), 70 on socket 1.
+        assert_eq!(f.main_socket_share, 380.0 / 450.0);
         assert_eq!((f.wakeups, f.wakeup_p50_ns, f.wakeup_p99_ns), (2, 10, 20));
         let table = side_by_side("default", &f, "nest", &f);
         assert!(table.contains("mean CPUs used / interval"), "{table}");
@@ -486,24 +559,35 @@ mod tests {
 default_state_before=disabled
 default_record_exit=0
 default_state_after=disabled
-state_after_attach=enabled
-ops=nest_0.1.0_x86_64
+nest_state_after_attach=enabled
+nest_ops=nest_0.1.0_x86_64
 nest_state_before=enabled
 nest_enable_seq_before=1
 nest_record_exit=0
 nest_state_after=enabled
 nest_enable_seq_after=1
-sched_exit=0
-state_after_exit=disabled
+nest_sched_exit=0
+nest_state_after_exit=disabled
 --- dmesg
 ";
-        assert_eq!(compare_problems(&Report::parse(good)), Vec::<String>::new());
+        let nest = ["nest"];
+        assert_eq!(
+            compare_problems(&Report::parse(good), &nest),
+            Vec::<String>::new()
+        );
         let reenabled = good.replace("nest_enable_seq_after=1", "nest_enable_seq_after=2");
-        let problems = compare_problems(&Report::parse(&reenabled));
+        let problems = compare_problems(&Report::parse(&reenabled), &nest);
         assert!(
             problems.iter().any(|p| p.contains("enable_seq")),
             "{problems:?}"
         );
-        assert!(compare_problems(&Report::parse("")).len() >= 9);
+        assert!(compare_problems(&Report::parse(""), &nest).len() >= 9);
+        // A second run must report its own facts.
+        let problems = compare_problems(&Report::parse(good), &["nest", "spread"]);
+        assert_eq!(problems.len(), 8, "{problems:?}");
+        assert!(
+            problems.iter().all(|p| p.contains("spread")),
+            "{problems:?}"
+        );
     }
 }

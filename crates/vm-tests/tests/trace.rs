@@ -57,7 +57,7 @@ fn default_and_nest_traces_are_sane() {
     for line in outcome.stdout.lines().take_while(|l| *l != "--- dmesg") {
         eprintln!("  {line}");
     }
-    let mut problems = compare_problems(&report);
+    let mut problems = compare_problems(&report, &["nest"]);
     problems.extend(kernel_problems(&outcome.console_log));
 
     let expect = Expect {

@@ -39,6 +39,12 @@ enum scx_nest_policy {
 	POLICY_SLOCAL = 2,
 	/* S_move (policy/smove_policy.c): frequency test, deferred move. */
 	POLICY_SMOVE = 3,
+	/*
+	 * Negative control of the placement tests: every placement takes the
+	 * next idle CPU after a global cursor that alternates sockets, so work
+	 * is spread over every CPU. Not a scheduler to use.
+	 */
+	POLICY_SPREAD = 4,
 };
 
 /* Scheduler events counted besides the policy's enum nest_stat. */

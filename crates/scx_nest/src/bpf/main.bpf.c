@@ -281,6 +281,36 @@ static s32 select_cpu_builtin(struct task_struct *p, s32 prev_cpu,
 	return cpu;
 }
 
+/*
+ * --policy spread, the negative control of the placement tests: the
+ * opposite of Nest. Every placement claims the first idle CPU at or after a
+ * global cursor, which moves one step per placement through spread_order
+ * (filled in by user space: CPUs of the sockets interleaved), so
+ * consecutive placements land on different sockets and every CPU gets
+ * used. Tests assert that this policy fails the checks Nest passes.
+ */
+u32 spread_order[NEST_MAX_CPUS];
+u32 spread_cursor;
+
+static s32 select_cpu_spread(struct task_struct *p, s32 prev_cpu)
+{
+	u32 nr_cpus = nest_cfg.nr_cpus, start, i;
+	s32 cpu;
+
+	if (!nr_cpus)
+		return prev_cpu;
+	start = __sync_fetch_and_add(&spread_cursor, 1);
+	bpf_for(i, 0, nr_cpus) {
+		cpu = spread_order[cpu_index((start + i) % nr_cpus)];
+		if (bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+		    scx_bpf_test_and_clear_cpu_idle(cpu)) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+			return cpu;
+		}
+	}
+	return prev_cpu;
+}
+
 s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
@@ -293,6 +323,8 @@ s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 		return prev_cpu;
 	if (policy_kind == POLICY_BUILTIN)
 		return select_cpu_builtin(p, prev_cpu, wake_flags);
+	if (policy_kind == POLICY_SPREAD)
+		return select_cpu_spread(p, prev_cpu);
 	if (policy_kind == POLICY_SLOCAL || policy_kind == POLICY_SMOVE)
 		return select_cpu_smove(p, t, prev_cpu, wake_flags);
 
@@ -401,6 +433,16 @@ void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 		return;
 	if (scx_bpf_dsq_move_to_local(NEST_DSQ, 0))
 		return;
+	/*
+	 * Nothing else to run: @prev, if still runnable, keeps the CPU. Give
+	 * it a slice of our length. Otherwise the kernel gives it
+	 * SCX_SLICE_DFL (20 ms), and a task that can only run here (a per-CPU
+	 * kernel thread, queued on this CPU's local DSQ) waits that long.
+	 */
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+		prev->scx.slice = slice_ns;
+		return;
+	}
 	pctx = policy_ctx(&env);
 	if (nest_spin_continue(&pctx, cpu))
 		keep_spinning(cpu);

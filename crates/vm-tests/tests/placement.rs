@@ -1,0 +1,183 @@
+//! Placement of scx_nest against the kernel's default scheduler, measured
+//! from the kernel's tracepoints in one 2 sockets x 4 cores x 2 threads
+//! NUMA guest (16 vCPUs). tests/vm/compare.sh records the three workloads
+//! of tests/vm/placement-load.sh under the default scheduler, under Nest
+//! and under `scx_nest --policy spread`, a control that disperses work on
+//! purpose:
+//!
+//! - a serial fork/wait chain: few CPUs per 100 ms and little underload
+//!   (checked against absolute limits and against the default scheduler);
+//!   the spread control must fail the same checks;
+//! - as many CPU-bound threads as CPUs: every CPU used within a second,
+//!   completion within 5% of the default scheduler;
+//! - an overload (three threads per CPU): no CPU idle for more than two
+//!   ticks while a thread waits, and no ejection (scx_nest stays enabled
+//!   through the recording and exits cleanly).
+//!
+//! Scheduler options, for every scx_nest run: `--disable warm-spin`, since
+//! a spinning vCPU takes the single emulation thread from the vCPUs doing
+//! the work. P_remove keeps its published 2 ticks although guest code runs
+//! about 16 times slower than the guest clock: 20 ticks gave the same CPUs
+//! and underload per 100 ms over 4 exploratory runs and kept less of the
+//! chain on one socket (50-98% against 62-97%).
+//!
+//! Limits under emulation: all vCPUs share one host thread, so the
+//! completion time of CPU-bound work says more about how long threads wait
+//! for a CPU than about the speed of a placement, and the 5% check is weak
+//! (here Nest finishes first: the default scheduler spreads a process's
+//! threads over the second NUMA node slowly). Which socket the chain runs
+//! on is printed, not asserted: Nest kept 96-100% of it on one socket in
+//! 8 of 9 runs of this test but 71% in one (62-97% in exploratory boots),
+//! since a primary CPU of the other socket is preferred to a reserve CPU
+//! of the same one (as specified); the default scheduler kept 65-69%, the
+//! spread control 53-63% (docs/testing.md).
+//!
+//! Ignored by default (boots a guest); scripts/test.sh runs it. Needs
+//! `cargo build -p nest -p scx_nest -p nest-load` first and fails, not
+//! skips, when something is missing. `NEST_VM_OUT=DIR` keeps the traces.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nest_trace::format::load;
+use nest_trace::timeline::Timeline;
+use nest_vm::{VmSpec, shell_quote};
+use vm_tests::placement::{
+    BatchFigures, batch_problems, chain_problems, launched, work_conservation_problems,
+};
+use vm_tests::trace::{Expect, Figures, columns, compare_problems, trace_problems};
+use vm_tests::{Report, bin_dir, kernel_problems, repo_root, run_ok};
+
+const CPUS: usize = 16;
+const INTERVAL_NS: u64 = 100_000_000;
+/// Options of every scx_nest run (see the module documentation).
+const COMMON: &str = "--disable warm-spin";
+/// The scx_nest runs after the default scheduler's: name, options.
+const RUNS: [(&str, &str); 2] = [("nest", ""), ("spread", "--policy spread")];
+
+/// The three workloads of one run, measured.
+struct Run {
+    chain: Figures,
+    batch: BatchFigures,
+    overload: BatchFigures,
+}
+
+/// Read `dir/name.trace`, check it is sane, and measure its workloads.
+fn measure(dir: &Path, name: &str, problems: &mut Vec<String>) -> Run {
+    let path = dir.join(format!("{name}.trace"));
+    let trace = load(&path).unwrap_or_else(|e| panic!("cannot read {}: {e:#}", path.display()));
+    // placement-load.sh forks its three nest-load processes and two sleeps.
+    let expect = Expect {
+        cpus: CPUS,
+        sockets: 2,
+        children: 5,
+    };
+    problems.extend(
+        trace_problems(&trace, expect)
+            .into_iter()
+            .map(|p| format!("{name}.trace: {p}")),
+    );
+    let tl = Timeline::build(&trace);
+    let loads = launched(&trace, "nest-load");
+    assert_eq!(
+        loads.len(),
+        3,
+        "{name}.trace: placement-load.sh starts three nest-load processes"
+    );
+    Run {
+        chain: Figures::of_workload(&tl, &loads[0], INTERVAL_NS),
+        batch: BatchFigures::of(&trace, &tl, &loads[1]),
+        overload: BatchFigures::of(&trace, &tl, &loads[2]),
+    }
+}
+
+/// `problems` of run `name`, prefixed, into `all`.
+fn add(all: &mut Vec<String>, name: &str, problems: Vec<String>) {
+    all.extend(problems.into_iter().map(|p| format!("{name}: {p}")));
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work() {
+    let bin = bin_dir();
+    let temp = tempfile::Builder::new()
+        .prefix("nest-vm-placement-")
+        .tempdir()
+        .expect("temporary directory");
+    let out =
+        std::env::var_os("NEST_VM_OUT").map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
+    let out = nest_vm::output_dir(&out).unwrap_or_else(|e| panic!("{e:#}"));
+    let spec = VmSpec {
+        numa: true,
+        memory_mb: 2048,
+        timeout: Duration::from_secs(400),
+        workdir: Some(repo_root()),
+        output_dir: Some(out.clone()),
+        ..VmSpec::with_topology(2, 4, 2)
+    };
+    let mut command = format!(
+        "NEST_BIN={} tests/vm/compare.sh",
+        shell_quote(&bin.to_string_lossy())
+    );
+    for (name, options) in RUNS {
+        command.push_str(&format!(
+            " --scx {}",
+            shell_quote(&format!("{name}={COMMON} {options}"))
+        ));
+    }
+    command.push_str(&format!(
+        " {} tests/vm/placement-load.sh {CPUS}",
+        shell_quote(&out.to_string_lossy())
+    ));
+    let outcome = run_ok(&spec, "compare.sh (placement)", &command);
+    let report = Report::parse(&outcome.stdout);
+    for line in report.output.iter().filter(|l| l.starts_with("record ")) {
+        eprintln!("  {line}");
+    }
+    let names: Vec<&str> = RUNS.iter().map(|(name, _)| *name).collect();
+    // No ejection: every scx_nest run stayed enabled through its recording
+    // and exited cleanly; the kernel logged no sched_ext error.
+    let mut problems = compare_problems(&report, &names);
+    problems.extend(kernel_problems(&outcome.console_log));
+
+    let default = measure(&out, "default", &mut problems);
+    let nest = measure(&out, "nest", &mut problems);
+    let spread = measure(&out, "spread", &mut problems);
+    let headers = ["default", "nest", "spread"];
+    let runs = [&default, &nest, &spread];
+    eprintln!(
+        "fork/wait chain, 100 ms intervals:\n{}\n{} CPU-bound threads:\n{}\noverload, {} threads:\n{}",
+        columns(&headers, &runs.map(|r| r.chain.rows())),
+        default.batch.tasks,
+        columns(&headers, &runs.map(|r| r.batch.rows())),
+        default.overload.tasks,
+        columns(&headers, &runs.map(|r| r.overload.rows())),
+    );
+
+    add(
+        &mut problems,
+        "nest chain",
+        chain_problems(&nest.chain, &default.chain),
+    );
+    add(
+        &mut problems,
+        "nest batch",
+        batch_problems(&nest.batch, &default.batch),
+    );
+    add(
+        &mut problems,
+        "nest overload",
+        work_conservation_problems(&nest.overload),
+    );
+    // The control: dispersal must fail both absolute chain checks.
+    let control = chain_problems(&spread.chain, &default.chain);
+    eprintln!("the spread control fails the chain checks with: {control:#?}");
+    for check in ["chain CPUs per 100 ms:", "underload per 100 ms:"] {
+        if !control.iter().any(|p| p.starts_with(check)) {
+            problems.push(format!(
+                "the spread control passed the check '{check}', which cannot tell dispersal then"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "problems: {problems:#?}");
+}
