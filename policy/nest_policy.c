@@ -355,27 +355,6 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	return -1;
 }
 
-/*
- * Claim an idle CPU of the nests (steps 1 to 3) for a task that is queued
- * without a placement, e.g. after preemption, whole cores first. Returns -1
- * if none; the task's impatience is left alone.
- */
-static s32 nest_claim_nest_cpu(const struct nest_ctx *ctx, struct nest_task *t,
-			       s32 prev_cpu)
-{
-	u32 how;
-	s32 cpu = -1;
-
-	if (mech_on(ctx->cfg, NEST_MECH_WHOLE_CORES))
-		cpu = search_nests(ctx, t, prev_cpu, NEST_SEARCH_WHOLE_CORE,
-				   &how);
-	if (cpu < 0)
-		cpu = search_nests(ctx, t, prev_cpu, 0, &how);
-	if (cpu >= 0)
-		mark_running(ctx->st, cpu);
-	return cpu;
-}
-
 /* Step 4, first part: the host's default placement. */
 static s32 search_default(const struct nest_ctx *ctx, s32 prev_cpu,
 			  bool whole_core, u32 *how)
@@ -386,6 +365,32 @@ static s32 search_default(const struct nest_ctx *ctx, s32 prev_cpu,
 	if (!idle)
 		return -1;
 	*how = NEST_STAT_FALLBACK;
+	return cpu;
+}
+
+/*
+ * Claim an idle CPU of the nests (steps 1 to 3) for a task that is queued
+ * without a placement, e.g. after preemption. Whole cores first: the nests
+ * and then the default placement are asked for a whole idle core before
+ * the nests are searched for any idle CPU; beyond that the host decides.
+ * Returns -1 if none; the task's impatience and the nests are left alone.
+ */
+static s32 nest_claim_nest_cpu(const struct nest_ctx *ctx, struct nest_task *t,
+			       s32 prev_cpu)
+{
+	u32 how;
+	s32 cpu = -1;
+
+	if (mech_on(ctx->cfg, NEST_MECH_WHOLE_CORES)) {
+		cpu = search_nests(ctx, t, prev_cpu, NEST_SEARCH_WHOLE_CORE,
+				   &how);
+		if (cpu < 0)
+			cpu = search_default(ctx, prev_cpu, true, &how);
+	}
+	if (cpu < 0)
+		cpu = search_nests(ctx, t, prev_cpu, 0, &how);
+	if (cpu >= 0)
+		mark_running(ctx->st, cpu);
 	return cpu;
 }
 
@@ -494,6 +499,35 @@ static void nest_task_running(const struct nest_ctx *ctx, struct nest_task *t,
 	WRITE_ONCE(c->idle_since, 0);
 	WRITE_ONCE(c->task_exited, 0);
 	WRITE_ONCE(c->running, 1);
+	WRITE_ONCE(c->paired_ticks, 0);
+}
+
+/* Ticks a task shares its core before nest_tick_unpair() moves it. */
+#define NEST_PAIRED_TICKS 2
+
+/*
+ * Scheduler tick of @cpu, which runs a task. Whole cores first, over time:
+ * true when the task has shared its physical core with a busy SMT sibling
+ * for NEST_PAIRED_TICKS ticks in a row; the host then re-places it (whole
+ * cores first) if a whole idle core exists. This catches pairs placement
+ * could not avoid, e.g. threads created while their parent still ran on
+ * the core that is idle now: CPU-bound threads never sleep, so nothing
+ * else would ever re-place them.
+ */
+static bool nest_tick_unpair(const struct nest_ctx *ctx, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+	u32 ticks;
+
+	if (!c || !mech_on(ctx->cfg, NEST_MECH_WHOLE_CORES))
+		return false;
+	if (!sibling_busy(ctx, cpu)) {
+		WRITE_ONCE(c->paired_ticks, 0);
+		return false;
+	}
+	ticks = READ_ONCE(c->paired_ticks) + 1;
+	WRITE_ONCE(c->paired_ticks, ticks < NEST_PAIRED_TICKS ? ticks : 0);
+	return ticks >= NEST_PAIRED_TICKS;
 }
 
 /* The task running on @cpu is exiting. */

@@ -143,7 +143,8 @@ struct nest_cpu {
 	u32 running;
 	/* The CPU is offline: in no nest, never claimed (CPU hotplug). */
 	u32 offline;
-	u32 __pad;
+	/* Ticks in a row at which the SMT sibling was busy too. */
+	u32 paired_ticks;
 };
 
 /* The nests; global to the policy and updated with atomic operations. */

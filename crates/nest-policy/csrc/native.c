@@ -91,6 +91,15 @@ bool nest_native_spin_continue(struct nest_state *st,
 	return nest_spin_continue(&ctx, cpu);
 }
 
+bool nest_native_tick_unpair(struct nest_state *st,
+			     const struct nest_config *cfg, nest_env_t env,
+			     s32 cpu)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
+
+	return nest_tick_unpair(&ctx, cpu);
+}
+
 bool nest_native_cpu_spinning(struct nest_state *st, s32 cpu)
 {
 	return nest_cpu_spinning(st, cpu);

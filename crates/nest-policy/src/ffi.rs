@@ -57,7 +57,7 @@ pub struct NestCpu {
     pub task_exited: u32,
     pub running: u32,
     pub offline: u32,
-    pub pad: u32,
+    pub paired_ticks: u32,
 }
 
 #[repr(C)]
@@ -141,6 +141,12 @@ unsafe extern "C" {
         env: *mut std::ffi::c_void,
         cpu: i32,
         now: u64,
+    ) -> bool;
+    pub fn nest_native_tick_unpair(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        cpu: i32,
     ) -> bool;
     pub fn nest_native_cpu_spinning(st: *mut NestState, cpu: i32) -> bool;
     pub fn nest_native_cpu_offline(st: *mut NestState, cpu: i32);

@@ -526,6 +526,22 @@ impl NestPolicy {
         }
     }
 
+    /// Scheduler tick of `cpu`, which runs a task: should the task be
+    /// re-placed because it has shared its core with a busy SMT sibling for
+    /// two ticks in a row?
+    pub fn tick_unpair(&self, cpu: u32) -> bool {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see cpu_idle.
+        unsafe {
+            ffi::nest_native_tick_unpair(
+                self.state_ptr(),
+                &*self.cfg,
+                &mut env as *mut Env as *mut c_void,
+                cpu as i32,
+            )
+        }
+    }
+
     /// Is `cpu` warm spinning?
     pub fn spinning(&self, cpu: u32) -> bool {
         // SAFETY: valid pointer; see select_cpu.

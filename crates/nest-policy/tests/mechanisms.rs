@@ -610,19 +610,26 @@ fn a_spinning_cpu_taken_offline_stops_spinning_and_comes_back_cold() {
 }
 
 #[test]
-fn a_queued_task_gets_an_idle_nest_cpu_but_never_the_fallback() {
+fn a_queued_task_gets_a_whole_idle_core_then_an_idle_nest_cpu() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
-    let mut t = TaskState::new();
-    // Empty nests: nothing to claim, although every CPU is idle.
-    assert_eq!(p.claim_nest_cpu(&mut Plat::new(&m, 0), &mut t, 3), None);
-    grow_primary(&p, &m, &[6], 0);
-    assert_eq!(p.claim_nest_cpu(&mut Plat::new(&m, 0), &mut t, 3), Some(6));
-    assert!(!m.idle[6].load(Ordering::SeqCst), "the CPU was claimed");
+    let claim = |prev| p.claim_nest_cpu(&mut Plat::new(&m, MS), &mut TaskState::new(), prev);
+    grow_primary(&p, &m, &[9], 0);
+    // CPU 9's sibling runs: a whole idle core of the default placement
+    // comes first.
+    run_on(&p, &m, &[sibling(9)], MS);
+    let cpu = claim(9).expect("an idle CPU");
+    assert_ne!(cpu, 9);
+    assert!(m.idle[sibling(cpu) as usize].load(Ordering::SeqCst));
+    // No whole idle core left: the nest's CPU, half busy as it is.
+    run_on(&p, &m, &(0..8).collect::<Vec<_>>(), MS);
+    assert_eq!(claim(9), Some(9));
+    // Nothing idle in the nests nor a whole core: the host decides.
+    assert_eq!(claim(9), None);
     assert_eq!(
         p.stat(Stat::Fallback),
         1,
-        "only grow_primary used the fallback"
+        "only grow_primary counted a fallback: claims are not placements"
     );
 }
 
@@ -729,4 +736,26 @@ fn cpus_above_64_join_the_nests_and_are_found_again() {
     block(&p, &m, 150, 3 * MS);
     assert_eq!(place_and_run(&p, &m, &mut t, 150, 4 * MS), 150);
     assert_eq!(p.stat(Stat::Attached), 1);
+}
+
+#[test]
+fn a_task_sharing_its_core_for_two_ticks_is_moved_then_counting_restarts() {
+    for (params, moves) in [(Params::default(), true), (smt_blind(), false)] {
+        let m = Machine::new();
+        let p = policy(&m, params);
+        run_on(&p, &m, &[3], 0);
+        assert!(!p.tick_unpair(3), "sibling idle");
+        run_on(&p, &m, &[sibling(3)], MS);
+        assert!(!p.tick_unpair(3), "first shared tick");
+        assert_eq!(p.tick_unpair(3), moves, "second shared tick");
+        assert!(!p.tick_unpair(3), "counting restarts after a move");
+    }
+    // A new task on the CPU starts the count again.
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    run_on(&p, &m, &[3, sibling(3)], 0);
+    assert!(!p.tick_unpair(3));
+    run_on(&p, &m, &[3], MS);
+    assert!(!p.tick_unpair(3));
+    assert!(p.tick_unpair(3));
 }

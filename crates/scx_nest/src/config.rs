@@ -316,6 +316,7 @@ impl SchedConfig {
         // exists for schedulers that look tasks up by pid; we do not.)
         ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE
             | *compat::SCX_OPS_ENQ_EXITING
+            | *compat::SCX_OPS_ENQ_LAST
             | if self.partial {
                 *compat::SCX_OPS_SWITCH_PARTIAL
             } else {

@@ -112,6 +112,7 @@ impl<'a> Scheduler<'a> {
             timers_fired: policy[bpf_intf::nest_stat_NEST_STAT_TIMER_FIRED as usize],
             migrated: policy[bpf_intf::nest_stat_NEST_STAT_MIGRATED as usize],
             move_failed: events[bpf_intf::scx_nest_event_NEST_EV_MOVE_FAILED as usize],
+            unpaired: events[bpf_intf::scx_nest_event_NEST_EV_UNPAIRED as usize],
         }
     }
 

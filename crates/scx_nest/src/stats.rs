@@ -95,6 +95,8 @@ pub struct Metrics {
     pub migrated: u64,
     #[stat(desc = "S_move: moves the kernel refused (task already gone)")]
     pub move_failed: u64,
+    #[stat(desc = "Tasks moved at a tick from a shared core to a whole idle one")]
+    pub unpaired: u64,
 }
 
 /// Mean of `total_ns` over `count`, in microseconds.
@@ -157,7 +159,8 @@ impl Metrics {
             timers_armed,
             timers_fired,
             migrated,
-            move_failed
+            move_failed,
+            unpaired
         )
     }
 
@@ -166,7 +169,7 @@ impl Metrics {
             w,
             "[scx_nest] nest primary={} reserve={} | place attached={} prev={} primary={} \
              reserve={} fallback={} wide={} none={} | promote={} compact={} exit-demote={} \
-             impatient={} | queued={} kicked={} | spin={} ({:.1} ms, ended: work={} \
+             impatient={} unpaired={} | queued={} kicked={} | spin={} ({:.1} ms, ended: work={} \
              expired={} sibling={}) | wake delay: spinning {:.1} us x{}, idle {:.1} us x{} | \
              waker={} default={} freq above/at min={}/{} timers armed={} fired={} \
              migrated={} failed={}",
@@ -183,6 +186,7 @@ impl Metrics {
             self.compacted,
             self.exit_demoted,
             self.impatient,
+            self.unpaired,
             self.queued,
             self.kicked,
             self.spin_started,

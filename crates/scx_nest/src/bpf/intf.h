@@ -70,6 +70,8 @@ enum scx_nest_event {
 	NEST_EV_IDLE_WAKES,
 	/* S_move: moves decided by the policy that the kernel refused. */
 	NEST_EV_MOVE_FAILED,
+	/* Tasks preempted at a tick to leave a shared core for a whole one. */
+	NEST_EV_UNPAIRED,
 	NEST_NR_EVENTS,
 };
 
@@ -81,7 +83,8 @@ struct task_ctx {
 	u64 placed_ns;
 	/* That CPU was warm spinning. */
 	u32 placed_on_spinning;
-	u32 __pad;
+	/* Preempted at a tick to be re-placed on a whole idle core. */
+	u32 unpair;
 };
 
 /* Per-CPU counters, summed by user space. */

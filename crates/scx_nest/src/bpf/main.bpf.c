@@ -377,9 +377,43 @@ static void kick_idle_for_queue(struct task_struct *p)
 	}
 }
 
+/*
+ * Whole cores first, over time: a task that has shared its core with a busy
+ * SMT sibling for two ticks (nest_tick_unpair()) while a whole core it may
+ * use is idle gets its slice ended and is marked. ops.dispatch() then does
+ * not keep it running, the kernel passes it to ops.enqueue() as its CPU's
+ * last task (SCX_OPS_ENQ_LAST), and the claim there takes a whole idle
+ * core. sched_ext has no load balancer of its own; this is the one case
+ * where a running task is moved.
+ */
+void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+	struct task_ctx *t = lookup_task(p);
+	const struct cpumask *idle_cores;
+	bool idle_core;
+
+	if (!t || policy_kind != POLICY_NEST || p->nr_cpus_allowed == 1 ||
+	    !nest_tick_unpair(&pctx, scx_bpf_task_cpu(p)))
+		return;
+	idle_cores = scx_bpf_get_idle_smtmask();
+	idle_core = bpf_cpumask_intersects(idle_cores, p->cpus_ptr);
+	scx_bpf_put_idle_cpumask(idle_cores);
+	if (!idle_core)
+		return;
+	t->unpair = 1;
+	p->scx.slice = 0;
+	count_event(NEST_EV_UNPAIRED, 1);
+}
+
 void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 {
+	struct task_ctx *t = lookup_task(p);
 	s32 cpu;
+
+	if (t)
+		t->unpair = 0;
 
 	if (is_stall_target(p)) {
 		scx_bpf_dsq_insert(p, STALL_DSQ, slice_ns, enq_flags);
@@ -397,7 +431,7 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 	 * shared queue by themselves.
 	 */
 	if (!__COMPAT_is_enq_cpu_selected(enq_flags)) {
-		cpu = claim_cpu_for_queued(p, lookup_task(p));
+		cpu = claim_cpu_for_queued(p, t);
 		if (cpu >= 0) {
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns,
 					   enq_flags);
@@ -405,6 +439,11 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 			count_event(NEST_EV_DIRECT, 1);
 			return;
 		}
+	}
+	/* The last task of its CPU (see nest_tick()): it stays there. */
+	if (enq_flags & SCX_ENQ_LAST) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		return;
 	}
 	scx_bpf_dsq_insert(p, NEST_DSQ, slice_ns, enq_flags);
 	count_event(NEST_EV_QUEUED, 1);
@@ -440,7 +479,11 @@ void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 	 * kernel thread, queued on this CPU's local DSQ) waits that long.
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
-		prev->scx.slice = slice_ns;
+		struct task_ctx *t = lookup_task(prev);
+
+		/* Not a task leaving a shared core (see nest_tick()). */
+		if (!t || !t->unpair)
+			prev->scx.slice = slice_ns;
 		return;
 	}
 	pctx = policy_ctx(&env);
@@ -550,6 +593,7 @@ SCX_OPS_DEFINE(nest_ops,
 	       .select_cpu = (void *)nest_select_cpu_op,
 	       .enqueue = (void *)nest_enqueue,
 	       .dispatch = (void *)nest_dispatch,
+	       .tick = (void *)nest_tick,
 	       .running = (void *)nest_running,
 	       .stopping = (void *)nest_stopping,
 	       .update_idle = (void *)nest_update_idle,
