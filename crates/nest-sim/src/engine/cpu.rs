@@ -207,14 +207,8 @@ impl Sim<'_> {
         }
     }
 
-    pub(crate) fn spin_end(&mut self, cpu: Cpu, epoch: u32) {
-        if self.k.cpus[cpu as usize].epoch == epoch {
-            self.end_spin(cpu, false);
-        }
-    }
-
     /// Stops `cpu`'s warm spin, if any.
-    fn end_spin(&mut self, cpu: Cpu, interrupted: bool) {
+    pub(crate) fn end_spin(&mut self, cpu: Cpu, interrupted: bool) {
         let Some((start, _)) = self.k.cpus[cpu as usize].spin.take() else {
             return;
         };

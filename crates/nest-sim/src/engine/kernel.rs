@@ -181,6 +181,9 @@ pub struct Kernel {
     pub(crate) actions: Vec<Action>,
     pub(crate) trace: Trace,
     pub(crate) nr_events: u64,
+    /// Of those, events that found nothing to do (a run segment or spin
+    /// that a later one replaced).
+    pub(crate) nr_stale_events: u64,
     /// Schedule events produced (trace events, recorded or not).
     pub(crate) nr_sched_events: u64,
     pub(crate) stop_at: Option<u64>,
@@ -259,6 +262,7 @@ impl Kernel {
             actions: Vec::new(),
             trace: Trace::default(),
             nr_events: 0,
+            nr_stale_events: 0,
             nr_sched_events: 0,
             nr_queued: 0,
             stats,

@@ -161,9 +161,12 @@ impl<'p> Sim<'p> {
             Ev::Done { cpu, epoch } if self.k.cpus[cpu as usize].epoch == epoch => {
                 self.segment_done(cpu);
             }
-            Ev::Done { .. } => {}
             Ev::WakeTask { task } => self.wake(task, None),
-            Ev::SpinEnd { cpu, epoch } => self.spin_end(cpu, epoch),
+            Ev::SpinEnd { cpu, epoch } if self.k.cpus[cpu as usize].epoch == epoch => {
+                self.end_spin(cpu, false);
+            }
+            // Superseded by a later segment or spin of the CPU.
+            Ev::Done { .. } | Ev::SpinEnd { .. } => self.k.nr_stale_events += 1,
             Ev::Timer { token } => {
                 self.policy.timer(&mut Ctx { k: &mut self.k }, token);
                 self.apply_actions();
