@@ -1,10 +1,10 @@
 //! State of the simulated kernel and machine.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use nest_trace::{Cpu, Topology, Trace};
 
+use super::queue::EventQueue;
 use super::{Ev, SimConfig};
 use crate::governor::CoreFreq;
 use crate::machine::Machine;
@@ -162,8 +162,7 @@ pub struct Kernel {
     pub(crate) topo: Topology,
     pub(crate) workload: Workload,
     pub(crate) now: u64,
-    pub(crate) seq: u64,
-    pub(crate) queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    pub(crate) queue: EventQueue,
     pub(crate) cpus: Vec<CpuState>,
     pub(crate) cores: Vec<CoreState>,
     /// CPUs of each physical core, ascending.
@@ -246,8 +245,7 @@ impl Kernel {
             topo,
             workload: workload.clone(),
             now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             cpus,
             cores,
             core_cpus,
@@ -282,7 +280,7 @@ impl Kernel {
         self.live_tasks > 0
             && self.stats.running_now == 0
             && self.nr_queued == 0
-            && !self.queue.iter().any(|std::cmp::Reverse((_, _, ev))| {
+            && !self.queue.any(|ev| {
                 matches!(
                     ev,
                     Ev::WakeTask { .. } | Ev::Timer { .. } | Ev::SpinEnd { .. }

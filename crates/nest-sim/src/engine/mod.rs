@@ -11,10 +11,9 @@
 
 mod cpu;
 mod kernel;
+mod queue;
 mod step;
 mod task;
-
-use std::cmp::Reverse;
 
 use anyhow::{Result, bail};
 use nest_trace::{Event, EventKind, Trace};
@@ -73,7 +72,7 @@ impl SimConfig {
 }
 
 /// Kinds of scheduled events. Ties in time are broken by creation order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ev {
     /// The current run segment of `cpu` ends (stale if `epoch` differs).
     Done { cpu: u32, epoch: u32 },
@@ -110,7 +109,7 @@ impl<'p> Sim<'p> {
     pub fn run(mut self) -> RunResult {
         self.start();
         let mut progress = Progress::new(self.k.cfg.progress);
-        while let Some(Reverse((t, _, ev))) = self.k.queue.pop() {
+        while let Some((t, ev)) = self.k.queue.pop() {
             if t > self.k.cfg.max_time_ns {
                 break;
             }
@@ -202,8 +201,7 @@ impl<'p> Sim<'p> {
 
 impl Kernel {
     pub(crate) fn push(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, ev)));
+        self.queue.push(at, ev);
     }
 
     /// Records a trace event at the current time (if recording).
