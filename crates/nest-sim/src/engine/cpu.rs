@@ -269,7 +269,7 @@ impl Sim<'_> {
                 if let Some(t) = c.curr {
                     self.k.tasks[t as usize].run_start = Some(now);
                 }
-                c.used_in_interval = true;
+                self.k.mark_used(cpu);
                 let s = &mut self.k.stats;
                 s.running_now += 1;
                 s.max_running_in_interval = s.max_running_in_interval.max(s.running_now);

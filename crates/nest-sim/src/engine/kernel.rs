@@ -119,6 +119,8 @@ pub(crate) struct CpuState {
 pub(crate) struct CoreState {
     pub freq: CoreFreq,
     pub socket: u32,
+    /// The frequency changed since the last tick (listed in `Kernel::retick`).
+    pub freq_moved: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -198,6 +200,10 @@ pub struct Kernel {
     /// Cores the frequency step must visit (active, or frequency moving).
     pub(crate) hot: Vec<bool>,
     pub(crate) hot_list: Vec<usize>,
+    /// Cores whose CPUs' `last_tick_mhz` the next tick must refresh.
+    pub(crate) retick: Vec<usize>,
+    /// CPUs that ran a task during the current interval (`used_in_interval`).
+    pub(crate) used_cpus: Vec<Cpu>,
 }
 
 impl Kernel {
@@ -230,6 +236,7 @@ impl Kernel {
             .map(|c| CoreState {
                 freq: CoreFreq::new(&machine, cfg.governor),
                 socket: c as u32 / machine.cores_per_socket,
+                freq_moved: false,
             })
             .collect();
         let cpus = vec![CpuState::default(); topo.nr_cpus()];
@@ -270,6 +277,8 @@ impl Kernel {
             // has settled.
             hot: vec![true; nr_cores],
             hot_list: (0..nr_cores).collect(),
+            retick: Vec::new(),
+            used_cpus: Vec::new(),
             cfg,
         }
     }
@@ -294,6 +303,15 @@ impl Kernel {
         if !self.hot[core] {
             self.hot[core] = true;
             self.hot_list.push(core);
+        }
+    }
+
+    /// Notes that `cpu` runs a task in the current interval.
+    pub(crate) fn mark_used(&mut self, cpu: Cpu) {
+        let c = &mut self.cpus[cpu as usize];
+        if !c.used_in_interval {
+            c.used_in_interval = true;
+            self.used_cpus.push(cpu);
         }
     }
 

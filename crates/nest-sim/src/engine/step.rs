@@ -164,6 +164,11 @@ impl Sim<'_> {
             let before = k.cores[core].freq.mhz();
             let after = k.cores[core].freq.step(&k.machine, k.cfg.governor, dt, act);
             if after != before {
+                let moved = &mut self.k.cores[core].freq_moved;
+                if !*moved {
+                    *moved = true;
+                    self.k.retick.push(core);
+                }
                 for i in 0..self.k.core_cpus[core].len() {
                     let c = self.k.core_cpus[core][i];
                     self.k.emit(c, EventKind::Frequency { khz: after * 1000 });
@@ -200,15 +205,10 @@ impl Sim<'_> {
             self.k.stop_at = Some(now);
             return;
         }
-        let slice = self.k.cfg.slice_ns;
-        for cpu in 0..self.k.cpus.len() as Cpu {
-            let mhz = self.k.cpu_mhz(cpu);
-            let c = &mut self.k.cpus[cpu as usize];
-            c.last_tick_mhz = mhz;
-            if c.curr.is_some() && !c.queue.is_empty() && now - c.slice_start >= slice {
-                self.preempt(cpu);
-            }
+        if self.k.nr_queued > 0 {
+            self.tick_preempt();
         }
+        self.refresh_tick_mhz();
         self.periodic_balance();
         for cpu in 0..self.k.cpus.len() as Cpu {
             self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
@@ -220,19 +220,49 @@ impl Sim<'_> {
         }
     }
 
+    /// Preempts, in CPU order, each task that used up its slice while
+    /// others wait on its CPU. Frequencies are observed as they go, since
+    /// the policy hooks called on the way may read them.
+    fn tick_preempt(&mut self) {
+        let now = self.k.now;
+        let slice = self.k.cfg.slice_ns;
+        for cpu in 0..self.k.cpus.len() as Cpu {
+            let mhz = self.k.cpu_mhz(cpu);
+            let c = &mut self.k.cpus[cpu as usize];
+            c.last_tick_mhz = mhz;
+            if c.curr.is_some() && !c.queue.is_empty() && now - c.slice_start >= slice {
+                self.preempt(cpu);
+            }
+        }
+    }
+
+    /// Every CPU observes its frequency at the tick. Only the cores whose
+    /// frequency moved since the last tick need visiting.
+    fn refresh_tick_mhz(&mut self) {
+        let k = &mut self.k;
+        for core in k.retick.drain(..) {
+            k.cores[core].freq_moved = false;
+            let mhz = k.cores[core].freq.mhz();
+            for &cpu in &k.core_cpus[core] {
+                k.cpus[cpu as usize].last_tick_mhz = mhz;
+            }
+        }
+    }
+
     /// Records CPUs and sockets used and peak concurrency of the interval
-    /// that ends now, and starts the next one.
+    /// that ends now, and starts the next one. A CPU running a task has
+    /// `used_in_interval` set, so `used_cpus` lists every CPU used.
     fn close_interval(&mut self) {
         let k = &mut self.k;
         let mut sockets = vec![false; k.machine.sockets as usize];
-        let mut used = 0;
-        for (cpu, c) in k.cpus.iter_mut().enumerate() {
-            if c.used_in_interval || c.curr.is_some() {
-                used += 1;
-                sockets[k.topo.cpus[cpu].socket as usize] = true;
-            }
+        let used = k.used_cpus.len() as u32;
+        for &cpu in &k.used_cpus {
+            sockets[k.topo.cpus[cpu as usize].socket as usize] = true;
+            let c = &mut k.cpus[cpu as usize];
             c.used_in_interval = c.curr.is_some();
         }
+        k.used_cpus
+            .retain(|&cpu| k.cpus[cpu as usize].used_in_interval);
         let nr_sockets = sockets.iter().filter(|&&s| s).count() as u32;
         let s = &mut k.stats;
         s.intervals
