@@ -206,8 +206,15 @@ impl Kernel {
 
     /// Records a trace event at the current time (if recording).
     pub(crate) fn emit(&mut self, cpu: u32, kind: EventKind) {
+        self.emit_with(cpu, |_| kind);
+    }
+
+    /// As [`Kernel::emit`], building the event only when recording (for
+    /// events that allocate, such as a new task's name).
+    pub(crate) fn emit_with(&mut self, cpu: u32, kind: impl FnOnce(&Self) -> EventKind) {
         self.nr_sched_events += 1;
         if self.cfg.record_trace {
+            let kind = kind(self);
             self.trace.events.push(Event {
                 ts_ns: self.now,
                 cpu,

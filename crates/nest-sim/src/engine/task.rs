@@ -42,7 +42,7 @@ impl Sim<'_> {
             run_in_step: 0,
             stats: TaskStats {
                 pid: Kernel::pid(id),
-                comm: comm.clone(),
+                comm,
                 start_ns: k.now,
                 ..TaskStats::default()
             },
@@ -53,14 +53,11 @@ impl Sim<'_> {
             k.tasks[p as usize].live_children += 1;
         }
         let parent_pid = parent.map_or(0, Kernel::pid);
-        k.emit(
-            cpu,
-            EventKind::NewTask {
-                parent: parent_pid,
-                child: Kernel::pid(id),
-                comm,
-            },
-        );
+        k.emit_with(cpu, |k| EventKind::NewTask {
+            parent: parent_pid,
+            child: Kernel::pid(id),
+            comm: k.tasks[id as usize].stats.comm.clone(),
+        });
         let target = self.select(id, cpu, parent.map(|_| cpu), Wake::Fork);
         // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
         let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
