@@ -175,8 +175,18 @@ impl<'p> Sim<'p> {
         }
     }
 
-    /// Applies what the policy asked for during its last call.
+    /// Applies what the policy asked for during its last call. Usually
+    /// nothing: this check is inlined into the callers (the engine calls
+    /// it after every policy hook, e.g. 160 times per tick on the E7).
+    #[inline]
     pub(crate) fn apply_actions(&mut self) {
+        if !self.k.actions.is_empty() {
+            self.apply_pending_actions();
+        }
+    }
+
+    #[inline(never)]
+    fn apply_pending_actions(&mut self) {
         while !self.k.actions.is_empty() {
             let actions = std::mem::take(&mut self.k.actions);
             for a in actions {
