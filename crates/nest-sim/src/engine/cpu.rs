@@ -73,6 +73,9 @@ impl Sim<'_> {
         let moved = t.has_run && from != cpu;
         t.has_run = true;
         t.cpu = cpu;
+        if from != cpu {
+            self.k.util_stale.push(from);
+        }
         if moved {
             t.stats.migrations += 1;
             self.k.stats.migrations += 1;

@@ -200,6 +200,10 @@ pub struct Kernel {
     /// Cores the frequency step must visit (active, or frequency moving).
     pub(crate) hot: Vec<bool>,
     pub(crate) hot_list: Vec<usize>,
+    /// CPUs that may still hold the utilisation of a task that has left
+    /// them (moved or dead) since the last step. With the live tasks' CPUs
+    /// they are the only CPUs whose utilisation can be non-zero.
+    pub(crate) util_stale: Vec<Cpu>,
     /// Cores whose CPUs' `last_tick_mhz` the next tick must refresh.
     pub(crate) retick: Vec<usize>,
     /// CPUs that ran a task during the current interval (`used_in_interval`).
@@ -277,6 +281,7 @@ impl Kernel {
             // has settled.
             hot: vec![true; nr_cores],
             hot_list: (0..nr_cores).collect(),
+            util_stale: Vec::new(),
             retick: Vec::new(),
             used_cpus: Vec::new(),
             cfg,

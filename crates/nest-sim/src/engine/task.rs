@@ -262,6 +262,8 @@ impl Sim<'_> {
         t.phase = TaskPhase::Dead;
         t.stats.end_ns = Some(now);
         let parent = t.parent;
+        let util_cpu = t.cpu;
+        self.k.util_stale.push(util_cpu);
         self.k.live_tasks -= 1;
         if let Some(i) = self.k.live.iter().position(|&x| x == task) {
             self.k.live.remove(i);
