@@ -8,6 +8,7 @@ use super::queue::EventQueue;
 use super::{Ev, SimConfig};
 use crate::governor::CoreFreq;
 use crate::machine::Machine;
+use crate::power::socket_power_w;
 use crate::rng::Rng;
 use crate::workload::Workload;
 
@@ -197,6 +198,11 @@ pub struct Kernel {
     pub(crate) band_edges: Vec<u32>,
     /// Reused per-core buffer of the frequency step.
     pub(crate) scratch: Vec<crate::power::CoreSample>,
+    /// Power of a socket without hot cores, while the machine is idle
+    /// ([0]) or active ([1]).
+    pub(crate) cold_socket_w: [f64; 2],
+    /// Reused per-socket buffer of the frequency step.
+    pub(crate) socket_scratch: Vec<u32>,
     /// Cores the frequency step must visit (active, or frequency moving).
     pub(crate) hot: Vec<bool>,
     pub(crate) hot_list: Vec<usize>,
@@ -245,6 +251,8 @@ impl Kernel {
             .collect();
         let cpus = vec![CpuState::default(); topo.nr_cpus()];
         let band_edges = machine.band_edges_mhz();
+        let per_socket = machine.cores_per_socket as usize;
+        let cold_socket_w = [false, true].map(|on| socket_power_w(&machine, &[], per_socket, on));
         let stats = Stats {
             residency_ns: vec![0; band_edges.len() + 1],
             ..Stats::default()
@@ -277,6 +285,8 @@ impl Kernel {
             stats,
             band_edges,
             scratch: Vec::new(),
+            socket_scratch: Vec::new(),
+            cold_socket_w,
             // Every core starts hot: the frequency model decides when it
             // has settled.
             hot: vec![true; nr_cores],

@@ -91,8 +91,12 @@ impl Sim<'_> {
             while i < hot.len() && hot[i] / per_socket == socket {
                 i += 1;
             }
-            let cold = per_socket - (i - first);
-            watts += socket_power_w(&k.machine, &samples[first..i], cold, machine_active);
+            watts += if first == i {
+                k.cold_socket_w[usize::from(machine_active)]
+            } else {
+                let cold = per_socket - (i - first);
+                socket_power_w(&k.machine, &samples[first..i], cold, machine_active)
+            };
         }
         k.stats.energy_j += watts * dt as f64 * 1e-9;
     }
@@ -155,16 +159,18 @@ impl Sim<'_> {
     }
 
     fn move_frequencies(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64, now: u64) {
-        let mut active_cores = vec![0u32; self.k.machine.sockets as usize];
+        // Active cores per socket, then the socket's turbo ceiling.
+        let mut ceilings = std::mem::take(&mut self.k.socket_scratch);
+        ceilings.clear();
+        ceilings.resize(self.k.machine.sockets as usize, 0);
         for (&core, s) in hot.iter().zip(samples) {
             if s.active > 0.0 {
-                active_cores[self.k.cores[core].socket as usize] += 1;
+                ceilings[self.k.cores[core].socket as usize] += 1;
             }
         }
-        let ceilings: Vec<u32> = active_cores
-            .iter()
-            .map(|&n| self.k.machine.turbo_ceiling_mhz(n))
-            .collect();
+        for c in &mut ceilings {
+            *c = self.k.machine.turbo_ceiling_mhz(*c);
+        }
         for (&core, sample) in hot.iter().zip(samples) {
             let ceiling_mhz = ceilings[self.k.cores[core].socket as usize];
             let act = self.core_inputs(core, sample.active, ceiling_mhz, now);
@@ -175,6 +181,7 @@ impl Sim<'_> {
                 self.frequency_moved(core, after);
             }
         }
+        self.k.socket_scratch = ceilings;
     }
 
     /// `core` now runs at `mhz`: trace it, and re-time its CPUs' segments.
