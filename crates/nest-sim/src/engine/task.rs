@@ -211,9 +211,16 @@ impl Sim<'_> {
             return Some(Outcome::Block);
         }
         bar.arrived = 0;
-        let waiters = std::mem::take(&mut bar.waiters);
-        for w in waiters {
+        let mut waiters = std::mem::take(&mut bar.waiters);
+        for &w in &waiters {
             self.wake(w, Some(cpu));
+        }
+        // Give the buffer back (no allocation at the next phase) unless a
+        // woken task already arrived at the barrier again.
+        waiters.clear();
+        let bar = &mut self.k.barriers[b];
+        if bar.waiters.is_empty() {
+            bar.waiters = waiters;
         }
         None
     }
