@@ -112,7 +112,7 @@ impl Sim<'_> {
             Remaining::Nothing => 0.0,
         };
         let at = now + ceil_ns(left);
-        self.k.push(at, Ev::Done { cpu, epoch });
+        self.k.queue.set_end(cpu, at, epoch);
     }
 
     /// Accounts the progress of `cpu`'s current task up to now.

@@ -264,7 +264,7 @@ impl Kernel {
             topo,
             workload: workload.clone(),
             now: 0,
-            queue: EventQueue::default(),
+            queue: EventQueue::new(cpus.len()),
             cpus,
             cores,
             core_cpus,

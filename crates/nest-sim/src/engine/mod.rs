@@ -19,6 +19,7 @@ use anyhow::{Result, bail};
 use nest_trace::{Event, EventKind, Trace};
 
 pub use kernel::{Action, Kernel, TaskPhase, TaskStats};
+use queue::{Key, key_time};
 
 use crate::governor::Governor;
 use crate::machine::Machine;
@@ -109,7 +110,14 @@ impl<'p> Sim<'p> {
     pub fn run(mut self) -> RunResult {
         self.start();
         let mut progress = Progress::new(self.k.cfg.progress);
-        while let Some((t, ev)) = self.k.queue.pop() {
+        loop {
+            let next = self.k.queue.pop();
+            let key = next.as_ref().map_or(Key::MAX, |&(key, _)| key);
+            if self.ends_run(key) && self.replay_superseded(key) {
+                break;
+            }
+            let Some((key, ev)) = next else { break };
+            let t = key_time(key);
             if t > self.k.cfg.max_time_ns {
                 break;
             }
@@ -117,12 +125,50 @@ impl<'p> Sim<'p> {
             self.k.nr_events += 1;
             self.dispatch(ev);
             progress.tick(&self.k);
-            if self.k.live_tasks == 0 || self.k.stop_at.is_some_and(|s| t >= s) {
+            let last = self.k.live_tasks == 0 || self.k.stop_at.is_some_and(|s| t >= s);
+            self.count_superseded(key, last);
+            if last {
                 break;
             }
         }
         progress.done();
         self.finish()
+    }
+
+    /// Whether the run stops at an event with `key` (before or after
+    /// processing it; `Key::MAX`: no event left).
+    fn ends_run(&self, key: Key) -> bool {
+        let t = key_time(key);
+        key == Key::MAX || t > self.k.cfg.max_time_ns || self.k.stop_at.is_some_and(|s| t >= s)
+    }
+
+    /// Before the event that ends the run (`key`): processes the superseded
+    /// segment ends before it, in order, as the no-op events they are,
+    /// until one ends the run; returns whether one did. A superseded end
+    /// can only end the run if the next real event would, since it comes
+    /// no later; otherwise it only counts (`count_superseded`).
+    fn replay_superseded(&mut self, key: Key) -> bool {
+        for k in self.k.queue.take_superseded_before(key) {
+            let t = key_time(k);
+            if t > self.k.cfg.max_time_ns {
+                return true;
+            }
+            self.k.now = t;
+            self.k.nr_events += 1;
+            self.k.nr_stale_events += 1;
+            if self.k.stop_at.is_some_and(|s| t >= s) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Counts the superseded segment ends before `key` as stale events:
+    /// every so often, or `now` (at the end of the run).
+    fn count_superseded(&mut self, key: Key, now: bool) {
+        let n = self.k.queue.count_superseded_before(key, now);
+        self.k.nr_events += n;
+        self.k.nr_stale_events += n;
     }
 
     fn start(&mut self) {
