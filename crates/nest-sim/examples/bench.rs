@@ -1,14 +1,21 @@
-//! Simulator throughput: simulated events per second and wall time to
-//! simulate 10 s of a configure-like workload and of a one-thread-per-core
-//! barrier workload on the 160-CPU Xeon E7-8870 v4 model.
+//! Simulator throughput: engine events per second and wall time to simulate
+//! 10 s of a configure-like workload and of a one-thread-per-core barrier
+//! workload on the 160-CPU Xeon E7-8870 v4 model, under Linux and Nest.
 //!
-//! "engine ev" are events popped from the event queue (completions, sleeps,
-//! timers, ticks, 1 ms frequency steps); "sched ev" are schedule events
-//! produced (the nest-trace events: switches, wakeups, forks, exits,
-//! migrations, frequency changes, idle enter/exit, warm spins).
+//! "engine events" are the events popped from the engine's event queue and
+//! dispatched (run segment ends, sleep ends, spin ends, policy timers, ticks,
+//! 1 ms frequency steps); "stale" counts those among them that found
+//! nothing to do (a segment end superseded by a re-timed segment). "sched
+//! events" are the schedule events produced (what a trace would record:
+//! switches, wakeups, forks, exits, migrations, frequency changes, idle
+//! enter/exit, warm spins); they are not queue events and are in no rate.
+//! "ev/s" is engine events per second of wall time, "useful ev/s" the same
+//! without the stale ones.
 //!
-//! `cargo run --release -p nest-sim --example bench [-- <seconds>]` (best of
-//! three runs each).
+//! `cargo run --release -p nest-sim --example bench [-- SECONDS [RUNS [FILTER]]]`
+//! (defaults 10 s, 5 runs; FILTER keeps the rows whose "workload policy"
+//! contains it, e.g. `configure nest`). The wall time is the minimum and
+//! median over the runs; the rate uses the minimum.
 
 use std::time::Instant;
 
@@ -16,72 +23,90 @@ use anyhow::Result;
 use nest_sim::policy::Policy;
 use nest_sim::policy::baseline::Baseline;
 use nest_sim::policy::nest::Nest;
-use nest_sim::{Governor, Machine, SimConfig, workload};
+use nest_sim::{Governor, Machine, RunResult, SimConfig, workload};
+
+const WORKLOADS: [(&str, &str); 2] = [
+    ("configure", "configure:steps=1000000"),
+    ("barrier-1/core", "barrier:phases=1000000,run_us=2000"),
+];
 
 fn main() -> Result<()> {
-    let secs: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let mut args = std::env::args().skip(1);
+    let secs: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let filter = args.next().unwrap_or_default();
     let machine = Machine::builtin("xeon-e7-8870-v4-4s")?;
-    let cores = machine.nr_cores();
-    let workloads = [
-        ("configure", "configure:steps=1000000"),
-        (
-            "barrier, 1 thread/core",
-            "barrier:phases=1000000,run_us=2000",
-        ),
-    ];
     println!(
-        "machine {} ({} CPUs), {secs} s simulated per run",
+        "machine {} ({} CPUs), governor powersave, seed 1, {secs} s simulated, \
+         wall time min/median of {runs} runs",
         machine.name,
         machine.nr_cpus()
     );
     println!(
-        "{:<24} {:<7} {:>11} {:>11} {:>9} {:>12} {:>12} {:>9}",
+        "engine ev = events popped from the engine's queue and dispatched; \
+         stale = those of them that did nothing"
+    );
+    println!(
+        "{:<15} {:<6} {:>10} {:>8} {:>10} {:>9} {:>9} {:>8} {:>11} {:>8}",
         "workload",
         "policy",
         "engine ev",
+        "stale",
         "sched ev",
-        "wall (s)",
-        "engine ev/s",
-        "all ev/s",
+        "wall min",
+        "wall med",
+        "ev/s",
+        "useful ev/s",
         "sim/wall"
     );
-    for (label, spec) in workloads {
-        let w = workload::builtin::build(spec, cores)?;
-        for name in ["linux", "nest"] {
-            // Best of three: the machine may be shared.
-            let mut best = None;
-            for _ in 0..3 {
-                let mut policy: Box<dyn Policy> = match name {
-                    "linux" => Box::new(Baseline),
-                    _ => Box::new(Nest::new(&machine.topology(), Default::default())?),
-                };
-                let mut cfg = SimConfig::new(machine.clone(), Governor::Powersave, 1);
-                cfg.max_time_ns = secs * 1_000_000_000;
-                let start = Instant::now();
-                let r = nest_sim::run(cfg, &w, policy.as_mut())?;
-                let wall = start.elapsed().as_secs_f64();
-                if best.as_ref().is_none_or(|(_, b)| wall < *b) {
-                    best = Some((r, wall));
-                }
+    for (label, spec) in WORKLOADS {
+        let w = workload::builtin::build(spec, machine.nr_cores())?;
+        for policy in ["linux", "nest"] {
+            if !format!("{label} {policy}").contains(&filter) {
+                continue;
             }
-            let Some((r, wall)) = best else { continue };
-            let all = (r.events + r.sched_events) as f64;
-            let simulated = r.completion_ns as f64 / 1e9;
+            let mut walls = Vec::new();
+            let mut result = None;
+            for _ in 0..runs.max(1) {
+                let (r, wall) = run_once(&machine, &w, policy, secs)?;
+                walls.push(wall);
+                result = Some(r);
+            }
+            walls.sort_by(f64::total_cmp);
+            let (min, median) = (walls[0], walls[walls.len() / 2]);
+            let Some(r) = result else { continue };
             println!(
-                "{:<24} {:<7} {:>11} {:>11} {:>9.3} {:>12.0} {:>12.0} {:>8.0}x",
+                "{:<15} {:<6} {:>10} {:>8} {:>10} {:>7.1}ms {:>7.1}ms {:>7.2}M {:>10.2}M {:>7.0}x",
                 label,
-                name,
+                policy,
                 r.events,
+                r.stale_events,
                 r.sched_events,
-                wall,
-                r.events as f64 / wall,
-                all / wall,
-                simulated / wall
+                min * 1e3,
+                median * 1e3,
+                r.events as f64 / min / 1e6,
+                (r.events - r.stale_events) as f64 / min / 1e6,
+                r.completion_ns as f64 / 1e9 / min
             );
         }
     }
     Ok(())
+}
+
+/// One run; returns its result and wall time in seconds.
+fn run_once(
+    machine: &Machine,
+    w: &workload::Workload,
+    policy: &str,
+    secs: u64,
+) -> Result<(RunResult, f64)> {
+    let mut policy: Box<dyn Policy> = match policy {
+        "linux" => Box::new(Baseline),
+        _ => Box::new(Nest::new(&machine.topology(), Default::default())?),
+    };
+    let mut cfg = SimConfig::new(machine.clone(), Governor::Powersave, 1);
+    cfg.max_time_ns = secs * 1_000_000_000;
+    let start = Instant::now();
+    let r = nest_sim::run(cfg, w, policy.as_mut())?;
+    Ok((r, start.elapsed().as_secs_f64()))
 }

@@ -147,8 +147,10 @@ impl CoreFreq {
         let ceiling = f64::from(act.ceiling_mhz.max(floor_mhz(m, gov)));
         self.mhz = self.mhz.clamp(floor, f64::from(m.frequency.max_mhz));
         let f = self.mhz.clamp(floor, ceiling);
+        // Rounded down to a P-state: f / step is positive, so the
+        // truncating cast is floor() (which is a libm call on x86-64).
         let step = f64::from(m.frequency.step_mhz);
-        self.effective_mhz = ((f / step).floor() * step) as u32;
+        self.effective_mhz = (f / step) as u32 * m.frequency.step_mhz;
         self.effective_mhz = self.effective_mhz.max(floor as u32);
         let settled = match gov {
             Governor::Schedutil => self.mhz <= floor,

@@ -46,6 +46,10 @@ pub struct RunResult {
     pub tasks: Vec<TaskStats>,
     /// Engine events processed (heap pops).
     pub events: u64,
+    /// Of `events`, those that were stale (a superseded run segment end or
+    /// spin end) and did nothing. Not serialised, to keep outputs stable.
+    #[serde(skip)]
+    pub stale_events: u64,
     /// Schedule events produced (switches, wakeups, forks, exits,
     /// migrations, frequency changes, idle enter/exit, spins).
     pub sched_events: u64,
@@ -105,6 +109,7 @@ impl RunResult {
             intervals: s.intervals.clone(),
             tasks: k.tasks.iter().map(|t| t.stats.clone()).collect(),
             events: k.nr_events,
+            stale_events: k.nr_stale_events,
             sched_events: k.nr_sched_events,
             trace,
         }

@@ -73,6 +73,9 @@ impl Sim<'_> {
         let moved = t.has_run && from != cpu;
         t.has_run = true;
         t.cpu = cpu;
+        if from != cpu {
+            self.k.util_stale.push(from);
+        }
         if moved {
             t.stats.migrations += 1;
             self.k.stats.migrations += 1;
@@ -108,8 +111,8 @@ impl Sim<'_> {
             Remaining::Time(ns) => ns,
             Remaining::Nothing => 0.0,
         };
-        let at = now + left.max(0.0).ceil() as u64;
-        self.k.push(at, Ev::Done { cpu, epoch });
+        let at = now + ceil_ns(left);
+        self.k.queue.set_end(cpu, at, epoch);
     }
 
     /// Accounts the progress of `cpu`'s current task up to now.
@@ -207,14 +210,8 @@ impl Sim<'_> {
         }
     }
 
-    pub(crate) fn spin_end(&mut self, cpu: Cpu, epoch: u32) {
-        if self.k.cpus[cpu as usize].epoch == epoch {
-            self.end_spin(cpu, false);
-        }
-    }
-
     /// Stops `cpu`'s warm spin, if any.
-    fn end_spin(&mut self, cpu: Cpu, interrupted: bool) {
+    pub(crate) fn end_spin(&mut self, cpu: Cpu, interrupted: bool) {
         let Some((start, _)) = self.k.cpus[cpu as usize].spin.take() else {
             return;
         };
@@ -275,7 +272,7 @@ impl Sim<'_> {
                 if let Some(t) = c.curr {
                     self.k.tasks[t as usize].run_start = Some(now);
                 }
-                c.used_in_interval = true;
+                self.k.mark_used(cpu);
                 let s = &mut self.k.stats;
                 s.running_now += 1;
                 s.max_running_in_interval = s.max_running_in_interval.max(s.running_now);
@@ -394,10 +391,52 @@ impl Sim<'_> {
     }
 }
 
+/// `ns.max(0.0).ceil() as u64` without the libm call `ceil` is on x86-64
+/// (this runs for every run segment). Exact: below 2^53 the truncation is
+/// exact and is corrected up when `ns` has a fraction; above, `ns` is an
+/// integer; beyond u64, both saturate.
+fn ceil_ns(ns: f64) -> u64 {
+    let ns = ns.max(0.0);
+    let t = ns as u64;
+    if (t as f64) < ns {
+        t.saturating_add(1)
+    } else {
+        t
+    }
+}
+
 /// Accounts a task's running time up to `now` and stops its clock.
 fn stop_task_clock(t: &mut super::kernel::Task, now: u64) {
     if let Some(s) = t.run_start.take() {
         t.run_in_step += now - s;
         t.stats.run_ns += now - s;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ceil_ns;
+
+    #[test]
+    fn ceil_ns_is_ceil() {
+        let cases = [
+            -3.5,
+            -0.0,
+            0.0,
+            1e-300,
+            0.5,
+            1.0,
+            1.0000001,
+            2_000_000.4,
+            4503599627370495.5,
+            9007199254740993.0,
+            1.8e19,
+            1e30,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        for x in cases {
+            assert_eq!(ceil_ns(x), x.max(0.0).ceil() as u64, "{x}");
+        }
     }
 }

@@ -1,13 +1,14 @@
 //! State of the simulated kernel and machine.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use nest_trace::{Cpu, Topology, Trace};
 
+use super::queue::EventQueue;
 use super::{Ev, SimConfig};
 use crate::governor::CoreFreq;
 use crate::machine::Machine;
+use crate::power::socket_power_w;
 use crate::rng::Rng;
 use crate::workload::Workload;
 
@@ -119,6 +120,8 @@ pub(crate) struct CpuState {
 pub(crate) struct CoreState {
     pub freq: CoreFreq,
     pub socket: u32,
+    /// The frequency changed since the last tick (listed in `Kernel::retick`).
+    pub freq_moved: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -162,8 +165,7 @@ pub struct Kernel {
     pub(crate) topo: Topology,
     pub(crate) workload: Workload,
     pub(crate) now: u64,
-    pub(crate) seq: u64,
-    pub(crate) queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    pub(crate) queue: EventQueue,
     pub(crate) cpus: Vec<CpuState>,
     pub(crate) cores: Vec<CoreState>,
     /// CPUs of each physical core, ascending.
@@ -181,6 +183,9 @@ pub struct Kernel {
     pub(crate) actions: Vec<Action>,
     pub(crate) trace: Trace,
     pub(crate) nr_events: u64,
+    /// Of those, events that found nothing to do (a run segment or spin
+    /// that a later one replaced).
+    pub(crate) nr_stale_events: u64,
     /// Schedule events produced (trace events, recorded or not).
     pub(crate) nr_sched_events: u64,
     pub(crate) stop_at: Option<u64>,
@@ -193,9 +198,22 @@ pub struct Kernel {
     pub(crate) band_edges: Vec<u32>,
     /// Reused per-core buffer of the frequency step.
     pub(crate) scratch: Vec<crate::power::CoreSample>,
+    /// Power of a socket without hot cores, while the machine is idle
+    /// ([0]) or active ([1]).
+    pub(crate) cold_socket_w: [f64; 2],
+    /// Reused per-socket buffer of the frequency step.
+    pub(crate) socket_scratch: Vec<u32>,
     /// Cores the frequency step must visit (active, or frequency moving).
     pub(crate) hot: Vec<bool>,
     pub(crate) hot_list: Vec<usize>,
+    /// CPUs that may still hold the utilisation of a task that has left
+    /// them (moved or dead) since the last step. With the live tasks' CPUs
+    /// they are the only CPUs whose utilisation can be non-zero.
+    pub(crate) util_stale: Vec<Cpu>,
+    /// Cores whose CPUs' `last_tick_mhz` the next tick must refresh.
+    pub(crate) retick: Vec<usize>,
+    /// CPUs that ran a task during the current interval (`used_in_interval`).
+    pub(crate) used_cpus: Vec<Cpu>,
 }
 
 impl Kernel {
@@ -228,10 +246,13 @@ impl Kernel {
             .map(|c| CoreState {
                 freq: CoreFreq::new(&machine, cfg.governor),
                 socket: c as u32 / machine.cores_per_socket,
+                freq_moved: false,
             })
             .collect();
         let cpus = vec![CpuState::default(); topo.nr_cpus()];
         let band_edges = machine.band_edges_mhz();
+        let per_socket = machine.cores_per_socket as usize;
+        let cold_socket_w = [false, true].map(|on| socket_power_w(&machine, &[], per_socket, on));
         let stats = Stats {
             residency_ns: vec![0; band_edges.len() + 1],
             ..Stats::default()
@@ -243,8 +264,7 @@ impl Kernel {
             topo,
             workload: workload.clone(),
             now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::new(cpus.len()),
             cpus,
             cores,
             core_cpus,
@@ -259,15 +279,21 @@ impl Kernel {
             actions: Vec::new(),
             trace: Trace::default(),
             nr_events: 0,
+            nr_stale_events: 0,
             nr_sched_events: 0,
             nr_queued: 0,
             stats,
             band_edges,
             scratch: Vec::new(),
+            socket_scratch: Vec::new(),
+            cold_socket_w,
             // Every core starts hot: the frequency model decides when it
             // has settled.
             hot: vec![true; nr_cores],
             hot_list: (0..nr_cores).collect(),
+            util_stale: Vec::new(),
+            retick: Vec::new(),
+            used_cpus: Vec::new(),
             cfg,
         }
     }
@@ -278,7 +304,7 @@ impl Kernel {
         self.live_tasks > 0
             && self.stats.running_now == 0
             && self.nr_queued == 0
-            && !self.queue.iter().any(|std::cmp::Reverse((_, _, ev))| {
+            && !self.queue.any(|ev| {
                 matches!(
                     ev,
                     Ev::WakeTask { .. } | Ev::Timer { .. } | Ev::SpinEnd { .. }
@@ -292,6 +318,15 @@ impl Kernel {
         if !self.hot[core] {
             self.hot[core] = true;
             self.hot_list.push(core);
+        }
+    }
+
+    /// Notes that `cpu` runs a task in the current interval.
+    pub(crate) fn mark_used(&mut self, cpu: Cpu) {
+        let c = &mut self.cpus[cpu as usize];
+        if !c.used_in_interval {
+            c.used_in_interval = true;
+            self.used_cpus.push(cpu);
         }
     }
 

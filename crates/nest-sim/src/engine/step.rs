@@ -30,10 +30,13 @@ impl Sim<'_> {
         self.k.stats.accounted_to = now;
         let mut hot = std::mem::take(&mut self.k.hot_list);
         hot.sort_unstable();
-        self.close_accumulators(&hot, now);
         let mut samples = std::mem::take(&mut self.k.scratch);
-        self.core_activity(&hot, dt, &mut samples);
-        self.account_energy_and_residency(&hot, &samples, dt);
+        samples.clear();
+        for &core in &hot {
+            let sample = self.sample_core(core, now, dt);
+            samples.push(sample);
+        }
+        self.account_energy(&hot, &samples, dt);
         self.update_util(dt, now);
         self.move_frequencies(&hot, &samples, dt, now);
         self.cool_down(&mut hot);
@@ -42,50 +45,43 @@ impl Sim<'_> {
         self.k.scratch = samples;
     }
 
-    fn close_accumulators(&mut self, hot: &[usize], now: u64) {
-        for &core in hot {
-            for &cpu in &self.k.core_cpus[core] {
-                let c = &mut self.k.cpus[cpu as usize];
-                if let Some(s) = c.active_since {
-                    c.active_ns += now - s;
-                    c.active_since = Some(now);
-                }
-                if let Some(s) = c.run_since {
-                    c.run_ns += now - s;
-                    c.run_since = Some(now);
-                }
+    /// Closes `core`'s activity and run-time accumulators of the step
+    /// (adding its busy time to the frequency residency) and returns the
+    /// share of the step it was active (its busiest thread's) and the
+    /// frequency it ran at.
+    fn sample_core(&mut self, core: usize, now: u64, dt: u64) -> CoreSample {
+        let k = &mut self.k;
+        let mut active: f64 = 0.0;
+        let mut run_ns = 0;
+        for &cpu in &k.core_cpus[core] {
+            let c = &mut k.cpus[cpu as usize];
+            if let Some(s) = c.active_since {
+                c.active_ns += now - s;
+                c.active_since = Some(now);
             }
+            if let Some(s) = c.run_since {
+                c.run_ns += now - s;
+                c.run_since = Some(now);
+            }
+            active = active.max(c.active_ns as f64 / dt as f64);
+            run_ns += c.run_ns;
+            c.active_ns = 0;
+            c.run_ns = 0;
+        }
+        let mhz = k.cores[core].freq.mhz();
+        if run_ns > 0 {
+            let band = k.band_edges.iter().filter(|&&e| mhz >= e).count();
+            k.stats.residency_ns[band] += run_ns;
+        }
+        CoreSample {
+            active: active.min(1.0),
+            mhz,
         }
     }
 
-    /// Fills `out` with each hot core's share of the step it was active
-    /// (busiest thread) and its frequency during the step.
-    fn core_activity(&self, hot: &[usize], dt: u64, out: &mut Vec<CoreSample>) {
-        out.clear();
-        out.extend(hot.iter().map(|&core| {
-            let active = self.k.core_cpus[core]
-                .iter()
-                .map(|&c| self.k.cpus[c as usize].active_ns as f64 / dt as f64)
-                .fold(0.0, f64::max)
-                .min(1.0);
-            let mhz = self.k.cores[core].freq.mhz();
-            CoreSample { active, mhz }
-        }));
-    }
-
-    fn account_energy_and_residency(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64) {
+    fn account_energy(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64) {
         let k = &mut self.k;
         let machine_active = samples.iter().any(|s| s.active > 0.0);
-        for (&core, s) in hot.iter().zip(samples) {
-            let run_ns: u64 = k.core_cpus[core]
-                .iter()
-                .map(|&c| k.cpus[c as usize].run_ns)
-                .sum();
-            if run_ns > 0 {
-                let band = k.band_edges.iter().filter(|&&e| s.mhz >= e).count();
-                k.stats.residency_ns[band] += run_ns;
-            }
-        }
         // Cores are numbered socket by socket and `hot` is sorted.
         let per_socket = k.machine.cores_per_socket as usize;
         let mut watts = 0.0;
@@ -95,8 +91,12 @@ impl Sim<'_> {
             while i < hot.len() && hot[i] / per_socket == socket {
                 i += 1;
             }
-            let cold = per_socket - (i - first);
-            watts += socket_power_w(&k.machine, &samples[first..i], cold, machine_active);
+            watts += if first == i {
+                k.cold_socket_w[usize::from(machine_active)]
+            } else {
+                let cold = per_socket - (i - first);
+                socket_power_w(&k.machine, &samples[first..i], cold, machine_active)
+            };
         }
         k.stats.energy_j += watts * dt as f64 * 1e-9;
     }
@@ -105,13 +105,7 @@ impl Sim<'_> {
     fn cool_down(&mut self, hot: &mut Vec<usize>) {
         let k = &mut self.k;
         hot.retain(|&core| {
-            let cpus = &k.core_cpus[core];
-            for &c in cpus {
-                let cpu = &mut k.cpus[c as usize];
-                cpu.active_ns = 0;
-                cpu.run_ns = 0;
-            }
-            let active = cpus
+            let active = k.core_cpus[core]
                 .iter()
                 .any(|&c| k.cpus[c as usize].active_since.is_some());
             let keep = active || !k.cores[core].freq.is_quiet();
@@ -124,11 +118,22 @@ impl Sim<'_> {
     /// at f counts f / f_max), then each CPU's: the sum of the tasks whose
     /// run queue it is, running or blocked, capped at 1.
     fn update_util(&mut self, dt: u64, now: u64) {
+        // With few tasks, visit only the CPUs whose utilisation can be
+        // non-zero (the live tasks' and `util_stale`) instead of all CPUs.
+        let few = self.k.live.len() * 4 < self.k.cpus.len();
         let k = &mut self.k;
-        let max = f64::from(k.machine.frequency.max_mhz);
-        for c in &mut k.cpus {
-            c.util = 0.0;
+        if few {
+            for &cpu in &k.util_stale {
+                k.cpus[cpu as usize].util = 0.0;
+            }
+            for &id in &k.live {
+                k.cpus[k.tasks[id as usize].cpu as usize].util = 0.0;
+            }
+        } else {
+            k.cpus.iter_mut().for_each(|c| c.util = 0.0);
         }
+        k.util_stale.clear();
+        let max = f64::from(k.machine.frequency.max_mhz);
         for &id in &k.live {
             let t = &mut k.tasks[id as usize];
             if let Some(s) = t.run_start {
@@ -143,50 +148,71 @@ impl Sim<'_> {
             t.run_in_step = 0;
             k.cpus[t.cpu as usize].util += t.util;
         }
-        for c in &mut k.cpus {
-            c.util = c.util.min(1.0);
+        if few {
+            for &id in &k.live {
+                let c = &mut k.cpus[k.tasks[id as usize].cpu as usize];
+                c.util = c.util.min(1.0);
+            }
+        } else {
+            k.cpus.iter_mut().for_each(|c| c.util = c.util.min(1.0));
         }
     }
 
     fn move_frequencies(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64, now: u64) {
-        let nr_sockets = self.k.machine.sockets as usize;
-        let mut active_cores = vec![0u32; nr_sockets];
+        // Active cores per socket, then the socket's turbo ceiling.
+        let mut ceilings = std::mem::take(&mut self.k.socket_scratch);
+        ceilings.clear();
+        ceilings.resize(self.k.machine.sockets as usize, 0);
         for (&core, s) in hot.iter().zip(samples) {
             if s.active > 0.0 {
-                active_cores[self.k.cores[core].socket as usize] += 1;
+                ceilings[self.k.cores[core].socket as usize] += 1;
             }
         }
+        for c in &mut ceilings {
+            *c = self.k.machine.turbo_ceiling_mhz(*c);
+        }
         for (&core, sample) in hot.iter().zip(samples) {
-            let socket = self.k.cores[core].socket as usize;
-            let ceiling_mhz = self.k.machine.turbo_ceiling_mhz(active_cores[socket]);
+            let ceiling_mhz = ceilings[self.k.cores[core].socket as usize];
             let act = self.core_inputs(core, sample.active, ceiling_mhz, now);
             let k = &mut self.k;
             let before = k.cores[core].freq.mhz();
             let after = k.cores[core].freq.step(&k.machine, k.cfg.governor, dt, act);
             if after != before {
-                for i in 0..self.k.core_cpus[core].len() {
-                    let c = self.k.core_cpus[core][i];
-                    self.k.emit(c, EventKind::Frequency { khz: after * 1000 });
-                    self.retime(c);
-                }
+                self.frequency_moved(core, after);
             }
+        }
+        self.k.socket_scratch = ceilings;
+    }
+
+    /// `core` now runs at `mhz`: trace it, and re-time its CPUs' segments.
+    fn frequency_moved(&mut self, core: usize, mhz: u32) {
+        let moved = &mut self.k.cores[core].freq_moved;
+        if !*moved {
+            *moved = true;
+            self.k.retick.push(core);
+        }
+        for i in 0..self.k.core_cpus[core].len() {
+            let c = self.k.core_cpus[core][i];
+            self.k.emit(c, EventKind::Frequency { khz: mhz * 1000 });
+            self.retime(c);
         }
     }
 
     /// What the governor of `core` sees at the end of a step.
     fn core_inputs(&self, core: usize, active: f64, ceiling_mhz: u32, now: u64) -> CoreActivity {
-        let k = &self.k;
-        let cpus = k.core_cpus[core].iter().map(|&c| &k.cpus[c as usize]);
-        let any_active = cpus.clone().any(|c| c.active_since.is_some());
-        let idle_for_ns = if any_active {
-            0
-        } else {
-            now - cpus.clone().map(|c| c.inactive_since).max().unwrap_or(0)
-        };
+        let mut any_active = false;
+        let mut inactive_since = 0;
+        let mut util: f64 = 0.0;
+        for &cpu in &self.k.core_cpus[core] {
+            let c = &self.k.cpus[cpu as usize];
+            any_active |= c.active_since.is_some();
+            inactive_since = inactive_since.max(c.inactive_since);
+            util = util.max(c.util);
+        }
         CoreActivity {
             active,
-            idle_for_ns,
-            util: cpus.map(|c| c.util).fold(0.0, f64::max),
+            idle_for_ns: if any_active { 0 } else { now - inactive_since },
+            util,
             ceiling_mhz,
         }
     }
@@ -200,15 +226,10 @@ impl Sim<'_> {
             self.k.stop_at = Some(now);
             return;
         }
-        let slice = self.k.cfg.slice_ns;
-        for cpu in 0..self.k.cpus.len() as Cpu {
-            let mhz = self.k.cpu_mhz(cpu);
-            let c = &mut self.k.cpus[cpu as usize];
-            c.last_tick_mhz = mhz;
-            if c.curr.is_some() && !c.queue.is_empty() && now - c.slice_start >= slice {
-                self.preempt(cpu);
-            }
+        if self.k.nr_queued > 0 {
+            self.tick_preempt();
         }
+        self.refresh_tick_mhz();
         self.periodic_balance();
         for cpu in 0..self.k.cpus.len() as Cpu {
             self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
@@ -220,19 +241,49 @@ impl Sim<'_> {
         }
     }
 
+    /// Preempts, in CPU order, each task that used up its slice while
+    /// others wait on its CPU. Frequencies are observed as they go, since
+    /// the policy hooks called on the way may read them.
+    fn tick_preempt(&mut self) {
+        let now = self.k.now;
+        let slice = self.k.cfg.slice_ns;
+        for cpu in 0..self.k.cpus.len() as Cpu {
+            let mhz = self.k.cpu_mhz(cpu);
+            let c = &mut self.k.cpus[cpu as usize];
+            c.last_tick_mhz = mhz;
+            if c.curr.is_some() && !c.queue.is_empty() && now - c.slice_start >= slice {
+                self.preempt(cpu);
+            }
+        }
+    }
+
+    /// Every CPU observes its frequency at the tick. Only the cores whose
+    /// frequency moved since the last tick need visiting.
+    fn refresh_tick_mhz(&mut self) {
+        let k = &mut self.k;
+        for core in k.retick.drain(..) {
+            k.cores[core].freq_moved = false;
+            let mhz = k.cores[core].freq.mhz();
+            for &cpu in &k.core_cpus[core] {
+                k.cpus[cpu as usize].last_tick_mhz = mhz;
+            }
+        }
+    }
+
     /// Records CPUs and sockets used and peak concurrency of the interval
-    /// that ends now, and starts the next one.
+    /// that ends now, and starts the next one. A CPU running a task has
+    /// `used_in_interval` set, so `used_cpus` lists every CPU used.
     fn close_interval(&mut self) {
         let k = &mut self.k;
         let mut sockets = vec![false; k.machine.sockets as usize];
-        let mut used = 0;
-        for (cpu, c) in k.cpus.iter_mut().enumerate() {
-            if c.used_in_interval || c.curr.is_some() {
-                used += 1;
-                sockets[k.topo.cpus[cpu].socket as usize] = true;
-            }
+        let used = k.used_cpus.len() as u32;
+        for &cpu in &k.used_cpus {
+            sockets[k.topo.cpus[cpu as usize].socket as usize] = true;
+            let c = &mut k.cpus[cpu as usize];
             c.used_in_interval = c.curr.is_some();
         }
+        k.used_cpus
+            .retain(|&cpu| k.cpus[cpu as usize].used_in_interval);
         let nr_sockets = sockets.iter().filter(|&&s| s).count() as u32;
         let s = &mut k.stats;
         s.intervals

@@ -42,7 +42,7 @@ impl Sim<'_> {
             run_in_step: 0,
             stats: TaskStats {
                 pid: Kernel::pid(id),
-                comm: comm.clone(),
+                comm,
                 start_ns: k.now,
                 ..TaskStats::default()
             },
@@ -53,14 +53,11 @@ impl Sim<'_> {
             k.tasks[p as usize].live_children += 1;
         }
         let parent_pid = parent.map_or(0, Kernel::pid);
-        k.emit(
-            cpu,
-            EventKind::NewTask {
-                parent: parent_pid,
-                child: Kernel::pid(id),
-                comm,
-            },
-        );
+        k.emit_with(cpu, |k| EventKind::NewTask {
+            parent: parent_pid,
+            child: Kernel::pid(id),
+            comm: k.tasks[id as usize].stats.comm.clone(),
+        });
         let target = self.select(id, cpu, parent.map(|_| cpu), Wake::Fork);
         // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
         let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
@@ -214,9 +211,16 @@ impl Sim<'_> {
             return Some(Outcome::Block);
         }
         bar.arrived = 0;
-        let waiters = std::mem::take(&mut bar.waiters);
-        for w in waiters {
+        let mut waiters = std::mem::take(&mut bar.waiters);
+        for &w in &waiters {
             self.wake(w, Some(cpu));
+        }
+        // Give the buffer back (no allocation at the next phase) unless a
+        // woken task already arrived at the barrier again.
+        waiters.clear();
+        let bar = &mut self.k.barriers[b];
+        if bar.waiters.is_empty() {
+            bar.waiters = waiters;
         }
         None
     }
@@ -265,6 +269,8 @@ impl Sim<'_> {
         t.phase = TaskPhase::Dead;
         t.stats.end_ns = Some(now);
         let parent = t.parent;
+        let util_cpu = t.cpu;
+        self.k.util_stale.push(util_cpu);
         self.k.live_tasks -= 1;
         if let Some(i) = self.k.live.iter().position(|&x| x == task) {
             self.k.live.remove(i);
