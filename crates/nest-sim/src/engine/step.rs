@@ -51,7 +51,7 @@ impl Sim<'_> {
     /// frequency it ran at.
     fn sample_core(&mut self, core: usize, now: u64, dt: u64) -> CoreSample {
         let k = &mut self.k;
-        let mut active: f64 = 0.0;
+        let mut active_ns = 0;
         let mut run_ns = 0;
         for &cpu in &k.core_cpus[core] {
             let c = &mut k.cpus[cpu as usize];
@@ -63,7 +63,7 @@ impl Sim<'_> {
                 c.run_ns += now - s;
                 c.run_since = Some(now);
             }
-            active = active.max(c.active_ns as f64 / dt as f64);
+            active_ns = active_ns.max(c.active_ns);
             run_ns += c.run_ns;
             c.active_ns = 0;
             c.run_ns = 0;
@@ -73,8 +73,10 @@ impl Sim<'_> {
             let band = k.band_edges.iter().filter(|&&e| mhz >= e).count();
             k.stats.residency_ns[band] += run_ns;
         }
+        // The busiest thread's share. (One division: the largest quotient
+        // is the quotient of the largest, as rounding is monotonic.)
         CoreSample {
-            active: active.min(1.0),
+            active: (active_ns as f64 / dt as f64).min(1.0),
             mhz,
         }
     }
