@@ -120,21 +120,8 @@ impl Sim<'_> {
     /// at f counts f / f_max), then each CPU's: the sum of the tasks whose
     /// run queue it is, running or blocked, capped at 1.
     fn update_util(&mut self, dt: u64, now: u64) {
-        // With few tasks, visit only the CPUs whose utilisation can be
-        // non-zero (the live tasks' and `util_stale`) instead of all CPUs.
-        let few = self.k.live.len() * 4 < self.k.cpus.len();
         let k = &mut self.k;
-        if few {
-            for &cpu in &k.util_stale {
-                k.cpus[cpu as usize].util = 0.0;
-            }
-            for &id in &k.live {
-                k.cpus[k.tasks[id as usize].cpu as usize].util = 0.0;
-            }
-        } else {
-            k.cpus.iter_mut().for_each(|c| c.util = 0.0);
-        }
-        k.util_stale.clear();
+        k.for_util_cpus(|c| c.util = 0.0);
         let max = f64::from(k.machine.frequency.max_mhz);
         for &id in &k.live {
             let t = &mut k.tasks[id as usize];
@@ -150,14 +137,8 @@ impl Sim<'_> {
             t.run_in_step = 0;
             k.cpus[t.cpu as usize].util += t.util;
         }
-        if few {
-            for &id in &k.live {
-                let c = &mut k.cpus[k.tasks[id as usize].cpu as usize];
-                c.util = c.util.min(1.0);
-            }
-        } else {
-            k.cpus.iter_mut().for_each(|c| c.util = c.util.min(1.0));
-        }
+        k.for_util_cpus(|c| c.util = c.util.min(1.0));
+        k.util_stale.clear();
     }
 
     fn move_frequencies(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64, now: u64) {
