@@ -2,10 +2,12 @@
 //! 10 s of a configure-like workload and of a one-thread-per-core barrier
 //! workload on the 160-CPU Xeon E7-8870 v4 model, under Linux and Nest.
 //!
-//! "engine events" are the events popped from the engine's event queue and
-//! dispatched (run segment ends, sleep ends, spin ends, policy timers, ticks,
-//! 1 ms frequency steps); "stale" counts those among them that found
-//! nothing to do (a segment end superseded by a re-timed segment). "sched
+//! "engine events" are the events the engine's queue delivered in time
+//! order (run segment ends, sleep ends, spin ends, policy timers, ticks,
+//! 1 ms frequency steps); "stale" counts those among them that had nothing
+//! left to do (a segment end superseded by a re-timed segment, which the
+//! queue counts without popping it; a spin end after an interrupted spin).
+//! "sched
 //! events" are the schedule events produced (what a trace would record:
 //! switches, wakeups, forks, exits, migrations, frequency changes, idle
 //! enter/exit, warm spins); they are not queue events and are in no rate.
@@ -43,8 +45,8 @@ fn main() -> Result<()> {
         machine.nr_cpus()
     );
     println!(
-        "engine ev = events popped from the engine's queue and dispatched; \
-         stale = those of them that did nothing"
+        "engine ev = events delivered by the engine's queue in time order; \
+         stale = those of them that had nothing left to do"
     );
     println!(
         "{:<15} {:<6} {:>10} {:>8} {:>10} {:>9} {:>9} {:>8} {:>11} {:>8}",

@@ -44,10 +44,10 @@ pub struct RunResult {
     /// Per interval: (CPUs used, sockets used, concurrency).
     pub intervals: Vec<(u32, u32, u32)>,
     pub tasks: Vec<TaskStats>,
-    /// Engine events processed (heap pops).
+    /// Engine events processed in time order, stale ones included.
     pub events: u64,
     /// Of `events`, those that were stale (a superseded run segment end or
-    /// spin end) and did nothing. Not serialised, to keep outputs stable.
+    /// spin end) and did nothing. Not serialised (outputs predate it).
     #[serde(skip)]
     pub stale_events: u64,
     /// Schedule events produced (switches, wakeups, forks, exits,

@@ -330,6 +330,22 @@ impl Kernel {
         }
     }
 
+    /// Applies `f` to every CPU whose utilisation may be non-zero. With
+    /// few live tasks, that is only their CPUs and `util_stale` (instead of
+    /// all CPUs, which are cheaper to walk when many tasks live).
+    pub(crate) fn for_util_cpus(&mut self, f: impl Fn(&mut CpuState)) {
+        if self.live.len() * 4 >= self.cpus.len() {
+            self.cpus.iter_mut().for_each(f);
+            return;
+        }
+        for &cpu in &self.util_stale {
+            f(&mut self.cpus[cpu as usize]);
+        }
+        for &id in &self.live {
+            f(&mut self.cpus[self.tasks[id as usize].cpu as usize]);
+        }
+    }
+
     pub(crate) fn core_of(&self, cpu: Cpu) -> usize {
         self.topo.cpus[cpu as usize].core as usize
     }

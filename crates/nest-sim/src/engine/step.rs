@@ -51,7 +51,7 @@ impl Sim<'_> {
     /// frequency it ran at.
     fn sample_core(&mut self, core: usize, now: u64, dt: u64) -> CoreSample {
         let k = &mut self.k;
-        let mut active: f64 = 0.0;
+        let mut active_ns = 0;
         let mut run_ns = 0;
         for &cpu in &k.core_cpus[core] {
             let c = &mut k.cpus[cpu as usize];
@@ -63,7 +63,7 @@ impl Sim<'_> {
                 c.run_ns += now - s;
                 c.run_since = Some(now);
             }
-            active = active.max(c.active_ns as f64 / dt as f64);
+            active_ns = active_ns.max(c.active_ns);
             run_ns += c.run_ns;
             c.active_ns = 0;
             c.run_ns = 0;
@@ -73,8 +73,10 @@ impl Sim<'_> {
             let band = k.band_edges.iter().filter(|&&e| mhz >= e).count();
             k.stats.residency_ns[band] += run_ns;
         }
+        // The busiest thread's share. (One division: the largest quotient
+        // is the quotient of the largest, as rounding is monotonic.)
         CoreSample {
-            active: active.min(1.0),
+            active: (active_ns as f64 / dt as f64).min(1.0),
             mhz,
         }
     }
@@ -118,21 +120,8 @@ impl Sim<'_> {
     /// at f counts f / f_max), then each CPU's: the sum of the tasks whose
     /// run queue it is, running or blocked, capped at 1.
     fn update_util(&mut self, dt: u64, now: u64) {
-        // With few tasks, visit only the CPUs whose utilisation can be
-        // non-zero (the live tasks' and `util_stale`) instead of all CPUs.
-        let few = self.k.live.len() * 4 < self.k.cpus.len();
         let k = &mut self.k;
-        if few {
-            for &cpu in &k.util_stale {
-                k.cpus[cpu as usize].util = 0.0;
-            }
-            for &id in &k.live {
-                k.cpus[k.tasks[id as usize].cpu as usize].util = 0.0;
-            }
-        } else {
-            k.cpus.iter_mut().for_each(|c| c.util = 0.0);
-        }
-        k.util_stale.clear();
+        k.for_util_cpus(|c| c.util = 0.0);
         let max = f64::from(k.machine.frequency.max_mhz);
         for &id in &k.live {
             let t = &mut k.tasks[id as usize];
@@ -148,14 +137,8 @@ impl Sim<'_> {
             t.run_in_step = 0;
             k.cpus[t.cpu as usize].util += t.util;
         }
-        if few {
-            for &id in &k.live {
-                let c = &mut k.cpus[k.tasks[id as usize].cpu as usize];
-                c.util = c.util.min(1.0);
-            }
-        } else {
-            k.cpus.iter_mut().for_each(|c| c.util = c.util.min(1.0));
-        }
+        k.for_util_cpus(|c| c.util = c.util.min(1.0));
+        k.util_stale.clear();
     }
 
     fn move_frequencies(&mut self, hot: &[usize], samples: &[CoreSample], dt: u64, now: u64) {
