@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use nest_vm::{VmOutcome, VmSpec, scan_console};
 
+pub mod compare;
 pub mod placement;
 pub mod strategies;
 pub mod trace;

@@ -36,17 +36,15 @@
 //! `cargo build -p nest -p scx_nest -p nest-load` first and fails, not
 //! skips, when something is missing. `NEST_VM_OUT=DIR` keeps the traces.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nest_trace::format::load;
 use nest_trace::timeline::Timeline;
-use nest_vm::{VmSpec, shell_quote};
+use vm_tests::compare::Comparison;
+use vm_tests::kernel_problems;
 use vm_tests::placement::{
     BatchFigures, batch_problems, chain_problems, launched, work_conservation_problems,
 };
 use vm_tests::trace::{Expect, Figures, columns, compare_problems, trace_problems};
-use vm_tests::{Report, bin_dir, kernel_problems, repo_root, run_ok};
 
 const CPUS: usize = 16;
 const INTERVAL_NS: u64 = 100_000_000;
@@ -62,10 +60,9 @@ struct Run {
     overload: BatchFigures,
 }
 
-/// Read `dir/name.trace`, check it is sane, and measure its workloads.
-fn measure(dir: &Path, name: &str, problems: &mut Vec<String>) -> Run {
-    let path = dir.join(format!("{name}.trace"));
-    let trace = load(&path).unwrap_or_else(|e| panic!("cannot read {}: {e:#}", path.display()));
+/// Read run `name`'s trace, check it is sane, and measure its workloads.
+fn measure(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> Run {
+    let trace = cmp.trace(name);
     // placement-load.sh forks its three nest-load processes and two sleeps.
     let expect = Expect {
         cpus: CPUS,
@@ -99,38 +96,15 @@ fn add(all: &mut Vec<String>, name: &str, problems: Vec<String>) {
 #[test]
 #[ignore = "boots a QEMU guest; run via scripts/test.sh"]
 fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work() {
-    let bin = bin_dir();
-    let temp = tempfile::Builder::new()
-        .prefix("nest-vm-placement-")
-        .tempdir()
-        .expect("temporary directory");
-    let out =
-        std::env::var_os("NEST_VM_OUT").map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
-    let out = nest_vm::output_dir(&out).unwrap_or_else(|e| panic!("{e:#}"));
-    let spec = VmSpec {
-        numa: true,
-        memory_mb: 2048,
-        timeout: Duration::from_secs(400),
-        workdir: Some(repo_root()),
-        output_dir: Some(out.clone()),
-        ..VmSpec::with_topology(2, 4, 2)
-    };
-    let mut command = format!(
-        "NEST_BIN={} tests/vm/compare.sh",
-        shell_quote(&bin.to_string_lossy())
+    let cmp = Comparison::new("nest-vm-placement-");
+    let runs = RUNS.map(|(name, options)| (name, format!("{COMMON} {options}")));
+    let workload = format!("tests/vm/placement-load.sh {CPUS}");
+    let (outcome, report) = cmp.run(
+        "compare.sh (placement)",
+        Duration::from_secs(400),
+        &runs,
+        &workload,
     );
-    for (name, options) in RUNS {
-        command.push_str(&format!(
-            " --scx {}",
-            shell_quote(&format!("{name}={COMMON} {options}"))
-        ));
-    }
-    command.push_str(&format!(
-        " {} tests/vm/placement-load.sh {CPUS}",
-        shell_quote(&out.to_string_lossy())
-    ));
-    let outcome = run_ok(&spec, "compare.sh (placement)", &command);
-    let report = Report::parse(&outcome.stdout);
     for line in report.output.iter().filter(|l| l.starts_with("record ")) {
         eprintln!("  {line}");
     }
@@ -140,9 +114,9 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
     let mut problems = compare_problems(&report, &names);
     problems.extend(kernel_problems(&outcome.console_log));
 
-    let default = measure(&out, "default", &mut problems);
-    let nest = measure(&out, "nest", &mut problems);
-    let spread = measure(&out, "spread", &mut problems);
+    let default = measure(&cmp, "default", &mut problems);
+    let nest = measure(&cmp, "nest", &mut problems);
+    let spread = measure(&cmp, "spread", &mut problems);
     let headers = ["default", "nest", "spread"];
     let runs = [&default, &nest, &spread];
     eprintln!(

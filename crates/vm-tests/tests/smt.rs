@@ -23,16 +23,14 @@
 //! `cargo build -p nest -p scx_nest -p nest-load` first and fails, not
 //! skips, when something is missing. `NEST_VM_OUT=DIR` keeps the traces.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use nest_trace::format::load;
 use nest_trace::metrics::smt_sharing;
 use nest_trace::table::Cell;
 use nest_trace::timeline::Timeline;
-use nest_vm::{VmSpec, shell_quote};
+use vm_tests::compare::{Comparison, guest_bin};
+use vm_tests::kernel_problems;
 use vm_tests::trace::compare_problems;
-use vm_tests::{Report, bin_dir, kernel_problems, repo_root, run_ok};
 
 /// The scx_nest runs after the default scheduler's: name, options.
 const RUNS: [(&str, &str); 2] = [
@@ -44,11 +42,9 @@ const RUNS: [(&str, &str); 2] = [
 /// unpairing, against 0.195-0.690 for the SMT-blind control in 9 of 10 runs.
 const NEST_MAX: f64 = 0.10;
 
-/// `needless_share` of the trace `dir/name.trace`.
-fn needless_share(dir: &std::path::Path, name: &str) -> f64 {
-    let path = dir.join(format!("{name}.trace"));
-    let trace = load(&path).unwrap_or_else(|e| panic!("cannot read {}: {e:#}", path.display()));
-    let table = smt_sharing(&Timeline::build(&trace));
+/// `needless_share` of run `name`'s trace.
+fn needless_share(cmp: &Comparison, name: &str) -> f64 {
+    let table = smt_sharing(&Timeline::build(&cmp.trace(name)));
     table
         .get(0, "needless_share")
         .and_then(Cell::as_f64)
@@ -58,41 +54,20 @@ fn needless_share(dir: &std::path::Path, name: &str) -> f64 {
 #[test]
 #[ignore = "boots a QEMU guest; run via scripts/test.sh"]
 fn nest_puts_one_thread_per_core_while_cores_are_idle() {
-    let bin = bin_dir();
-    let temp = tempfile::Builder::new()
-        .prefix("nest-vm-smt-")
-        .tempdir()
-        .expect("temporary directory");
-    let out =
-        std::env::var_os("NEST_VM_OUT").map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
-    let out = nest_vm::output_dir(&out).unwrap_or_else(|e| panic!("{e:#}"));
-    let spec = VmSpec {
-        numa: true,
-        memory_mb: 2048,
-        timeout: Duration::from_secs(300),
-        workdir: Some(repo_root()),
-        output_dir: Some(out.clone()),
-        ..VmSpec::with_topology(2, 4, 2)
-    };
-    let quoted_bin = shell_quote(&bin.to_string_lossy());
-    let mut command = format!("NEST_BIN={quoted_bin} tests/vm/compare.sh");
-    for (name, options) in RUNS {
-        command.push_str(&format!(
-            " --scx {}",
-            shell_quote(&format!("{name}={options}"))
-        ));
-    }
-    command.push_str(&format!(
-        " {} {quoted_bin}/nest-load batch --tasks 8 --work-ms 500",
-        shell_quote(&out.to_string_lossy())
-    ));
-    let outcome = run_ok(&spec, "compare.sh (smt)", &command);
-    let report = Report::parse(&outcome.stdout);
+    let cmp = Comparison::new("nest-vm-smt-");
+    let runs = RUNS.map(|(name, options)| (name, options.to_string()));
+    let workload = format!("{}/nest-load batch --tasks 8 --work-ms 500", guest_bin());
+    let (outcome, report) = cmp.run(
+        "compare.sh (smt)",
+        Duration::from_secs(300),
+        &runs,
+        &workload,
+    );
     let names: Vec<&str> = RUNS.iter().map(|(name, _)| *name).collect();
     let mut problems = compare_problems(&report, &names);
     problems.extend(kernel_problems(&outcome.console_log));
 
-    let [default, nest, blind] = ["default", "nest", "blind"].map(|n| needless_share(&out, n));
+    let [default, nest, blind] = ["default", "nest", "blind"].map(|n| needless_share(&cmp, n));
     eprintln!(
         "share of running time on a needlessly shared core: default {default:.3}, \
          nest {nest:.3}, SMT-blind nest {blind:.3}"

@@ -5,15 +5,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nest_trace::format::load;
 use nest_vm::{VmSpec, shell_quote};
+use vm_tests::compare::load_trace;
 use vm_tests::strategies::{FirstRuns, first_runs};
 use vm_tests::{Report, bin_dir, kernel_problems, repo_root, run_ok};
 
 const CHILDREN: usize = 40;
 
 fn children_first_runs(path: &Path) -> FirstRuns {
-    let trace = load(path).unwrap_or_else(|e| panic!("cannot read {}: {e:#}", path.display()));
+    let trace = load_trace(path);
     let parent: u32 = trace
         .meta_get("command_pid")
         .and_then(|pid| pid.parse().ok())

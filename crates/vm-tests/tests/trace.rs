@@ -8,52 +8,28 @@
 //! `NEST_VM_OUT=DIR` keeps the traces and compare.html in DIR instead of a
 //! temporary directory.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use nest_trace::format::load;
-use nest_vm::{VmSpec, shell_quote};
+use vm_tests::compare::{Comparison, guest_bin};
 use vm_tests::trace::{Expect, Figures, compare_problems, side_by_side, trace_problems};
-use vm_tests::{Report, bin_dir, kernel_problems, repo_root, run_ok};
+use vm_tests::{bin_dir, kernel_problems};
 
 /// Interval of the placement figures: long enough that a fork/wait chain
 /// kept on one core shows as few CPUs, short enough for several intervals.
 const INTERVAL_NS: u64 = 100_000_000;
 const CHILDREN: usize = 100;
 
-fn load_trace(path: &Path) -> nest_trace::Trace {
-    load(path).unwrap_or_else(|e| panic!("cannot read {}: {e:#}", path.display()))
-}
-
 #[test]
 #[ignore = "boots a QEMU guest; run via scripts/test.sh"]
 fn default_and_nest_traces_are_sane() {
-    let bin = bin_dir();
-    let temp = tempfile::Builder::new()
-        .prefix("nest-vm-trace-")
-        .tempdir()
-        .expect("temporary directory");
-    let out = match std::env::var_os("NEST_VM_OUT") {
-        Some(dir) => PathBuf::from(dir),
-        None => temp.path().to_path_buf(),
-    };
-    let out = nest_vm::output_dir(&out).unwrap_or_else(|e| panic!("{e:#}"));
-    let spec = VmSpec {
-        numa: true,
-        memory_mb: 2048,
-        timeout: Duration::from_secs(400),
-        workdir: Some(repo_root()),
-        output_dir: Some(out.clone()),
-        ..VmSpec::with_topology(2, 4, 2)
-    };
-    let quoted_bin = shell_quote(&bin.to_string_lossy());
-    let command = format!(
-        "NEST_BIN={quoted_bin} tests/vm/compare.sh {} {quoted_bin}/nest-load churn --count {CHILDREN} --work-us 300",
-        shell_quote(&out.to_string_lossy())
+    let cmp = Comparison::new("nest-vm-trace-");
+    let out = &cmp.out;
+    let workload = format!(
+        "{}/nest-load churn --count {CHILDREN} --work-us 300",
+        guest_bin()
     );
-    let outcome = run_ok(&spec, "compare.sh", &command);
-    let report = Report::parse(&outcome.stdout);
+    let (outcome, report) = cmp.run("compare.sh", Duration::from_secs(400), &[], &workload);
     for line in outcome.stdout.lines().take_while(|l| *l != "--- dmesg") {
         eprintln!("  {line}");
     }
@@ -65,8 +41,8 @@ fn default_and_nest_traces_are_sane() {
         sockets: 2,
         children: CHILDREN,
     };
-    let default = load_trace(&out.join("default.trace"));
-    let nest = load_trace(&out.join("nest.trace"));
+    let default = cmp.trace("default");
+    let nest = cmp.trace("nest");
     for (name, trace) in [("default", &default), ("nest", &nest)] {
         problems.extend(
             trace_problems(trace, expect)
@@ -78,7 +54,7 @@ fn default_and_nest_traces_are_sane() {
     // The host side of the comparison, through the real CLI.
     let start = Instant::now();
     let html = out.join("compare.html");
-    let status = Command::new(bin.join("nest"))
+    let status = Command::new(bin_dir().join("nest"))
         .args(["trace", "compare"])
         .arg(out.join("default.trace"))
         .arg(out.join("nest.trace"))
