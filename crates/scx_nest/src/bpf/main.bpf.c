@@ -389,18 +389,22 @@ static void kick_idle_for_queue(struct task_struct *p)
 void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
 {
 	struct nest_bpf_env env = { .p = p };
-	struct nest_ctx pctx = policy_ctx(&env);
-	struct task_ctx *t = lookup_task(p);
 	const struct cpumask *idle_cores;
+	struct nest_ctx pctx;
+	struct task_ctx *t;
 	bool idle_core;
 
-	if (!t || policy_kind != POLICY_NEST || p->nr_cpus_allowed == 1 ||
-	    !nest_tick_unpair(&pctx, scx_bpf_task_cpu(p)))
+	/* Cheapest tests first: this runs on every CPU at every tick. */
+	if (policy_kind != POLICY_NEST || p->nr_cpus_allowed == 1)
+		return;
+	pctx = policy_ctx(&env);
+	if (!nest_tick_unpair(&pctx, scx_bpf_task_cpu(p)))
 		return;
 	idle_cores = scx_bpf_get_idle_smtmask();
 	idle_core = bpf_cpumask_intersects(idle_cores, p->cpus_ptr);
 	scx_bpf_put_idle_cpumask(idle_cores);
-	if (!idle_core)
+	t = lookup_task(p);
+	if (!idle_core || !t)
 		return;
 	t->unpair = 1;
 	p->scx.slice = 0;
