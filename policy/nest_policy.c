@@ -369,14 +369,14 @@ static s32 search_default(const struct nest_ctx *ctx, s32 prev_cpu,
 }
 
 /*
- * Claim an idle CPU of the nests (steps 1 to 3) for a task that is queued
- * without a placement, e.g. after preemption. Whole cores first: the nests
+ * Claim an idle CPU for a task that is queued without a placement, e.g.
+ * after preemption: the nests (steps 1 to 3), whole cores first: the nests
  * and then the default placement are asked for a whole idle core before
  * the nests are searched for any idle CPU; beyond that the host decides.
  * Returns -1 if none; the task's impatience and the nests are left alone.
  */
-static s32 nest_claim_nest_cpu(const struct nest_ctx *ctx, struct nest_task *t,
-			       s32 prev_cpu)
+static s32 nest_claim_for_queued(const struct nest_ctx *ctx,
+				 struct nest_task *t, s32 prev_cpu)
 {
 	u32 how;
 	s32 cpu = -1;

@@ -46,13 +46,13 @@ void nest_native_select_cpu(struct nest_state *st,
 	nest_select_cpu(&ctx, t, prev_cpu, out);
 }
 
-s32 nest_native_claim_nest_cpu(struct nest_state *st,
+s32 nest_native_claim_for_queued(struct nest_state *st,
 			       const struct nest_config *cfg, nest_env_t env,
 			       u64 now, struct nest_task *t, s32 prev_cpu)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
 
-	return nest_claim_nest_cpu(&ctx, t, prev_cpu);
+	return nest_claim_for_queued(&ctx, t, prev_cpu);
 }
 
 void nest_native_task_init(struct nest_task *t)

@@ -110,7 +110,7 @@ unsafe extern "C" {
         prev_cpu: i32,
         out: *mut NestChoice,
     );
-    pub fn nest_native_claim_nest_cpu(
+    pub fn nest_native_claim_for_queued(
         st: *mut NestState,
         cfg: *const NestConfig,
         env: *mut std::ffi::c_void,

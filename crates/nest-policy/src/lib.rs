@@ -445,10 +445,11 @@ impl NestPolicy {
         unsafe { ffi::nest_native_smove_task_running(&mut task.0) };
     }
 
-    /// Claim an idle CPU of the nests (attached, primary, reserve; no
-    /// fallback) for a task queued without a placement, e.g. after
-    /// preemption.
-    pub fn claim_nest_cpu(
+    /// Claim an idle CPU for a task queued without a placement, e.g. after
+    /// preemption: whole idle cores of the nests, then a whole idle core
+    /// of the default placement, then any idle CPU of the nests (never the
+    /// default placement's other CPUs; the host decides beyond that).
+    pub fn claim_for_queued(
         &self,
         plat: &mut dyn Platform,
         task: &mut TaskState,
@@ -458,7 +459,7 @@ impl NestPolicy {
         let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         let cpu = unsafe {
-            ffi::nest_native_claim_nest_cpu(
+            ffi::nest_native_claim_for_queued(
                 self.state_ptr(),
                 &*self.cfg,
                 &mut env as *mut Env as *mut c_void,

@@ -613,7 +613,7 @@ fn a_spinning_cpu_taken_offline_stops_spinning_and_comes_back_cold() {
 fn a_queued_task_gets_a_whole_idle_core_then_an_idle_nest_cpu() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
-    let claim = |prev| p.claim_nest_cpu(&mut Plat::new(&m, MS), &mut TaskState::new(), prev);
+    let claim = |prev| p.claim_for_queued(&mut Plat::new(&m, MS), &mut TaskState::new(), prev);
     grow_primary(&p, &m, &[9], 0);
     // CPU 9's sibling runs: a whole idle core of the default placement
     // comes first.

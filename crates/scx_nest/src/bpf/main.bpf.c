@@ -352,7 +352,7 @@ static s32 claim_cpu_for_queued(struct task_struct *p, struct task_ctx *t)
 	s32 cpu = -1;
 
 	if (t && policy_kind == POLICY_NEST)
-		cpu = nest_claim_nest_cpu(&pctx, &t->nest, scx_bpf_task_cpu(p));
+		cpu = nest_claim_for_queued(&pctx, &t->nest, scx_bpf_task_cpu(p));
 	if (cpu < 0)
 		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 	return cpu;
