@@ -47,8 +47,8 @@ void nest_native_select_cpu(struct nest_state *st,
 }
 
 s32 nest_native_claim_for_queued(struct nest_state *st,
-			       const struct nest_config *cfg, nest_env_t env,
-			       u64 now, struct nest_task *t, s32 prev_cpu)
+				 const struct nest_config *cfg, nest_env_t env,
+				 u64 now, struct nest_task *t, s32 prev_cpu)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
 
