@@ -598,6 +598,24 @@ static bool nest_spin_continue(const struct nest_ctx *ctx, s32 cpu)
 	return false;
 }
 
+/*
+ * A task of another scheduling class (fair or real-time, in partial mode)
+ * took @cpu: it is busy for the nests, for spinning and for its SMT
+ * sibling until it next goes idle (nest_cpu_idle()). A spin in progress
+ * ends.
+ */
+static void nest_cpu_busy(const struct nest_ctx *ctx, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	if (!c)
+		return;
+	if (c->spin_until)
+		end_spin(ctx, c, NEST_STAT_SPIN_WORK);
+	WRITE_ONCE(c->idle_since, 0);
+	WRITE_ONCE(c->running, 1);
+}
+
 /* Is @cpu warm spinning? */
 static bool nest_cpu_spinning(struct nest_state *st, s32 cpu)
 {
@@ -614,6 +632,9 @@ static void nest_task_init(struct nest_task *t)
 	t->prev_misses = 0;
 	t->move_to = -1;
 	t->move_at = 0;
+	t->vtime = 0;
+	t->run_start = 0;
+	t->vtime_llc = NEST_LLC_NONE;
 }
 
 /*

@@ -32,6 +32,10 @@
  *   bool plat_cpu_above_min(nest_env_t env, s32 cpu);
  *	Did @cpu run above its minimum frequency at its last tick? (S_move
  *	only; a host that cannot tell answers true.)
+ *   u32 plat_llc_queued(nest_env_t env, u32 llc);
+ *   bool plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
+ *	The host's run queues, for the scheduler around the placement: see
+ *	nest_sched.c.
  */
 #ifndef __NEST_POLICY_H
 #define __NEST_POLICY_H
@@ -39,6 +43,16 @@
 /* Largest CPU count the policy supports (bitmaps are arrays of u64). */
 #define NEST_MAX_CPUS 512
 #define NEST_MASK_WORDS (NEST_MAX_CPUS / 64)
+/* Largest number of last-level cache domains (one run queue each). */
+#define NEST_MAX_LLCS 64
+/* nest_task.vtime_llc of a task never queued nor run yet. */
+#define NEST_LLC_NONE 0xffffffffU
+/*
+ * Queues of the scheduler around the placement (nest_sched.c): an LLC
+ * index (>= 0), no queue, or CPU c's own queue as NEST_QUEUE_PINNED - c.
+ */
+#define NEST_QUEUE_NONE (-1)
+#define NEST_QUEUE_PINNED (-2)
 
 /*
  * Mechanisms that can be switched off for ablation studies. A set bit in
@@ -126,6 +140,24 @@ struct nest_config {
 	u32 cpu_llc[NEST_MAX_CPUS];
 	/* SMT sibling of each CPU, or -1. */
 	s32 cpu_sibling[NEST_MAX_CPUS];
+	/*
+	 * The scheduler around the placement (nest_sched.c). cpu_llc holds
+	 * dense indexes 0 .. nr_llcs - 1.
+	 */
+	/* Time slice while no task waits in the CPU's LLC queue. */
+	u64 slice_ns;
+	/* Shortest slice, however many tasks wait. */
+	u64 slice_min_ns;
+	/* Number of LLC queues. */
+	u32 nr_llcs;
+	/* Number of CPUs of each LLC. */
+	u32 llc_nr_cpus[NEST_MAX_LLCS];
+	/*
+	 * For each LLC, every LLC in the order its CPUs look at their
+	 * queues: itself first, then the LLCs of the same NUMA node, then
+	 * the others.
+	 */
+	u32 llc_order[NEST_MAX_LLCS][NEST_MAX_LLCS];
 };
 
 /* Per-CPU policy state, read and written from every CPU. */
@@ -145,6 +177,15 @@ struct nest_cpu {
 	u32 offline;
 	/* Ticks in a row at which the SMT sibling was busy too. */
 	u32 paired_ticks;
+	/*
+	 * The task running here, for wakeup preemption (nest_sched.c): its
+	 * virtual time when it started, when it started, and its weight
+	 * (0: no task of ours runs here).
+	 */
+	u64 curr_vtime;
+	u64 curr_started;
+	u32 curr_weight;
+	u32 __pad;
 };
 
 /* The nests; global to the policy and updated with atomic operations. */
@@ -155,6 +196,11 @@ struct nest_state {
 	s32 nr_reserve;
 	u32 __pad;
 	struct nest_cpu cpus[NEST_MAX_CPUS];
+	/*
+	 * Each LLC queue's virtual time: the largest virtual time of a task
+	 * that started running on one of its CPUs.
+	 */
+	u64 llc_vtime[NEST_MAX_LLCS];
 };
 
 /* Per-task policy state. */
@@ -166,6 +212,15 @@ struct nest_task {
 	/* S_move: where to move the task if it has not run by move_at (-1). */
 	s32 move_to;
 	u64 move_at;
+	/*
+	 * Weighted virtual time (nest_sched.c), relative to the virtual
+	 * time of LLC queue vtime_llc.
+	 */
+	u64 vtime;
+	/* When the task last started running. */
+	u64 run_start;
+	u32 vtime_llc;
+	u32 __pad;
 };
 
 /* The outcome of one placement. */

@@ -11,6 +11,7 @@
 typedef uint32_t u32;
 typedef int32_t s32;
 typedef uint64_t u64;
+typedef int64_t s64;
 typedef void *nest_env_t;
 
 #define READ_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
@@ -25,6 +26,8 @@ s32 nest_plat_default_cpu(nest_env_t env, s32 prev_cpu, bool whole_core,
 s32 nest_plat_pick_any_idle(nest_env_t env);
 void nest_plat_count(nest_env_t env, u32 stat, u64 amount);
 bool nest_plat_cpu_above_min(nest_env_t env, s32 cpu);
+u32 nest_plat_llc_queued(nest_env_t env, u32 llc);
+bool nest_plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
 
 #define plat_claim_idle nest_plat_claim_idle
 #define plat_task_allowed nest_plat_task_allowed
@@ -32,8 +35,11 @@ bool nest_plat_cpu_above_min(nest_env_t env, s32 cpu);
 #define plat_pick_any_idle nest_plat_pick_any_idle
 #define plat_count nest_plat_count
 #define plat_cpu_above_min nest_plat_cpu_above_min
+#define plat_llc_queued nest_plat_llc_queued
+#define plat_queue_head nest_plat_queue_head
 
 #include "nest_policy.c"
+#include "nest_sched.c"
 #include "smove_policy.c"
 
 void nest_native_select_cpu(struct nest_state *st,
@@ -147,6 +153,95 @@ s32 nest_native_smove_timer(struct nest_state *st,
 void nest_native_smove_task_running(struct nest_task *t)
 {
 	nest_smove_task_running(t);
+}
+
+u32 nest_native_queue_llc(const struct nest_config *cfg, s32 prev_cpu)
+{
+	struct nest_ctx ctx = { .cfg = cfg };
+
+	return nest_queue_llc(&ctx, prev_cpu);
+}
+
+u64 nest_native_queue_vtime(struct nest_state *st,
+			    const struct nest_config *cfg, nest_env_t env,
+			    u64 now, struct nest_task *t, u32 llc, u32 weight)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	return nest_queue_vtime(&ctx, t, llc, weight);
+}
+
+u64 nest_native_slice(struct nest_state *st, const struct nest_config *cfg,
+		      nest_env_t env, u32 llc)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
+
+	return nest_slice(&ctx, llc);
+}
+
+void nest_native_sched_running(struct nest_state *st,
+			       const struct nest_config *cfg, nest_env_t env,
+			       u64 now, struct nest_task *t, s32 cpu,
+			       u32 weight)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	nest_sched_running(&ctx, t, cpu, weight);
+}
+
+void nest_native_sched_stopping(struct nest_state *st,
+				const struct nest_config *cfg, nest_env_t env,
+				u64 now, struct nest_task *t, s32 cpu,
+				u32 weight)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	nest_sched_stopping(&ctx, t, cpu, weight);
+}
+
+bool nest_native_wakeup_preempts(struct nest_state *st,
+				 const struct nest_config *cfg, nest_env_t env,
+				 u64 now, s32 cpu, u64 vtime)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	return nest_wakeup_preempts(&ctx, cpu, vtime);
+}
+
+s32 nest_native_queue_to_consume(struct nest_state *st,
+				 const struct nest_config *cfg,
+				 nest_env_t env, s32 cpu)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
+
+	return nest_queue_to_consume(&ctx, cpu);
+}
+
+bool nest_native_prefer_queued(struct nest_state *st,
+			       const struct nest_config *cfg, nest_env_t env,
+			       s32 cpu, u64 head_vtime,
+			       const struct nest_task *t)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
+
+	return nest_prefer_queued(&ctx, cpu, head_vtime, t);
+}
+
+bool nest_native_tick_kick(struct nest_state *st,
+			   const struct nest_config *cfg, nest_env_t env,
+			   s32 cpu)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
+
+	return nest_tick_kick(&ctx, cpu);
+}
+
+void nest_native_cpu_busy(struct nest_state *st, const struct nest_config *cfg,
+			  nest_env_t env, s32 cpu, u64 now)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	nest_cpu_busy(&ctx, cpu);
 }
 
 /* Sizes of the shared structures and the number of statistics, to check

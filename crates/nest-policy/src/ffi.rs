@@ -2,7 +2,7 @@
 //! entry points of `csrc/native.c`. The layouts are checked against the C
 //! compiler's in the tests below.
 
-use crate::{Params, Topology};
+use crate::{LlcLayout, MAX_LLCS, Params, Topology};
 
 pub const MAX_CPUS: usize = 512;
 const MASK_WORDS: usize = MAX_CPUS / 64;
@@ -20,21 +20,41 @@ pub struct NestConfig {
     pub disabled: u32,
     pub cpu_llc: [u32; MAX_CPUS],
     pub cpu_sibling: [i32; MAX_CPUS],
+    pub slice_ns: u64,
+    pub slice_min_ns: u64,
+    pub nr_llcs: u32,
+    pub llc_nr_cpus: [u32; MAX_LLCS],
+    pub llc_order: [[u32; MAX_LLCS]; MAX_LLCS],
 }
 
 impl NestConfig {
-    pub fn new(topo: &Topology, reserve_start: u32, params: &Params) -> Self {
+    pub fn new(
+        topo: &Topology,
+        reserve_start: u32,
+        params: &Params,
+    ) -> Result<Self, crate::ConfigError> {
+        let llcs = LlcLayout::new(
+            topo.cpus
+                .iter()
+                .map(|place| (place.llc as usize, place.node as usize)),
+        )?;
         let mut cpu_llc = [0; MAX_CPUS];
         let mut cpu_sibling = [-1; MAX_CPUS];
+        let mut llc_nr_cpus = [0; MAX_LLCS];
+        let mut llc_order = [[0; MAX_LLCS]; MAX_LLCS];
+        llc_nr_cpus[..llcs.len()].copy_from_slice(llcs.nr_cpus());
+        for (row, order) in llc_order.iter_mut().zip(llcs.orders()) {
+            row[..order.len()].copy_from_slice(&order);
+        }
         for place in &topo.cpus {
-            cpu_llc[place.cpu as usize] = place.llc;
+            cpu_llc[place.cpu as usize] = llcs.index_of(place.llc as usize);
             cpu_sibling[place.cpu as usize] = topo
                 .cpus
                 .iter()
                 .find(|other| other.core == place.core && other.cpu != place.cpu)
                 .map_or(-1, |other| other.cpu as i32);
         }
-        Self {
+        Ok(Self {
             p_remove_ns: params.p_remove_ns,
             s_max_ns: params.s_max_ns,
             smove_delay_ns: params.smove_delay_ns,
@@ -45,7 +65,12 @@ impl NestConfig {
             disabled: params.disabled.iter().fold(0, |bits, m| bits | m.bit()),
             cpu_llc,
             cpu_sibling,
-        }
+            slice_ns: params.slice_ns,
+            slice_min_ns: crate::slice_min_ns(params.slice_ns),
+            nr_llcs: llcs.len() as u32,
+            llc_nr_cpus,
+            llc_order,
+        })
     }
 }
 
@@ -58,6 +83,10 @@ pub struct NestCpu {
     pub running: u32,
     pub offline: u32,
     pub paired_ticks: u32,
+    pub curr_vtime: u64,
+    pub curr_started: u64,
+    pub curr_weight: u32,
+    pub pad: u32,
 }
 
 #[repr(C)]
@@ -67,6 +96,7 @@ pub struct NestState {
     pub nr_reserve: i32,
     pub pad: u32,
     pub cpus: [NestCpu; MAX_CPUS],
+    pub llc_vtime: [u64; MAX_LLCS],
 }
 
 impl Default for NestState {
@@ -77,6 +107,7 @@ impl Default for NestState {
             nr_reserve: 0,
             pad: 0,
             cpus: [NestCpu::default(); MAX_CPUS],
+            llc_vtime: [0; MAX_LLCS],
         }
     }
 }
@@ -88,6 +119,10 @@ pub struct NestTask {
     pub prev_misses: u32,
     pub move_to: i32,
     pub move_at: u64,
+    pub vtime: u64,
+    pub run_start: u64,
+    pub vtime_llc: u32,
+    pub pad: u32,
 }
 
 #[repr(C)]
@@ -178,6 +213,75 @@ unsafe extern "C" {
         t: *mut NestTask,
     ) -> i32;
     pub fn nest_native_smove_task_running(t: *mut NestTask);
+    pub fn nest_native_queue_llc(cfg: *const NestConfig, prev_cpu: i32) -> u32;
+    pub fn nest_native_queue_vtime(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        t: *mut NestTask,
+        llc: u32,
+        weight: u32,
+    ) -> u64;
+    pub fn nest_native_slice(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        llc: u32,
+    ) -> u64;
+    pub fn nest_native_sched_running(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+        weight: u32,
+    );
+    pub fn nest_native_sched_stopping(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+        weight: u32,
+    );
+    pub fn nest_native_wakeup_preempts(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        cpu: i32,
+        vtime: u64,
+    ) -> bool;
+    pub fn nest_native_queue_to_consume(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        cpu: i32,
+    ) -> i32;
+    pub fn nest_native_prefer_queued(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        cpu: i32,
+        head_vtime: u64,
+        t: *const NestTask,
+    ) -> bool;
+    pub fn nest_native_tick_kick(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        cpu: i32,
+    ) -> bool;
+    pub fn nest_native_cpu_busy(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        cpu: i32,
+        now: u64,
+    );
 }
 
 #[cfg(test)]

@@ -8,8 +8,10 @@
 
 mod duration;
 mod ffi;
+mod llc;
 
 pub use duration::parse_duration_ns;
+pub use llc::{LlcLayout, MAX_LLCS};
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
@@ -41,6 +43,42 @@ pub trait Platform {
     fn cpu_above_min(&self, _cpu: u32) -> bool {
         true
     }
+    /// Number of tasks waiting in LLC `llc`'s queue (the scheduler around
+    /// the placement, `policy/nest_sched.c`). A host without queues has
+    /// none.
+    fn llc_queued(&self, _llc: u32) -> u32 {
+        0
+    }
+    /// Virtual time of the first task waiting in `queue`, if any.
+    fn queue_head(&self, _queue: Queue) -> Option<u64> {
+        None
+    }
+}
+
+/// A run queue of the scheduler around the placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queue {
+    /// The queue of an LLC, by dense index.
+    Llc(u32),
+    /// A CPU's own queue of tasks that may run only there.
+    Pinned(u32),
+}
+
+impl Queue {
+    /// The C encoding (`NEST_QUEUE_*` in `nest_policy.h`); -1: none.
+    fn from_c(queue: i32) -> Option<Self> {
+        match queue {
+            q if q >= 0 => Some(Queue::Llc(q as u32)),
+            -1 => None,
+            q => Some(Queue::Pinned((-2 - q) as u32)),
+        }
+    }
+}
+
+/// The shortest slice when tasks wait: a quarter of the slice, at least
+/// 100 us.
+pub fn slice_min_ns(slice_ns: u64) -> u64 {
+    (slice_ns / 4).max(100_000)
 }
 
 /// A mechanism of Nest that can be switched off (ablation).
@@ -109,6 +147,9 @@ pub struct Params {
     pub disabled: Vec<Mechanism>,
     /// S_move: how long a task may wait on the waker's CPU (D).
     pub smove_delay_ns: u64,
+    /// Time slice while no task waits (shorter when tasks wait, down to
+    /// [`slice_min_ns`]).
+    pub slice_ns: u64,
 }
 
 /// One tick at the published 250 Hz.
@@ -123,6 +164,7 @@ impl Default for Params {
             r_impatient: 2,
             disabled: Vec::new(),
             smove_delay_ns: SMOVE_DELAY_NS,
+            slice_ns: TICK_NS,
         }
     }
 }
@@ -321,7 +363,7 @@ impl NestPolicy {
                 "reserve start CPU {reserve_start} is not one of the {nr_cpus} CPUs"
             )));
         }
-        let cfg = Box::new(ffi::NestConfig::new(topo, reserve_start, params));
+        let cfg = Box::new(ffi::NestConfig::new(topo, reserve_start, params)?);
         Ok(Self {
             cfg,
             state: Box::new(UnsafeCell::new(ffi::NestState::default())),
@@ -562,6 +604,157 @@ impl NestPolicy {
         unsafe { ffi::nest_native_cpu_online(self.state_ptr(), cpu as i32) };
     }
 
+    fn env_ptr(env: &mut Env) -> *mut c_void {
+        env as *mut Env as *mut c_void
+    }
+
+    /// The LLC queue a task whose previous CPU is `prev_cpu` joins.
+    pub fn queue_llc(&self, prev_cpu: u32) -> u32 {
+        // SAFETY: a valid config pointer.
+        unsafe { ffi::nest_native_queue_llc(&*self.cfg, prev_cpu as i32) }
+    }
+
+    /// The virtual time with which `task`, of weight `weight` (100: nice
+    /// 0), joins a queue of LLC `llc` at `now_ns`.
+    pub fn queue_vtime(&self, task: &mut TaskState, llc: u32, weight: u32, now_ns: u64) -> u64 {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_queue_vtime(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                now_ns,
+                &mut task.0,
+                llc,
+                weight,
+            )
+        }
+    }
+
+    /// The slice of a task starting on a CPU of LLC `llc`.
+    pub fn slice(&self, plat: &mut dyn Platform, llc: u32) -> u64 {
+        let mut env = self.env(Some(plat));
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_slice(self.state_ptr(), &*self.cfg, Self::env_ptr(&mut env), llc)
+        }
+    }
+
+    /// `task`, of weight `weight`, starts running on `cpu` at `now_ns`
+    /// (virtual time and wakeup preemption; see also `task_running`).
+    pub fn sched_running(&self, task: &mut TaskState, cpu: u32, weight: u32, now_ns: u64) {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_sched_running(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                now_ns,
+                &mut task.0,
+                cpu as i32,
+                weight,
+            )
+        }
+    }
+
+    /// `task`, of weight `weight`, stops running on `cpu` at `now_ns`.
+    pub fn sched_stopping(&self, task: &mut TaskState, cpu: u32, weight: u32, now_ns: u64) {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_sched_stopping(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                now_ns,
+                &mut task.0,
+                cpu as i32,
+                weight,
+            )
+        }
+    }
+
+    /// Should the task running on `cpu` give way, at `now_ns`, to a woken
+    /// task of virtual time `vtime` queued in `cpu`'s LLC?
+    pub fn wakeup_preempts(&self, cpu: u32, vtime: u64, now_ns: u64) -> bool {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_wakeup_preempts(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                now_ns,
+                cpu as i32,
+                vtime,
+            )
+        }
+    }
+
+    /// `cpu` is out of work: the queue to take its next task from.
+    pub fn queue_to_consume(&self, plat: &mut dyn Platform, cpu: u32) -> Option<Queue> {
+        let mut env = self.env(Some(plat));
+        // SAFETY: valid pointers; see select_cpu.
+        let queue = unsafe {
+            ffi::nest_native_queue_to_consume(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                cpu as i32,
+            )
+        };
+        Queue::from_c(queue)
+    }
+
+    /// `cpu` takes from its own LLC queue, whose first task has virtual
+    /// time `head_vtime`: should it take `task`, a later one, first?
+    pub fn prefer_queued(&self, cpu: u32, head_vtime: u64, task: &TaskState) -> bool {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_prefer_queued(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                cpu as i32,
+                head_vtime,
+                &task.0,
+            )
+        }
+    }
+
+    /// A tick on `cpu`: should the host wake an idle CPU for the tasks
+    /// waiting in its LLC queue?
+    pub fn tick_kick(&self, plat: &mut dyn Platform, cpu: u32) -> bool {
+        let mut env = self.env(Some(plat));
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_tick_kick(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                cpu as i32,
+            )
+        }
+    }
+
+    /// A task of another scheduling class took `cpu` at `now_ns`.
+    pub fn cpu_busy(&self, cpu: u32, now_ns: u64) {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_cpu_busy(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                cpu as i32,
+                now_ns,
+            )
+        }
+    }
+
     fn mask_cpus(&self, mask: &[u64]) -> Vec<u32> {
         (0..self.cfg.nr_cpus)
             .filter(|&cpu| {
@@ -650,4 +843,24 @@ extern "C" fn nest_plat_count(env: *mut c_void, stat: u32, amount: u64) {
 #[unsafe(no_mangle)]
 extern "C" fn nest_plat_cpu_above_min(env: *mut c_void, cpu: i32) -> bool {
     plat_of(env).cpu_above_min(cpu as u32)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_llc_queued(env: *mut c_void, llc: u32) -> u32 {
+    plat_of(env).llc_queued(llc)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_queue_head(env: *mut c_void, queue: i32, vtime: *mut u64) -> bool {
+    let Some(queue) = Queue::from_c(queue) else {
+        return false;
+    };
+    match plat_of(env).queue_head(queue) {
+        Some(head) => {
+            // SAFETY: the C caller passes a valid u64 pointer.
+            unsafe { *vtime = head };
+            true
+        }
+        None => false,
+    }
 }

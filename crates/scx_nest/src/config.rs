@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use nest_policy::{Mechanism, Params, parse_duration_ns};
+use nest_policy::{LlcLayout, Mechanism, Params, parse_duration_ns};
 use scx_utils::{NR_CPU_IDS, Topology, compat};
 
 use crate::bpf_intf;
@@ -198,6 +198,7 @@ impl SchedConfig {
             r_impatient: opts.r_impatient,
             disabled: mechanisms(&opts.disable)?,
             smove_delay_ns: smove_delay(&opts.smove_delay)?,
+            slice_ns,
         };
         Ok(Self {
             policy: opts.policy,
@@ -267,8 +268,16 @@ impl SchedConfig {
             .disabled
             .iter()
             .fold(0, |bits, m| bits | m.bit());
+        cfg.slice_ns = self.slice_ns;
+        cfg.slice_min_ns = nest_policy::slice_min_ns(self.slice_ns);
+        let llcs = LlcLayout::new(topo.all_cpus.values().map(|cpu| (cpu.llc_id, cpu.node_id)))?;
         for cpu in topo.all_cpus.values() {
-            cfg.cpu_llc[cpu.id] = cpu.llc_id as u32;
+            cfg.cpu_llc[cpu.id] = llcs.index_of(cpu.llc_id);
+        }
+        cfg.nr_llcs = llcs.len() as u32;
+        for (llc, order) in llcs.orders().into_iter().enumerate() {
+            cfg.llc_nr_cpus[llc] = llcs.nr_cpus()[llc];
+            cfg.llc_order[llc][..order.len()].copy_from_slice(&order);
         }
         for (cpu, sibling) in topo.sibling_cpus().into_iter().enumerate().take(nr_cpus) {
             cfg.cpu_sibling[cpu] = sibling;
@@ -300,7 +309,7 @@ impl SchedConfig {
             .rodata_data
             .as_mut()
             .context("the BPF object has no .rodata")?;
-        rodata.slice_ns = self.slice_ns;
+        rodata.switch_partial = self.partial;
         rodata.policy_kind = self.policy.bpf_value();
         if let Some(comm) = &self.stall_comm {
             for (dst, &src) in rodata.stall_comm.iter_mut().zip(comm) {

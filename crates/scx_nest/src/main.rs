@@ -90,7 +90,7 @@ impl<'a> Scheduler<'a> {
             reserve_full: policy[bpf_intf::nest_stat_NEST_STAT_RESERVE_FULL as usize],
             impatient: policy[bpf_intf::nest_stat_NEST_STAT_IMPATIENT as usize],
             queued: events[bpf_intf::scx_nest_event_NEST_EV_QUEUED as usize],
-            local: events[bpf_intf::scx_nest_event_NEST_EV_LOCAL as usize],
+            pinned: events[bpf_intf::scx_nest_event_NEST_EV_PINNED as usize],
             direct: events[bpf_intf::scx_nest_event_NEST_EV_DIRECT as usize],
             kicked: events[bpf_intf::scx_nest_event_NEST_EV_KICKED as usize],
             stalled: events[bpf_intf::scx_nest_event_NEST_EV_STALLED as usize],
@@ -113,6 +113,11 @@ impl<'a> Scheduler<'a> {
             migrated: policy[bpf_intf::nest_stat_NEST_STAT_MIGRATED as usize],
             move_failed: events[bpf_intf::scx_nest_event_NEST_EV_MOVE_FAILED as usize],
             unpaired: events[bpf_intf::scx_nest_event_NEST_EV_UNPAIRED as usize],
+            preempted: events[bpf_intf::scx_nest_event_NEST_EV_PREEMPTED as usize],
+            stolen: events[bpf_intf::scx_nest_event_NEST_EV_STOLEN as usize],
+            kept_local: events[bpf_intf::scx_nest_event_NEST_EV_KEPT_LOCAL as usize],
+            tick_kicked: events[bpf_intf::scx_nest_event_NEST_EV_TICK_KICKED as usize],
+            released: events[bpf_intf::scx_nest_event_NEST_EV_RELEASED as usize],
         }
     }
 

@@ -49,13 +49,13 @@ pub struct Metrics {
     pub reserve_full: u64,
     #[stat(desc = "Placements of impatient tasks")]
     pub impatient: u64,
-    #[stat(desc = "Tasks queued on the shared queue")]
+    #[stat(desc = "Tasks queued in their LLC's virtual-time queue")]
     pub queued: u64,
-    #[stat(desc = "Single-CPU tasks inserted into their CPU's queue")]
-    pub local: u64,
+    #[stat(desc = "Tasks queued in their only CPU's queue (pinned or migration disabled)")]
+    pub pinned: u64,
     #[stat(desc = "Tasks queued without a placement sent straight to an idle CPU")]
     pub direct: u64,
-    #[stat(desc = "Idle CPUs woken to look at the shared queue")]
+    #[stat(desc = "Idle CPUs woken to look at the queues")]
     pub kicked: u64,
     #[stat(desc = "Tasks held back by --debug-stall-comm")]
     pub stalled: u64,
@@ -97,6 +97,16 @@ pub struct Metrics {
     pub move_failed: u64,
     #[stat(desc = "Tasks moved at a tick from a shared core to a whole idle one")]
     pub unpaired: u64,
+    #[stat(desc = "Running tasks preempted by a woken task with an earlier virtual time")]
+    pub preempted: u64,
+    #[stat(desc = "Tasks taken from another LLC's queue")]
+    pub stolen: u64,
+    #[stat(desc = "Tasks taken ahead of their queue's first because they last ran on that CPU")]
+    pub kept_local: u64,
+    #[stat(desc = "Idle CPUs woken at a tick because tasks waited in the LLC queue")]
+    pub tick_kicked: u64,
+    #[stat(desc = "CPUs taken by a higher scheduling class (tasks re-enqueued)")]
+    pub released: u64,
 }
 
 /// Mean of `total_ns` over `count`, in microseconds.
@@ -138,7 +148,7 @@ impl Metrics {
             reserve_full,
             impatient,
             queued,
-            local,
+            pinned,
             direct,
             kicked,
             stalled,
@@ -160,7 +170,12 @@ impl Metrics {
             timers_fired,
             migrated,
             move_failed,
-            unpaired
+            unpaired,
+            preempted,
+            stolen,
+            kept_local,
+            tick_kicked,
+            released
         )
     }
 
@@ -169,7 +184,7 @@ impl Metrics {
             w,
             "[scx_nest] nest primary={} reserve={} | place attached={} prev={} primary={} \
              reserve={} fallback={} wide={} none={} | promote={} compact={} exit-demote={} \
-             impatient={} unpaired={} | queued={} kicked={} | spin={} ({:.1} ms, ended: work={} \
+             impatient={} unpaired={} | spin={} ({:.1} ms, ended: work={} \
              expired={} sibling={}) | wake delay: spinning {:.1} us x{}, idle {:.1} us x{} | \
              waker={} default={} freq above/at min={}/{} timers armed={} fired={} \
              migrated={} failed={}",
@@ -187,8 +202,6 @@ impl Metrics {
             self.exit_demoted,
             self.impatient,
             self.unpaired,
-            self.queued,
-            self.kicked,
             self.spin_started,
             self.spin_ns as f64 / 1e6,
             self.spin_work,
@@ -206,6 +219,20 @@ impl Metrics {
             self.timers_fired,
             self.migrated,
             self.move_failed
+        )?;
+        writeln!(
+            w,
+            "[scx_nest] queues queued={} pinned={} direct={} kicked={} tick-kicked={} \
+             preempted={} stolen={} kept-local={} released={}",
+            self.queued,
+            self.pinned,
+            self.direct,
+            self.kicked,
+            self.tick_kicked,
+            self.preempted,
+            self.stolen,
+            self.kept_local,
+            self.released
         )?;
         Ok(())
     }

@@ -15,10 +15,14 @@ typedef int s32;
 #include "nest_policy.h"
 
 enum scx_nest_consts {
-	/* The shared queue of tasks that found no idle CPU. */
-	NEST_DSQ = 0,
 	/* Never consumed: holds the tasks the stall test starves on purpose. */
 	STALL_DSQ = 1,
+	/*
+	 * Tasks that found no idle CPU wait in their LLC's queue, DSQ
+	 * LLC_DSQ_BASE + l for LLC l, ordered by virtual time
+	 * (policy/nest_sched.c).
+	 */
+	LLC_DSQ_BASE = 0x10,
 	/* Length of a task's comm, with its NUL. */
 	COMM_LEN = 16,
 	/*
@@ -27,6 +31,11 @@ enum scx_nest_consts {
 	 * tasks could not be moved from a timer).
 	 */
 	PENDING_DSQ_BASE = 0x100,
+	/*
+	 * Tasks that may run on CPU c only (pinned, or migration disabled)
+	 * wait in DSQ PINNED_DSQ_BASE + c, ordered by virtual time.
+	 */
+	PINNED_DSQ_BASE = 0x400,
 };
 
 /* Placement policies scx_nest can run (--policy). */
@@ -49,13 +58,13 @@ enum scx_nest_policy {
 
 /* Scheduler events counted besides the policy's enum nest_stat. */
 enum scx_nest_event {
-	/* Tasks queued on the shared queue. */
+	/* Tasks queued in an LLC queue. */
 	NEST_EV_QUEUED,
-	/* Tasks inserted straight into their CPU's local queue from enqueue. */
-	NEST_EV_LOCAL,
+	/* Tasks queued in their only CPU's queue (pinned, migration disabled). */
+	NEST_EV_PINNED,
 	/* Tasks queued without a placement sent straight to an idle CPU. */
 	NEST_EV_DIRECT,
-	/* Idle CPUs woken to look at the shared queue. */
+	/* Idle CPUs woken to look at the queues. */
 	NEST_EV_KICKED,
 	/* Tasks held back by the stall test (--debug-stall-comm). */
 	NEST_EV_STALLED,
@@ -72,6 +81,16 @@ enum scx_nest_event {
 	NEST_EV_MOVE_FAILED,
 	/* Tasks preempted at a tick to leave a shared core for a whole one. */
 	NEST_EV_UNPAIRED,
+	/* Running tasks preempted by a woken task with an earlier vtime. */
+	NEST_EV_PREEMPTED,
+	/* Tasks taken from another LLC's queue. */
+	NEST_EV_STOLEN,
+	/* Tasks taken ahead of their queue's first because they ran here. */
+	NEST_EV_KEPT_LOCAL,
+	/* Idle CPUs woken at a tick because tasks waited in the LLC queue. */
+	NEST_EV_TICK_KICKED,
+	/* CPUs taken by another scheduling class (ops.cpu_release()). */
+	NEST_EV_RELEASED,
 	NEST_NR_EVENTS,
 };
 

@@ -8,9 +8,21 @@
  * ops.select_cpu(), which runs the shared policy (policy/nest_policy.c, the
  * same code the simulator and the host tests run). When the policy claims
  * an idle CPU, the task is inserted straight into that CPU's local queue.
- * When nothing is idle the task is queued on one shared FIFO queue
- * (NEST_DSQ) that every CPU consumes from when it runs out of work, so no
- * CPU stays idle while a task it may run waits (work conservation).
+ *
+ * Around the placement, scx_nest is a fair scheduler (policy/nest_sched.c
+ * decides, this file keeps the queues): a task that found no idle CPU
+ * waits in its previous CPU's LLC queue (LLC_DSQ_BASE + llc), ordered by
+ * weighted virtual time; a task that may run on one CPU only waits in that
+ * CPU's own queue (PINNED_DSQ_BASE + cpu). A CPU out of work asks the
+ * policy which queue to take from (ops.dispatch()): its own, a task that
+ * last ran here first, then the nearest LLC's. A woken task may preempt
+ * the task running on its previous CPU; idle CPUs are kicked when tasks
+ * wait (at queueing and at ticks), so no CPU stays idle while a task it may
+ * run waits (work conservation).
+ *
+ * Partial mode (--partial): a CPU taken by a fair or real-time task is busy
+ * for the policy (ops.cpu_release(), and ops.update_idle() when it leaves
+ * idle), and the tasks waiting on its local queue are re-enqueued.
  *
  * The policy learns what happens on the CPUs through three callbacks:
  * ops.running() (the task's recent CPUs; the CPU is busy), ops.update_idle()
@@ -30,12 +42,13 @@
  * never take the same idle CPU.
  *
  * Tasks restricted to one CPU skip ops.select_cpu(); ops.enqueue() puts
- * them straight into that CPU's local queue.
+ * them into that CPU's own queue.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
 #include "platform.bpf.h"
 #include "nest_policy.c"
+#include "nest_sched.c"
 #include "smove_policy.c"
 
 char _license[] SEC("license") = "GPL";
@@ -49,10 +62,10 @@ UEI_DEFINE(uei);
  * the compiler.
  */
 struct nest_config nest_cfg;
-/* Time slice of a task, in ns. */
-const volatile u64 slice_ns = 4000000;
 /* enum scx_nest_policy. */
 const volatile u32 policy_kind = POLICY_NEST;
+/* Only SCHED_EXT tasks are ours (--partial). */
+const volatile bool switch_partial;
 /*
  * Test-only: tasks whose comm equals this are never run, so that the
  * kernel's watchdog ejects the scheduler (negative control of the tests).
@@ -84,6 +97,15 @@ static struct nest_ctx policy_ctx(struct nest_bpf_env *env)
 static struct task_ctx *lookup_task(struct task_struct *p)
 {
 	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
+}
+
+/* The slice of a task about to run on @cpu (policy/nest_sched.c). */
+static u64 slice_on(s32 cpu)
+{
+	struct nest_bpf_env env = {};
+	struct nest_ctx pctx = policy_ctx(&env);
+
+	return nest_slice(&pctx, nest_queue_llc(&pctx, cpu));
 }
 
 static bool is_stall_target(const struct task_struct *p)
@@ -123,7 +145,7 @@ static bool is_stall_target(const struct task_struct *p)
  * back while its DSQ holds tasks; if its CPU went offline (it will never
  * dispatch), it hands them to the shared queue.
  */
-static void kick_idle_for_queue(struct task_struct *p);
+static void kick_idle_near(s32 cpu, struct task_struct *p);
 
 struct pending_timer {
 	struct bpf_timer timer;
@@ -187,8 +209,12 @@ static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
 
 		/* An offline CPU never dispatches: hand its tasks to all. */
 		if (cpu_offline(&nest_state, pt->cpu)) {
-			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, NEST_DSQ, 0))
-				kick_idle_for_queue(p);
+			scx_bpf_dsq_move_set_vtime(BPF_FOR_EACH_ITER,
+						   t ? t->nest.vtime : 0);
+			if (scx_bpf_dsq_move_vtime(BPF_FOR_EACH_ITER, p,
+						   LLC_DSQ_BASE +
+						   cpu_llc(&nest_cfg, pt->cpu), 0))
+				kick_idle_near(pt->cpu, p);
 			continue;
 		}
 		if (!t || t->nest.move_to < 0)
@@ -239,7 +265,7 @@ static void defer_move(struct task_struct *p, const struct nest_choice *choice)
 	struct pending_timer *pt = pending_timer_of(choice->cpu);
 
 	scx_bpf_dsq_insert(p, PENDING_DSQ_BASE + cpu_index(choice->cpu),
-			   slice_ns, 0);
+			   slice_on(choice->cpu), 0);
 	if (pt)
 		arm_pending_timer(pt, choice->defer_ns);
 	scx_bpf_kick_cpu(choice->cpu, SCX_KICK_IDLE);
@@ -265,7 +291,7 @@ static s32 select_cpu_smove(struct task_struct *p, struct task_ctx *t,
 	if (choice.defer_cpu >= 0)
 		defer_move(p, &choice);
 	else
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_on(choice.cpu), 0);
 	return choice.cpu;
 }
 
@@ -277,7 +303,7 @@ static s32 select_cpu_builtin(struct task_struct *p, s32 prev_cpu,
 	s32 cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &idle);
 
 	if (idle)
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_on(cpu), 0);
 	return cpu;
 }
 
@@ -304,7 +330,7 @@ static s32 select_cpu_spread(struct task_struct *p, s32 prev_cpu)
 		cpu = spread_order[cpu_index((start + i) % nr_cpus)];
 		if (bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
 		    scx_bpf_test_and_clear_cpu_idle(cpu)) {
-			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_on(cpu), 0);
 			return cpu;
 		}
 	}
@@ -332,18 +358,63 @@ s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 	if (choice.idle) {
 		t->placed_ns = pctx.now;
 		t->placed_on_spinning = nest_cpu_spinning(&nest_state, choice.cpu);
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_on(choice.cpu), 0);
 	}
 	return choice.cpu;
 }
 
+
 /*
- * An idle CPU for @p, which is being queued without a placement (preempted,
- * or woken without ops.select_cpu()): one of the nests first, then any.
- * The CPU returned has been claimed, so @p must be inserted there: a
- * claimed CPU that goes back to idle without work stays marked busy (the
- * kernel only updates idle state on real transitions) and would be skipped
- * by every later placement.
+ * Queues and kicks
+ * ----------------
+ * Idle CPUs are found without claiming them (a kick only makes a CPU look
+ * at the queues): first in @cpu's LLC, through the LLC's cpumask, then
+ * anywhere @p may run.
+ */
+struct llc_cpus {
+	struct bpf_cpumask __kptr *mask;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NEST_MAX_LLCS);
+	__type(key, u32);
+	__type(value, struct llc_cpus);
+} llc_cpumasks SEC(".maps");
+
+static const struct cpumask *llc_mask_of(s32 cpu)
+{
+	u32 key = llc_index(cpu_llc(&nest_cfg, cpu));
+	struct llc_cpus *l = bpf_map_lookup_elem(&llc_cpumasks, &key);
+
+	return l && l->mask ? (const struct cpumask *)l->mask : NULL;
+}
+
+/* Kick an idle CPU near @cpu that may run @p (any task if @p is NULL). */
+static void kick_idle_near(s32 cpu, struct task_struct *p)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	const struct cpumask *llc = llc_mask_of(cpu);
+	u32 target = nest_cfg.nr_cpus;
+
+	if (llc)
+		target = bpf_cpumask_any_and_distribute(idle, llc);
+	if (target >= nest_cfg.nr_cpus ||
+	    (p && !bpf_cpumask_test_cpu(target, p->cpus_ptr)))
+		target = bpf_cpumask_any_and_distribute(idle, p ? p->cpus_ptr :
+							 idle);
+	scx_bpf_put_idle_cpumask(idle);
+	if (target < nest_cfg.nr_cpus) {
+		scx_bpf_kick_cpu(target, SCX_KICK_IDLE);
+		count_event(NEST_EV_KICKED, 1);
+	}
+}
+
+/*
+ * An idle CPU for @p, which is being queued without a placement (woken
+ * without ops.select_cpu(), or leaving a shared core: see nest_tick()):
+ * one of the nests first, then any. The CPU returned has been claimed, so
+ * @p must be inserted there.
  */
 static s32 claim_cpu_for_queued(struct task_struct *p, struct task_ctx *t)
 {
@@ -359,46 +430,26 @@ static s32 claim_cpu_for_queued(struct task_struct *p, struct task_ctx *t)
 }
 
 /*
- * Wake an idle CPU that may run @p, which waits on the shared queue, without
- * claiming it: the CPU takes the first task of the queue it may run (or
- * nothing, and stays idle with its idle state intact). A wakeup whose
- * placement found no idle CPU can race with a CPU going idle; without this
- * the task would wait for the next CPU that happens to look at the queue.
- */
-static void kick_idle_for_queue(struct task_struct *p)
-{
-	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
-	u32 cpu = bpf_cpumask_any_and_distribute(idle, p->cpus_ptr);
-
-	scx_bpf_put_idle_cpumask(idle);
-	if (cpu < nest_cfg.nr_cpus) {
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-		count_event(NEST_EV_KICKED, 1);
-	}
-}
-
-/*
  * Whole cores first, over time: a task that has shared its core with a busy
  * SMT sibling for two ticks (nest_tick_unpair()) while a whole core it may
  * use is idle gets its slice ended and is marked. ops.dispatch() then does
  * not keep it running, the kernel passes it to ops.enqueue() as its CPU's
  * last task (SCX_OPS_ENQ_LAST), and the claim there takes a whole idle
- * core. sched_ext has no load balancer of its own; this is the one case
- * where a running task is moved.
+ * core.
+ *
+ * Work conservation: a task preempted by another (rather than woken) is
+ * queued without waking anybody, so that its own CPU takes it back; when
+ * tasks still wait at a tick, an idle CPU is woken to take one (as the
+ * fair scheduler's nohz_balancer_kick()).
  */
-void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
+static void tick_unpair(struct task_struct *p, struct nest_ctx *pctx)
 {
-	struct nest_bpf_env env = { .p = p };
 	const struct cpumask *idle_cores;
-	struct nest_ctx pctx;
 	struct task_ctx *t;
 	bool idle_core;
 
-	/* Cheapest tests first: this runs on every CPU at every tick. */
-	if (policy_kind != POLICY_NEST || p->nr_cpus_allowed == 1)
-		return;
-	pctx = policy_ctx(&env);
-	if (!nest_tick_unpair(&pctx, scx_bpf_task_cpu(p)))
+	if (policy_kind != POLICY_NEST || p->nr_cpus_allowed == 1 ||
+	    !nest_tick_unpair(pctx, scx_bpf_task_cpu(p)))
 		return;
 	idle_cores = scx_bpf_get_idle_smtmask();
 	idle_core = bpf_cpumask_intersects(idle_cores, p->cpus_ptr);
@@ -407,51 +458,152 @@ void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
 	if (!idle_core || !t)
 		return;
 	t->unpair = 1;
-	p->scx.slice = 0;
+	scx_bpf_task_set_slice(p, 0);
 	count_event(NEST_EV_UNPAIRED, 1);
+}
+
+void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+	s32 cpu = scx_bpf_task_cpu(p);
+
+	tick_unpair(p, &pctx);
+	if (nest_tick_kick(&pctx, cpu)) {
+		kick_idle_near(cpu, NULL);
+		count_event(NEST_EV_TICK_KICKED, 1);
+	}
+}
+
+/* May @p run on one CPU only (its current one)? */
+static bool task_pinned(const struct task_struct *p)
+{
+	return p->nr_cpus_allowed == 1 || is_migration_disabled(p);
+}
+
+/*
+ * Queue @p, whose CPU is @cpu, with its virtual time: in @cpu's own queue
+ * if @pinned, else in its LLC's. A woken task may preempt the task running
+ * on @cpu; otherwise an idle CPU is kicked (the placement found none a
+ * moment ago, but one may have gone idle since).
+ */
+static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
+		       s32 cpu, u64 enq_flags)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+	u32 llc = nest_queue_llc(&pctx, cpu);
+	u64 vtime = nest_queue_vtime(&pctx, &t->nest, llc, p->scx.weight);
+	s32 queue = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
+
+	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
+				 vtime, enq_flags);
+	if (!(enq_flags & SCX_ENQ_WAKEUP))
+		return;
+	if (bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+	    nest_wakeup_preempts(&pctx, cpu, vtime)) {
+		scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
+		count_event(NEST_EV_PREEMPTED, 1);
+	} else if (pinned) {
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	} else {
+		kick_idle_near(cpu, p);
+	}
 }
 
 void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *t = lookup_task(p);
-	s32 cpu;
+	s32 cpu = scx_bpf_task_cpu(p);
+	bool unpair = t && t->unpair;
 
 	if (t)
 		t->unpair = 0;
-
-	if (is_stall_target(p)) {
-		scx_bpf_dsq_insert(p, STALL_DSQ, slice_ns, enq_flags);
-		count_event(NEST_EV_STALLED, 1);
+	if (is_stall_target(p) || !t) {
+		scx_bpf_dsq_insert(p, is_stall_target(p) ? STALL_DSQ :
+				   SCX_DSQ_LOCAL, nest_cfg.slice_ns, enq_flags);
+		count_event(NEST_EV_STALLED, is_stall_target(p));
 		return;
 	}
-	if (p->nr_cpus_allowed == 1) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
-		count_event(NEST_EV_LOCAL, 1);
+	if (task_pinned(p)) {
+		queue_task(p, t, true, cpu, enq_flags);
+		count_event(NEST_EV_PINNED, 1);
 		return;
 	}
 	/*
-	 * A task placed by ops.select_cpu() found nothing idle a moment ago;
-	 * any other may have idle CPUs around that would not look at the
-	 * shared queue by themselves.
+	 * A task placed by ops.select_cpu() found nothing idle a moment ago.
+	 * A task woken without it, or leaving a shared core, gets an idle
+	 * CPU if there is one; a task preempted by another stays queued for
+	 * its own CPU.
 	 */
-	if (!__COMPAT_is_enq_cpu_selected(enq_flags)) {
-		cpu = claim_cpu_for_queued(p, t);
-		if (cpu >= 0) {
-			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns,
-					   enq_flags);
-			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	if (!__COMPAT_is_enq_cpu_selected(enq_flags) &&
+	    ((enq_flags & SCX_ENQ_WAKEUP) || unpair)) {
+		s32 idle = claim_cpu_for_queued(p, t);
+
+		if (idle >= 0) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | idle,
+					   slice_on(idle), enq_flags);
+			scx_bpf_kick_cpu(idle, SCX_KICK_IDLE);
 			count_event(NEST_EV_DIRECT, 1);
 			return;
 		}
 	}
 	/* The last task of its CPU (see nest_tick()): it stays there. */
 	if (enq_flags & SCX_ENQ_LAST) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_on(cpu), enq_flags);
 		return;
 	}
-	scx_bpf_dsq_insert(p, NEST_DSQ, slice_ns, enq_flags);
+	queue_task(p, t, false, cpu, enq_flags);
 	count_event(NEST_EV_QUEUED, 1);
-	kick_idle_for_queue(p);
+}
+
+/*
+ * Take a task from @cpu's own LLC queue @dsq: the first, unless one of the
+ * next few ran here last and is not much later (nest_prefer_queued()).
+ */
+static bool consume_own_llc(struct nest_ctx *pctx, s32 cpu, u64 dsq)
+{
+	struct task_struct *p;
+	u64 head_vtime = 0;
+	u32 seen = 0;
+
+	bpf_for_each(scx_dsq, p, dsq, 0) {
+		struct task_ctx *t = lookup_task(p);
+
+		if (!seen++)
+			head_vtime = p->scx.dsq_vtime;
+		if (seen > NEST_LOCALITY_SCAN)
+			break;
+		if (!t || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
+		    !nest_prefer_queued(pctx, cpu, head_vtime, &t->nest))
+			continue;
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+			count_event(NEST_EV_KEPT_LOCAL, seen > 1);
+			return true;
+		}
+	}
+	return scx_bpf_dsq_move_to_local(dsq, 0);
+}
+
+/* Take the next task from the queue the policy names. */
+static bool consume(s32 cpu)
+{
+	struct nest_bpf_env env = {};
+	struct nest_ctx pctx = policy_ctx(&env);
+	s32 queue = nest_queue_to_consume(&pctx, cpu);
+	u32 own = nest_queue_llc(&pctx, cpu);
+
+	if (queue == NEST_QUEUE_NONE)
+		return false;
+	if (queue == NEST_QUEUE_PINNED)
+		return scx_bpf_dsq_move_to_local(PINNED_DSQ_BASE +
+						 cpu_index(cpu), 0);
+	if (queue == own)
+		return consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own);
+	if (!scx_bpf_dsq_move_to_local(LLC_DSQ_BASE + llc_index(queue), 0))
+		return consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own);
+	count_event(NEST_EV_STOLEN, 1);
+	return true;
 }
 
 /*
@@ -474,20 +626,19 @@ void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 	if (policy_kind == POLICY_SMOVE &&
 	    scx_bpf_dsq_move_to_local(PENDING_DSQ_BASE + cpu_index(cpu), 0))
 		return;
-	if (scx_bpf_dsq_move_to_local(NEST_DSQ, 0))
+	if (consume(cpu))
 		return;
 	/*
-	 * Nothing else to run: @prev, if still runnable, keeps the CPU. Give
-	 * it a slice of our length. Otherwise the kernel gives it
-	 * SCX_SLICE_DFL (20 ms), and a task that can only run here (a per-CPU
-	 * kernel thread, queued on this CPU's local DSQ) waits that long.
+	 * Nothing else to run: @prev, if still runnable, keeps the CPU with a
+	 * new slice. Otherwise the kernel gives it SCX_SLICE_DFL (20 ms), and
+	 * a task that can only run here waits that long.
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
 		struct task_ctx *t = lookup_task(prev);
 
 		/* Not a task leaving a shared core (see nest_tick()). */
 		if (!t || !t->unpair)
-			prev->scx.slice = slice_ns;
+			scx_bpf_task_set_slice(prev, slice_on(cpu));
 		return;
 	}
 	pctx = policy_ctx(&env);
@@ -515,37 +666,71 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx pctx = policy_ctx(&env);
 	struct task_ctx *t = lookup_task(p);
+	s32 cpu = scx_bpf_task_cpu(p);
 
-	if (t && policy_kind == POLICY_SMOVE)
+	if (!t)
+		return;
+	nest_sched_running(&pctx, &t->nest, cpu, p->scx.weight);
+	if (policy_kind == POLICY_SMOVE)
 		nest_smove_task_running(&t->nest);
-	if (!t || policy_kind != POLICY_NEST)
+	if (policy_kind != POLICY_NEST)
 		return;
 	if (t->placed_ns)
 		account_wake_delay(t, pctx.now);
-	nest_task_running(&pctx, &t->nest, scx_bpf_task_cpu(p));
+	nest_task_running(&pctx, &t->nest, cpu);
 }
 
 void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 {
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+	struct task_ctx *t = lookup_task(p);
+	s32 cpu = scx_bpf_task_cpu(p);
+
+	if (t)
+		nest_sched_stopping(&pctx, &t->nest, cpu, p->scx.weight);
 	if (policy_kind == POLICY_NEST && (p->flags & PF_EXITING))
-		nest_task_exiting(&nest_state, scx_bpf_task_cpu(p));
+		nest_task_exiting(&nest_state, cpu);
 }
 
 /*
- * Only the idle transition matters to the policy: a CPU counts as busy from
- * the moment a task runs there (ops.running()), not when it merely leaves
- * the idle loop (which a spinning CPU does on every pass).
+ * Only the idle transition matters to the policy in full mode: a CPU
+ * counts as busy from the moment a task runs there (ops.running()). In
+ * partial mode a CPU leaving idle (and not warm spinning) may be taken by
+ * a fair or real-time task, which sched_ext does not report otherwise:
+ * it is busy until it goes idle again.
  */
 void BPF_STRUCT_OPS(nest_update_idle, s32 cpu, bool idle)
 {
 	struct nest_bpf_env env = {};
 	struct nest_ctx pctx;
 
-	if (!idle || policy_kind != POLICY_NEST)
+	if (policy_kind != POLICY_NEST)
 		return;
 	pctx = policy_ctx(&env);
+	if (!idle) {
+		if (switch_partial && !nest_cpu_spinning(&nest_state, cpu))
+			nest_cpu_busy(&pctx, cpu);
+		return;
+	}
 	if (nest_cpu_idle(&pctx, cpu))
 		keep_spinning(cpu);
+}
+
+/*
+ * A higher scheduling class (real-time; fair tasks in partial mode) took
+ * @cpu: it is busy for the policy, and the tasks waiting on its local queue
+ * go back through ops.enqueue() to run elsewhere.
+ */
+void BPF_STRUCT_OPS(nest_cpu_release, s32 cpu,
+		    struct scx_cpu_release_args *args)
+{
+	struct nest_bpf_env env = {};
+	struct nest_ctx pctx = policy_ctx(&env);
+
+	nest_cpu_busy(&pctx, cpu);
+	scx_bpf_reenqueue_local();
+	count_event(NEST_EV_RELEASED, 1);
 }
 
 /*
@@ -576,9 +761,49 @@ s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 	return 0;
 }
 
+/* Each LLC's queue and cpumask, each CPU's queue of pinned tasks. */
+static s32 init_queues(void)
+{
+	struct bpf_cpumask *mask;
+	struct llc_cpus *l;
+	u32 llc, key;
+	s32 cpu, err;
+
+	bpf_for(llc, 0, nest_cfg.nr_llcs) {
+		err = scx_bpf_create_dsq(LLC_DSQ_BASE + llc, -1);
+		if (err)
+			return err;
+		key = llc;
+		l = bpf_map_lookup_elem(&llc_cpumasks, &key);
+		mask = bpf_cpumask_create();
+		if (!l || !mask) {
+			if (mask)
+				bpf_cpumask_release(mask);
+			return -ENOMEM;
+		}
+		mask = bpf_kptr_xchg(&l->mask, mask);
+		if (mask)
+			bpf_cpumask_release(mask);
+	}
+	bpf_for(cpu, 0, nest_cfg.nr_cpus) {
+		err = scx_bpf_create_dsq(PINNED_DSQ_BASE + cpu, -1);
+		if (err)
+			return err;
+		key = llc_index(cpu_llc(&nest_cfg, cpu));
+		l = bpf_map_lookup_elem(&llc_cpumasks, &key);
+		if (!l)
+			return -ENOENT;
+		bpf_rcu_read_lock();
+		if (l->mask)
+			bpf_cpumask_set_cpu(cpu, l->mask);
+		bpf_rcu_read_unlock();
+	}
+	return 0;
+}
+
 s32 BPF_STRUCT_OPS_SLEEPABLE(nest_init)
 {
-	s32 err = scx_bpf_create_dsq(NEST_DSQ, -1);
+	s32 err = init_queues();
 
 	if (err)
 		return err;
@@ -601,6 +826,7 @@ SCX_OPS_DEFINE(nest_ops,
 	       .running = (void *)nest_running,
 	       .stopping = (void *)nest_stopping,
 	       .update_idle = (void *)nest_update_idle,
+	       .cpu_release = (void *)nest_cpu_release,
 	       .cpu_online = (void *)nest_cpu_online_op,
 	       .cpu_offline = (void *)nest_cpu_offline_op,
 	       .init_task = (void *)nest_init_task,

@@ -107,6 +107,33 @@ static bool plat_cpu_above_min(nest_env_t env, s32 cpu)
 	return !min || scx_bpf_cpuperf_cur(cpu) > min;
 }
 
+/* The scheduler's run queues (policy/nest_sched.c). */
+static u32 plat_llc_queued(nest_env_t env, u32 llc)
+{
+	s32 nr = scx_bpf_dsq_nr_queued(LLC_DSQ_BASE + llc);
+
+	return nr > 0 ? nr : 0;
+}
+
+static u64 queue_dsq(s32 queue)
+{
+	if (queue >= 0)
+		return LLC_DSQ_BASE + queue;
+	return PINNED_DSQ_BASE + (NEST_QUEUE_PINNED - queue);
+}
+
+/* The virtual time of the first task of @queue (a DSQ cannot be peeked). */
+static bool plat_queue_head(nest_env_t env, s32 queue, u64 *vtime)
+{
+	struct task_struct *p;
+
+	bpf_for_each(scx_dsq, p, queue_dsq(queue), 0) {
+		*vtime = p->scx.dsq_vtime;
+		return true;
+	}
+	return false;
+}
+
 static s32 plat_pick_any_idle(nest_env_t env)
 {
 	if (!env->p)

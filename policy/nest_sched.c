@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The scheduler around Nest's placement, written once for every host.
+ *
+ * Nest is "the kernel's fair scheduler except for the choice of core", so
+ * what happens to a task that found no idle CPU follows the fair scheduler:
+ *
+ *   - Weighted virtual time. A task is charged its running time scaled by
+ *     NEST_WEIGHT_DFL / weight (p->scx.weight: nice and cgroup cpu.weight),
+ *     and waiting tasks run in virtual-time order, so CPU shares under
+ *     contention follow the weights (update_curr() / calc_delta_fair() in
+ *     kernel/sched/fair.c).
+ *   - Bounded credit. A task that slept joins a queue no earlier than one
+ *     slice (scaled by its weight) before the queue's virtual time, as
+ *     place_entity() bounds a sleeper's lag; a new task starts at the
+ *     queue's virtual time.
+ *   - One queue per last-level cache (LLC), with its own virtual time. A
+ *     task joins its previous CPU's LLC queue; its virtual time moves from
+ *     one queue's frame to another's keeping its lag, as
+ *     migrate_task_rq_fair() renormalises vruntime. Tasks that may run on
+ *     one CPU only (pinned, or migration disabled) wait in that CPU's own
+ *     queue, in the same frame.
+ *   - Locality. A CPU out of work takes the earliest task of its own LLC
+ *     queue, except that a task that last ran on this CPU and is at most a
+ *     slice later is taken first: a task preempted here comes back here,
+ *     as the fair scheduler leaves a preempted task on its run queue.
+ *   - Balance and work conservation. A CPU takes from another LLC's queue
+ *     when its own is empty (nearest LLC first), or when the other queue is
+ *     longer by more than one task per CPU-equivalent (a load balance).
+ *     Idle CPUs are woken when a task is queued by a wakeup, and at every
+ *     tick of a CPU whose LLC queue holds waiting tasks (as the fair
+ *     scheduler's nohz_balancer_kick()).
+ *   - Latency. A woken task whose virtual time is more than a quarter
+ *     slice before that of the task running on its previous CPU preempts
+ *     it (check_preempt_wakeup() / wakeup_preempt_entity()); slices shrink
+ *     as more tasks wait, down to slice_min_ns.
+ *
+ * The host keeps the queues (sched_ext DSQs in BPF) and asks this file
+ * what to do; it answers through the platform interface of nest_policy.h:
+ *
+ *   u32 plat_llc_queued(nest_env_t env, u32 llc);
+ *	Number of tasks waiting in LLC @llc's queue.
+ *   bool plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
+ *	Virtual time of the first task of @queue (an LLC index, or
+ *	NEST_QUEUE_PINNED - cpu for CPU cpu's own queue); false if empty.
+ *
+ * Included after nest_policy.c.
+ */
+
+/* Weight of a nice-0 task in sched_ext's scale (p->scx.weight). */
+#define NEST_WEIGHT_DFL 100
+/* How many tasks of a queue the locality preference looks at. */
+#define NEST_LOCALITY_SCAN 8
+
+static u32 llc_index(u32 llc)
+{
+	return llc & (NEST_MAX_LLCS - 1);
+}
+
+/* @ns of running time in virtual time, for a task of weight @weight. */
+static u64 scale_by_weight(u64 ns, u32 weight)
+{
+	return ns * NEST_WEIGHT_DFL / (weight ? weight : 1);
+}
+
+/* Is virtual time @a before @b? (Wraps like the kernel's vruntime.) */
+static bool vtime_before(u64 a, u64 b)
+{
+	return (s64)(a - b) < 0;
+}
+
+static u64 llc_vtime(const struct nest_ctx *ctx, u32 llc)
+{
+	return READ_ONCE(ctx->st->llc_vtime[llc_index(llc)]);
+}
+
+/*
+ * Express @t's virtual time in LLC @llc's frame (keeping its lag), and
+ * bound its credit: no earlier than one slice, scaled by @weight, before
+ * the queue's virtual time. A task seen for the first time starts at the
+ * queue's virtual time.
+ */
+static void place_vtime(const struct nest_ctx *ctx, struct nest_task *t,
+			u32 llc, u32 weight)
+{
+	u64 now_v = llc_vtime(ctx, llc), lag;
+
+	if (t->vtime_llc == NEST_LLC_NONE) {
+		t->vtime = now_v;
+	} else if (t->vtime_llc != llc) {
+		t->vtime = t->vtime - llc_vtime(ctx, t->vtime_llc) + now_v;
+	}
+	t->vtime_llc = llc;
+	lag = scale_by_weight(ctx->cfg->slice_ns, weight);
+	if (vtime_before(t->vtime, now_v - lag))
+		t->vtime = now_v - lag;
+}
+
+/*
+ * The virtual time with which @t, of weight @weight, joins a queue of LLC
+ * @llc (the LLC queue, or the own queue of one of its CPUs).
+ */
+static u64 nest_queue_vtime(const struct nest_ctx *ctx, struct nest_task *t,
+			    u32 llc, u32 weight)
+{
+	place_vtime(ctx, t, llc, weight);
+	return t->vtime;
+}
+
+/* The LLC queue a task whose previous CPU is @prev_cpu joins. */
+static u32 nest_queue_llc(const struct nest_ctx *ctx, s32 prev_cpu)
+{
+	return llc_index(cpu_llc(ctx->cfg, prev_cpu));
+}
+
+/*
+ * The slice of a task starting on a CPU of LLC @llc: shorter as more tasks
+ * wait there (slice x CPUs / (CPUs + waiting)), never below slice_min_ns.
+ */
+static u64 nest_slice(const struct nest_ctx *ctx, u32 llc)
+{
+	const struct nest_config *cfg = ctx->cfg;
+	u64 nr_cpus = cfg->llc_nr_cpus[llc_index(llc)];
+	u64 waiting = plat_llc_queued(ctx->env, llc);
+	u64 slice = cfg->slice_ns;
+
+	if (nr_cpus && waiting)
+		slice = slice * nr_cpus / (nr_cpus + waiting);
+	return slice > cfg->slice_min_ns ? slice : cfg->slice_min_ns;
+}
+
+/* The task described by @t, of weight @weight, starts running on @cpu. */
+static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
+			       s32 cpu, u32 weight)
+{
+	u32 llc = llc_index(cpu_llc(ctx->cfg, cpu));
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	place_vtime(ctx, t, llc, weight);
+	if (vtime_before(llc_vtime(ctx, llc), t->vtime))
+		WRITE_ONCE(ctx->st->llc_vtime[llc], t->vtime);
+	t->run_start = ctx->now;
+	if (!c)
+		return;
+	WRITE_ONCE(c->curr_vtime, t->vtime);
+	WRITE_ONCE(c->curr_started, ctx->now);
+	WRITE_ONCE(c->curr_weight, weight ? weight : 1);
+}
+
+/* The task described by @t, of weight @weight, stops running on @cpu. */
+static void nest_sched_stopping(const struct nest_ctx *ctx,
+				struct nest_task *t, s32 cpu, u32 weight)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	if (ctx->now > t->run_start)
+		t->vtime += scale_by_weight(ctx->now - t->run_start, weight);
+	if (c)
+		WRITE_ONCE(c->curr_weight, 0);
+}
+
+/*
+ * Should the task running on @cpu give way to a woken task of virtual time
+ * @vtime queued in @cpu's LLC? Yes when the running task's virtual time,
+ * counting what it has run so far, is ahead by more than a quarter slice
+ * (the fair scheduler's wakeup granularity, 1 to 4 ms).
+ */
+static bool nest_wakeup_preempts(const struct nest_ctx *ctx, s32 cpu,
+				 u64 vtime)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+	u64 curr, started;
+	u32 weight;
+
+	if (!c)
+		return false;
+	weight = READ_ONCE(c->curr_weight);
+	if (!weight)
+		return false;
+	started = READ_ONCE(c->curr_started);
+	curr = READ_ONCE(c->curr_vtime);
+	if (ctx->now > started)
+		curr += scale_by_weight(ctx->now - started, weight);
+	return (s64)(curr - vtime) > (s64)(ctx->cfg->slice_ns / 4);
+}
+
+/*
+ * Is LLC @llc's queue, with @nr waiting tasks, longer than @own's, with
+ * @nr_own, by more than one task per CPU (scaled to the LLCs' sizes)?
+ */
+static bool llc_overloaded(const struct nest_config *cfg, u32 llc, u32 nr,
+			   u32 own, u32 nr_own)
+{
+	u64 cpus = cfg->llc_nr_cpus[llc_index(llc)];
+	u64 own_cpus = cfg->llc_nr_cpus[llc_index(own)];
+
+	return (u64)nr * own_cpus > ((u64)nr_own + 1) * cpus;
+}
+
+/*
+ * @cpu is out of work: which queue should it take its next task from? Its
+ * own queue of pinned tasks if that one's first task is earliest, another
+ * LLC's queue if that one is overloaded (nearest first), its own LLC's,
+ * or the nearest non-empty one. Returns an LLC index, NEST_QUEUE_PINNED
+ * or NEST_QUEUE_NONE.
+ */
+static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
+{
+	const struct nest_config *cfg = ctx->cfg;
+	u32 own = llc_index(cpu_llc(cfg, cpu));
+	u32 nr_own = plat_llc_queued(ctx->env, own);
+	u64 pinned_vtime, llc_head;
+	s32 nearest = NEST_QUEUE_NONE;
+	u32 i, nr_llcs = cfg->nr_llcs;
+
+	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime) &&
+	    (!plat_queue_head(ctx->env, own, &llc_head) ||
+	     !vtime_before(llc_head, pinned_vtime)))
+		return NEST_QUEUE_PINNED;
+	if (nr_llcs > NEST_MAX_LLCS)
+		nr_llcs = NEST_MAX_LLCS;
+	bpf_for(i, 1, nr_llcs) {
+		u32 llc = llc_index(cfg->llc_order[own][llc_index(i)]);
+		u32 nr = plat_llc_queued(ctx->env, llc);
+
+		if (!nr)
+			continue;
+		if (llc_overloaded(cfg, llc, nr, own, nr_own))
+			return llc;
+		if (nearest == NEST_QUEUE_NONE)
+			nearest = llc;
+	}
+	if (nr_own)
+		return own;
+	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime))
+		return NEST_QUEUE_PINNED;
+	return nearest;
+}
+
+/*
+ * @cpu takes from its own LLC's queue, whose first task has virtual time
+ * @head_vtime: should it take @t, a later task of that queue, first? Yes
+ * when @t last ran on @cpu and is at most a slice later.
+ */
+static bool nest_prefer_queued(const struct nest_ctx *ctx, s32 cpu,
+			       u64 head_vtime, const struct nest_task *t)
+{
+	return t->recent_cpu[0] == cpu &&
+	       !vtime_before(head_vtime + ctx->cfg->slice_ns, t->vtime);
+}
+
+/*
+ * A tick on @cpu: should the host wake an idle CPU to take a task waiting
+ * in @cpu's LLC queue? (Nothing else wakes an idle CPU for a task that was
+ * preempted rather than woken.)
+ */
+static bool nest_tick_kick(const struct nest_ctx *ctx, s32 cpu)
+{
+	return plat_llc_queued(ctx->env, nest_queue_llc(ctx, cpu)) > 0;
+}
