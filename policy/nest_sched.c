@@ -11,9 +11,9 @@
  *     contention follow the weights (update_curr() / calc_delta_fair() in
  *     kernel/sched/fair.c).
  *   - Bounded credit. A task that slept joins a queue no earlier than one
- *     slice (scaled by its weight) before the queue's virtual time, as
- *     place_entity() bounds a sleeper's lag; a new task starts at the
- *     queue's virtual time.
+ *     slice (scaled by its weight) before the earliest task waiting there,
+ *     as place_entity() bounds a sleeper's lag relative to min_vruntime; a
+ *     new task starts there.
  *   - One queue per last-level cache (LLC), with its own virtual time. A
  *     task joins its previous CPU's LLC queue; its virtual time moves from
  *     one queue's frame to another's keeping its lag, as
@@ -21,12 +21,17 @@
  *     one CPU only (pinned, or migration disabled) wait in that CPU's own
  *     queue, in the same frame.
  *   - Locality. A CPU out of work takes the earliest task of its own LLC
- *     queue, except that a task that last ran on this CPU and is at most a
- *     slice later is taken first: a task preempted here comes back here,
- *     as the fair scheduler leaves a preempted task on its run queue.
+ *     queue, except that a task that last ran on this CPU and is at most
+ *     eight slices later is taken first: a task preempted here comes back
+ *     here, as the fair scheduler leaves a preempted task on its run queue.
+ *     The bound is how unfair one CPU may be to the LLC's other tasks; it
+ *     is wide because CPUs progress at different speeds (interrupts, other
+ *     classes, emulation), and a strict global order would migrate a task
+ *     at every such difference.
  *   - Balance and work conservation. A CPU takes from another LLC's queue
  *     when its own is empty (nearest LLC first), or when the other queue is
- *     longer by more than one task per CPU-equivalent (a load balance).
+ *     longer by more than one task and a quarter, per CPU (a load
+ *     balance).
  *     Idle CPUs are woken when a task is queued by a wakeup, and at every
  *     tick of a CPU whose LLC queue holds waiting tasks (as the fair
  *     scheduler's nohz_balancer_kick()).
@@ -49,8 +54,12 @@
 
 /* Weight of a nice-0 task in sched_ext's scale (p->scx.weight). */
 #define NEST_WEIGHT_DFL 100
-/* How many tasks of a queue the locality preference looks at. */
-#define NEST_LOCALITY_SCAN 8
+/*
+ * How many tasks of a queue the locality preference looks at, and how many
+ * slices of virtual time after the first one they may be.
+ */
+#define NEST_LOCALITY_SCAN 16
+#define NEST_LOCALITY_SLICES 8
 
 static u32 llc_index(u32 llc)
 {
@@ -77,33 +86,52 @@ static u64 llc_vtime(const struct nest_ctx *ctx, u32 llc)
 /*
  * Express @t's virtual time in LLC @llc's frame (keeping its lag), and
  * bound its credit: no earlier than one slice, scaled by @weight, before
- * the queue's virtual time. A task seen for the first time starts at the
- * queue's virtual time.
+ * @ref. A task seen for the first time starts at @ref.
  */
 static void place_vtime(const struct nest_ctx *ctx, struct nest_task *t,
-			u32 llc, u32 weight)
+			u32 llc, u32 weight, u64 ref)
 {
-	u64 now_v = llc_vtime(ctx, llc), lag;
+	u64 lag = scale_by_weight(ctx->cfg->slice_ns, weight);
 
-	if (t->vtime_llc == NEST_LLC_NONE) {
-		t->vtime = now_v;
-	} else if (t->vtime_llc != llc) {
-		t->vtime = t->vtime - llc_vtime(ctx, t->vtime_llc) + now_v;
-	}
+	if (t->vtime_llc == NEST_LLC_NONE)
+		t->vtime = ref;
+	else if (t->vtime_llc != llc)
+		t->vtime = t->vtime - llc_vtime(ctx, t->vtime_llc) +
+			   llc_vtime(ctx, llc);
 	t->vtime_llc = llc;
-	lag = scale_by_weight(ctx->cfg->slice_ns, weight);
-	if (vtime_before(t->vtime, now_v - lag))
-		t->vtime = now_v - lag;
+	if (vtime_before(t->vtime, ref - lag))
+		t->vtime = ref - lag;
+}
+
+/* Lower *@ref to the virtual time of @queue's first task, if earlier. */
+static void earliest_of(const struct nest_ctx *ctx, s32 queue, u64 *ref)
+{
+	u64 head;
+
+	if (plat_queue_head(ctx->env, queue, &head) && vtime_before(head, *ref))
+		*ref = head;
 }
 
 /*
- * The virtual time with which @t, of weight @weight, joins a queue of LLC
- * @llc (the LLC queue, or the own queue of one of its CPUs).
+ * The virtual time with which @t, of weight @weight, joins @queue (an LLC
+ * index, or NEST_QUEUE_PINNED - cpu). Its credit is bounded relative to
+ * the earliest task waiting where it will (its LLC's queue, and its CPU's
+ * own queue if pinned), or the LLC's virtual time if that is earlier: as
+ * the fair scheduler places a woken task relative to min_vruntime, so that
+ * a task that slept runs before the tasks that kept running.
  */
 static u64 nest_queue_vtime(const struct nest_ctx *ctx, struct nest_task *t,
-			    u32 llc, u32 weight)
+			    s32 queue, u32 weight)
 {
-	place_vtime(ctx, t, llc, weight);
+	u32 llc = queue >= 0 ? llc_index(queue) :
+			       llc_index(cpu_llc(ctx->cfg,
+						 NEST_QUEUE_PINNED - queue));
+	u64 ref = llc_vtime(ctx, llc);
+
+	earliest_of(ctx, llc, &ref);
+	if (queue < 0)
+		earliest_of(ctx, queue, &ref);
+	place_vtime(ctx, t, llc, weight, ref);
 	return t->vtime;
 }
 
@@ -136,7 +164,7 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 	u32 llc = llc_index(cpu_llc(ctx->cfg, cpu));
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 
-	place_vtime(ctx, t, llc, weight);
+	place_vtime(ctx, t, llc, weight, llc_vtime(ctx, llc));
 	if (vtime_before(llc_vtime(ctx, llc), t->vtime))
 		WRITE_ONCE(ctx->st->llc_vtime[llc], t->vtime);
 	t->run_start = ctx->now;
@@ -186,7 +214,8 @@ static bool nest_wakeup_preempts(const struct nest_ctx *ctx, s32 cpu,
 
 /*
  * Is LLC @llc's queue, with @nr waiting tasks, longer than @own's, with
- * @nr_own, by more than one task per CPU (scaled to the LLCs' sizes)?
+ * @nr_own, by more than one task and a quarter (the fair scheduler's
+ * imbalance_pct of 125 between NUMA nodes), scaled to the LLCs' sizes?
  */
 static bool llc_overloaded(const struct nest_config *cfg, u32 llc, u32 nr,
 			   u32 own, u32 nr_own)
@@ -194,7 +223,7 @@ static bool llc_overloaded(const struct nest_config *cfg, u32 llc, u32 nr,
 	u64 cpus = cfg->llc_nr_cpus[llc_index(llc)];
 	u64 own_cpus = cfg->llc_nr_cpus[llc_index(own)];
 
-	return (u64)nr * own_cpus > ((u64)nr_own + 1) * cpus;
+	return (u64)nr * own_cpus > ((u64)nr_own + 1 + nr_own / 4) * cpus;
 }
 
 /*
@@ -240,13 +269,34 @@ static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
 /*
  * @cpu takes from its own LLC's queue, whose first task has virtual time
  * @head_vtime: should it take @t, a later task of that queue, first? Yes
- * when @t last ran on @cpu and is at most a slice later.
+ * when @t last ran on @cpu and is at most NEST_LOCALITY_SLICES later.
  */
 static bool nest_prefer_queued(const struct nest_ctx *ctx, s32 cpu,
 			       u64 head_vtime, const struct nest_task *t)
 {
 	return t->recent_cpu[0] == cpu &&
-	       !vtime_before(head_vtime + ctx->cfg->slice_ns, t->vtime);
+	       !vtime_before(head_vtime + NEST_LOCALITY_SLICES *
+					     ctx->cfg->slice_ns,
+			     t->vtime);
+}
+
+/*
+ * @cpu ran out of slice for @t (weight @weight), which is still runnable,
+ * and would next take a task of virtual time @head_vtime from its own LLC
+ * or pinned queue: should @t keep the CPU instead? Yes while its virtual
+ * time, counting what it has just run, is not after the head's: the task
+ * with the earliest virtual time runs, the running one included, as the
+ * fair scheduler's pick_next_entity() considers curr.
+ */
+static bool nest_prev_keeps_cpu(const struct nest_ctx *ctx,
+				const struct nest_task *t, u32 weight,
+				u64 head_vtime)
+{
+	u64 vtime = t->vtime;
+
+	if (ctx->now > t->run_start)
+		vtime += scale_by_weight(ctx->now - t->run_start, weight);
+	return !vtime_before(head_vtime, vtime);
 }
 
 /*

@@ -164,11 +164,11 @@ u32 nest_native_queue_llc(const struct nest_config *cfg, s32 prev_cpu)
 
 u64 nest_native_queue_vtime(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
-			    u64 now, struct nest_task *t, u32 llc, u32 weight)
+			    u64 now, struct nest_task *t, s32 queue, u32 weight)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
 
-	return nest_queue_vtime(&ctx, t, llc, weight);
+	return nest_queue_vtime(&ctx, t, queue, weight);
 }
 
 u64 nest_native_slice(struct nest_state *st, const struct nest_config *cfg,
@@ -225,6 +225,16 @@ bool nest_native_prefer_queued(struct nest_state *st,
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
 
 	return nest_prefer_queued(&ctx, cpu, head_vtime, t);
+}
+
+bool nest_native_prev_keeps_cpu(struct nest_state *st,
+				const struct nest_config *cfg, nest_env_t env,
+				u64 now, const struct nest_task *t, u32 weight,
+				u64 head_vtime)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	return nest_prev_keeps_cpu(&ctx, t, weight, head_vtime);
 }
 
 bool nest_native_tick_kick(struct nest_state *st,

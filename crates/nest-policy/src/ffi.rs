@@ -220,7 +220,7 @@ unsafe extern "C" {
         env: *mut std::ffi::c_void,
         now: u64,
         t: *mut NestTask,
-        llc: u32,
+        queue: i32,
         weight: u32,
     ) -> u64;
     pub fn nest_native_slice(
@@ -268,6 +268,15 @@ unsafe extern "C" {
         cpu: i32,
         head_vtime: u64,
         t: *const NestTask,
+    ) -> bool;
+    pub fn nest_native_prev_keeps_cpu(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        now: u64,
+        t: *const NestTask,
+        weight: u32,
+        head_vtime: u64,
     ) -> bool;
     pub fn nest_native_tick_kick(
         st: *mut NestState,

@@ -65,6 +65,13 @@ pub enum Queue {
 }
 
 impl Queue {
+    fn to_c(self) -> i32 {
+        match self {
+            Queue::Llc(llc) => llc as i32,
+            Queue::Pinned(cpu) => -2 - cpu as i32,
+        }
+    }
+
     /// The C encoding (`NEST_QUEUE_*` in `nest_policy.h`); -1: none.
     fn from_c(queue: i32) -> Option<Self> {
         match queue {
@@ -615,9 +622,16 @@ impl NestPolicy {
     }
 
     /// The virtual time with which `task`, of weight `weight` (100: nice
-    /// 0), joins a queue of LLC `llc` at `now_ns`.
-    pub fn queue_vtime(&self, task: &mut TaskState, llc: u32, weight: u32, now_ns: u64) -> u64 {
-        let mut env = self.env(None);
+    /// 0), joins `queue` at `now_ns`.
+    pub fn queue_vtime(
+        &self,
+        plat: &mut dyn Platform,
+        task: &mut TaskState,
+        queue: Queue,
+        weight: u32,
+        now_ns: u64,
+    ) -> u64 {
+        let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
             ffi::nest_native_queue_vtime(
@@ -626,7 +640,7 @@ impl NestPolicy {
                 Self::env_ptr(&mut env),
                 now_ns,
                 &mut task.0,
-                llc,
+                queue.to_c(),
                 weight,
             )
         }
@@ -721,6 +735,31 @@ impl NestPolicy {
                 cpu as i32,
                 head_vtime,
                 &task.0,
+            )
+        }
+    }
+
+    /// `task`, of weight `weight`, reached the end of its slice at
+    /// `now_ns` and is still runnable: should it keep its CPU rather than
+    /// give it to a queued task of virtual time `head_vtime`?
+    pub fn prev_keeps_cpu(
+        &self,
+        task: &TaskState,
+        weight: u32,
+        head_vtime: u64,
+        now_ns: u64,
+    ) -> bool {
+        let mut env = self.env(None);
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_prev_keeps_cpu(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                now_ns,
+                &task.0,
+                weight,
+                head_vtime,
             )
         }
     }

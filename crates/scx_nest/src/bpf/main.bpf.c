@@ -493,8 +493,8 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx pctx = policy_ctx(&env);
 	u32 llc = nest_queue_llc(&pctx, cpu);
-	u64 vtime = nest_queue_vtime(&pctx, &t->nest, llc, p->scx.weight);
 	s32 queue = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
+	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue, p->scx.weight);
 
 	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
 				 vtime, enq_flags);
@@ -585,15 +585,43 @@ static bool consume_own_llc(struct nest_ctx *pctx, s32 cpu, u64 dsq)
 	return scx_bpf_dsq_move_to_local(dsq, 0);
 }
 
-/* Take the next task from the queue the policy names. */
-static bool consume(s32 cpu)
+/*
+ * Should @prev, still runnable on @cpu at the end of its slice, keep the
+ * CPU rather than give it to the first task of @queue (nest_prev_keeps_cpu())?
+ * Only tasks of the same virtual-time frame compare: @cpu's own LLC queue
+ * or pinned queue.
+ */
+static bool prev_keeps_cpu(struct nest_ctx *pctx, struct task_struct *prev,
+			   s32 cpu, s32 queue)
+{
+	struct task_ctx *t;
+	u64 head;
+
+	if (!prev || !(prev->scx.flags & SCX_TASK_QUEUED))
+		return false;
+	t = lookup_task(prev);
+	if (!t || t->unpair)
+		return false;
+	if (queue == NEST_QUEUE_PINNED)
+		queue = NEST_QUEUE_PINNED - cpu;
+	else if (queue != (s32)nest_queue_llc(pctx, cpu))
+		return false;
+	return plat_queue_head(pctx->env, queue, &head) &&
+	       nest_prev_keeps_cpu(pctx, &t->nest, prev->scx.weight, head);
+}
+
+/*
+ * Take the next task from the queue the policy names; false if there is
+ * none, or if @prev keeps the CPU.
+ */
+static bool consume(s32 cpu, struct task_struct *prev)
 {
 	struct nest_bpf_env env = {};
 	struct nest_ctx pctx = policy_ctx(&env);
 	s32 queue = nest_queue_to_consume(&pctx, cpu);
 	u32 own = nest_queue_llc(&pctx, cpu);
 
-	if (queue == NEST_QUEUE_NONE)
+	if (queue == NEST_QUEUE_NONE || prev_keeps_cpu(&pctx, prev, cpu, queue))
 		return false;
 	if (queue == NEST_QUEUE_PINNED)
 		return scx_bpf_dsq_move_to_local(PINNED_DSQ_BASE +
@@ -626,11 +654,11 @@ void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 	if (policy_kind == POLICY_SMOVE &&
 	    scx_bpf_dsq_move_to_local(PENDING_DSQ_BASE + cpu_index(cpu), 0))
 		return;
-	if (consume(cpu))
+	if (consume(cpu, prev))
 		return;
 	/*
-	 * Nothing else to run: @prev, if still runnable, keeps the CPU with a
-	 * new slice. Otherwise the kernel gives it SCX_SLICE_DFL (20 ms), and
+	 * Nothing else to run, or @prev comes first: @prev, if still
+	 * runnable, keeps the CPU with a new slice. Otherwise the kernel gives it SCX_SLICE_DFL (20 ms), and
 	 * a task that can only run here waits that long.
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
