@@ -20,6 +20,8 @@ pub struct NestConfig {
     pub disabled: u32,
     pub cpu_llc: [u32; MAX_CPUS],
     pub cpu_sibling: [i32; MAX_CPUS],
+    pub perf_mode: u32,
+    pub perf_floor: u32,
 }
 
 impl NestConfig {
@@ -45,6 +47,8 @@ impl NestConfig {
             disabled: params.disabled.iter().fold(0, |bits, m| bits | m.bit()),
             cpu_llc,
             cpu_sibling,
+            perf_mode: params.perf.bpf_value(),
+            perf_floor: params.perf_floor,
         }
     }
 }
@@ -61,12 +65,40 @@ pub struct NestCpu {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NestPelt {
+    pub period_start: u64,
+    pub last: u64,
+    pub run: u32,
+    pub avg: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct NestPerfCpu {
+    pub util: NestPelt,
+    pub removed: u32,
+    pub running: u32,
+    pub target: u32,
+    pub nr_requests: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NestPerfTask {
+    pub util: NestPelt,
+    pub cpu: i32,
+    pub attached: u32,
+}
+
+#[repr(C)]
 pub struct NestState {
     pub primary: [u64; MASK_WORDS],
     pub reserve: [u64; MASK_WORDS],
     pub nr_reserve: i32,
     pub pad: u32,
     pub cpus: [NestCpu; MAX_CPUS],
+    pub perf: [NestPerfCpu; MAX_CPUS],
 }
 
 impl Default for NestState {
@@ -77,6 +109,7 @@ impl Default for NestState {
             nr_reserve: 0,
             pad: 0,
             cpus: [NestCpu::default(); MAX_CPUS],
+            perf: [NestPerfCpu::default(); MAX_CPUS],
         }
     }
 }
@@ -88,6 +121,7 @@ pub struct NestTask {
     pub prev_misses: u32,
     pub move_to: i32,
     pub move_at: u64,
+    pub perf: NestPerfTask,
 }
 
 #[repr(C)]
@@ -178,6 +212,34 @@ unsafe extern "C" {
         t: *mut NestTask,
     ) -> i32;
     pub fn nest_native_smove_task_running(t: *mut NestTask);
+    pub fn nest_native_perf_running(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+        level: u32,
+    ) -> i32;
+    pub fn nest_native_perf_stopping(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+        level: u32,
+        exiting: bool,
+    ) -> i32;
+    pub fn nest_native_perf_tick(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+        level: u32,
+    ) -> i32;
+    pub fn nest_native_perf_util(st: *mut NestState, cpu: i32) -> u32;
+    pub fn nest_native_perf_task_util(t: *const NestTask) -> u32;
+    pub fn nest_native_perf_freq(level: u32) -> u32;
 }
 
 #[cfg(test)]
@@ -197,6 +259,8 @@ mod tests {
         assert_eq!(c_size(1), size_of::<NestState>());
         assert_eq!(c_size(2), size_of::<NestTask>());
         assert_eq!(c_size(3), size_of::<NestChoice>());
+        assert_eq!(c_size(5), size_of::<NestPerfCpu>());
+        assert_eq!(c_size(6), size_of::<NestPerfTask>());
     }
 
     #[test]

@@ -166,6 +166,7 @@ fn nest_params(args: &SimArgs) -> Result<Params> {
         r_impatient: args.r_impatient,
         disabled: Vec::new(),
         smove_delay_ns: dur("smove-delay", &args.smove_delay)?,
+        ..Params::default()
     };
     for d in &args.disable {
         match Mechanism::from_name(d) {

@@ -198,6 +198,7 @@ impl SchedConfig {
             r_impatient: opts.r_impatient,
             disabled: mechanisms(&opts.disable)?,
             smove_delay_ns: smove_delay(&opts.smove_delay)?,
+            ..Params::default()
         };
         Ok(Self {
             policy: opts.policy,
