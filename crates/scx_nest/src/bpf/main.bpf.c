@@ -37,6 +37,7 @@
 #include "platform.bpf.h"
 #include "nest_policy.c"
 #include "smove_policy.c"
+#include "nest_perf.c"
 
 char _license[] SEC("license") = "GPL";
 
@@ -85,6 +86,8 @@ static struct task_ctx *lookup_task(struct task_struct *p)
 {
 	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
 }
+
+#include "perf.bpf.h"
 
 static bool is_stall_target(const struct task_struct *p)
 {
@@ -394,6 +397,7 @@ void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
 	struct task_ctx *t;
 	bool idle_core;
 
+	perf_tick(p);
 	/* Cheapest tests first: this runs on every CPU at every tick. */
 	if (policy_kind != POLICY_NEST || p->nr_cpus_allowed == 1)
 		return;
@@ -516,6 +520,7 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 	struct nest_ctx pctx = policy_ctx(&env);
 	struct task_ctx *t = lookup_task(p);
 
+	perf_running(p, t);
 	if (t && policy_kind == POLICY_SMOVE)
 		nest_smove_task_running(&t->nest);
 	if (!t || policy_kind != POLICY_NEST)
@@ -527,6 +532,7 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 
 void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 {
+	perf_stopping(p, runnable);
 	if (policy_kind == POLICY_NEST && (p->flags & PF_EXITING))
 		nest_task_exiting(&nest_state, scx_bpf_task_cpu(p));
 }
