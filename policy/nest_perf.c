@@ -28,10 +28,12 @@
  *     another CPU takes its share with it (remove_entity_load_avg(): added
  *     to the old CPU's removed sum, which that CPU subtracts at its next
  *     update as update_cfs_rq_load_avg() does; attach_entity_load_avg() on
- *     the new CPU); an exiting task takes its share away;
- *   - a new task starts with half its CPU's spare capacity
- *     (post_init_entity_util_avg(), when the CPU's queue holds nothing
- *     else; its weighted share of the CPU's utilisation is not modelled).
+ *     the new CPU); an exiting task takes its share away the same way
+ *     (task_dead_fair());
+ *   - a new task starts with half its CPU's spare capacity, as that
+ *     CPU's utilisation was last updated (post_init_entity_util_avg(),
+ *     when the CPU's queue holds nothing else; its weighted share of the
+ *     CPU's utilisation is not modelled).
  *
  * Not modelled: util_est (the utilisation a task had when it last slept),
  * uclamp, the iowait boost, and attaching on wakeup rather than when the
@@ -48,8 +50,9 @@
  * P_remove, also ask for high frequency, as a warm core gets under HWP;
  * CPUs outside the primary nest follow their utilisation.
  *
- * The host calls nest_perf_running(), nest_perf_stopping() and
- * nest_perf_tick() on the CPU concerned (in BPF with its run queue
+ * The host calls nest_perf_init_cpu() for every CPU when it starts, and
+ * nest_perf_running(), nest_perf_stopping() and nest_perf_tick() on the
+ * CPU concerned (in BPF with its run queue
  * locked; only that CPU updates its utilisation) with the CPU's current
  * performance level (NEST_PERF_ONE: maximum), and passes the level they
  * return, unless negative, to scx_bpf_cpuperf_set().
@@ -202,6 +205,21 @@ static bool nest_perf_enabled(const struct nest_config *cfg)
 }
 
 /*
+ * The scheduler starts, and the kernel has set every CPU's target to
+ * NEST_PERF_ONE: the request for @cpu, which has run nothing yet (its
+ * utilisation is 0), or -1. Without it, a CPU that never runs a task of
+ * ours would keep asking for the maximum.
+ */
+static s32 nest_perf_init_cpu(const struct nest_ctx *ctx, s32 cpu)
+{
+	struct nest_perf_cpu *c = perf_cpu(ctx->st, cpu);
+
+	if (!nest_perf_enabled(ctx->cfg) || !c)
+		return -1;
+	return perf_request(ctx, c, cpu);
+}
+
+/*
  * The task described by @t starts running on @cpu, whose performance level
  * is @level. Returns the request for @cpu, or -1: none.
  */
@@ -211,18 +229,22 @@ static s32 nest_perf_running(const struct nest_ctx *ctx, struct nest_task *t,
 	struct nest_perf_cpu *c = perf_cpu(ctx->st, cpu);
 	struct nest_perf_task *pt = &t->perf;
 	bool new_task = !pt->util.last;
-	u32 spare;
+	u32 spare = 0;
 
 	if (!nest_perf_enabled(ctx->cfg) || !c)
 		return -1;
+	/*
+	 * post_init_entity_util_avg() reads the CPU's utilisation as last
+	 * updated, before what left it meanwhile (e.g. the task that just
+	 * exited there) is removed.
+	 */
+	if (new_task && c->util.avg < NEST_PELT_ONE)
+		spare = NEST_PELT_ONE - c->util.avg;
 	perf_cpu_update(ctx, c, level);
 	/* Waiting or sleeping since its last update. */
 	pelt_update(&pt->util, ctx->now, 0);
-	if (new_task) {
-		spare = c->util.avg < NEST_PELT_ONE ?
-				NEST_PELT_ONE - c->util.avg : 0;
+	if (new_task)
 		pt->util.avg = spare / 2;
-	}
 	if (pt->attached && pt->cpu != cpu)
 		perf_detach_remote(ctx->st, pt);
 	if (!pt->attached) {
@@ -250,9 +272,9 @@ static s32 nest_perf_stopping(const struct nest_ctx *ctx, struct nest_task *t,
 	perf_cpu_update(ctx, c, level);
 	pelt_update(&pt->util, ctx->now, level);
 	c->running = 0;
+	/* As task_dead_fair(): removed at the CPU's next update. */
 	if (exiting && pt->attached && pt->cpu == cpu) {
-		c->util.avg = c->util.avg > pt->util.avg ?
-				      c->util.avg - pt->util.avg : 0;
+		__sync_fetch_and_add(&c->removed, pt->util.avg);
 		pt->attached = 0;
 	}
 	return perf_request(ctx, c, cpu);
@@ -279,7 +301,7 @@ static s32 nest_perf_tick(const struct nest_ctx *ctx, struct nest_task *t,
  * schedutil picks for request @level: 1.25 x @level, capped
  * (sugov_effective_cpu_perf()).
  */
-static u32 nest_perf_freq(u32 level)
+static inline u32 nest_perf_freq(u32 level)
 {
 	u32 f = level + (level >> 2);
 

@@ -150,6 +150,14 @@ void nest_native_smove_task_running(struct nest_task *t)
 	nest_smove_task_running(t);
 }
 
+s32 nest_native_perf_init_cpu(struct nest_state *st,
+			       const struct nest_config *cfg, s32 cpu)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg };
+
+	return nest_perf_init_cpu(&ctx, cpu);
+}
+
 s32 nest_native_perf_running(struct nest_state *st,
 			      const struct nest_config *cfg, u64 now,
 			      struct nest_task *t, s32 cpu, u32 level)

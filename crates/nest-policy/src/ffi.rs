@@ -212,6 +212,7 @@ unsafe extern "C" {
         t: *mut NestTask,
     ) -> i32;
     pub fn nest_native_smove_task_running(t: *mut NestTask);
+    pub fn nest_native_perf_init_cpu(st: *mut NestState, cfg: *const NestConfig, cpu: i32) -> i32;
     pub fn nest_native_perf_running(
         st: *mut NestState,
         cfg: *const NestConfig,

@@ -667,6 +667,21 @@ impl NestPolicy {
         self.mask_cpus(&st.reserve)
     }
 
+    /// Frequency requests: the scheduler starts (the kernel has every CPU
+    /// at [`PERF_ONE`]). Returns the request to make for each CPU, if any:
+    /// its utilisation, 0.
+    pub fn perf_init(&self) -> Vec<Option<u32>> {
+        (0..self.cfg.nr_cpus)
+            .map(|cpu| {
+                // SAFETY: valid pointers; see select_cpu.
+                let r = unsafe {
+                    ffi::nest_native_perf_init_cpu(self.state_ptr(), &*self.cfg, cpu as i32)
+                };
+                u32::try_from(r).ok()
+            })
+            .collect()
+    }
+
     /// Frequency requests: `task` starts running on `cpu`, whose
     /// performance level is `level` ([`PERF_ONE`]: maximum). Returns the
     /// request to make for `cpu` (`None`: none, [`PerfMode::Max`]).
@@ -741,10 +756,23 @@ impl NestPolicy {
 
     /// The last frequency request made for `cpu` (0 before any).
     pub fn perf_target(&self, cpu: u32) -> u32 {
+        self.perf_requested(cpu).unwrap_or(0)
+    }
+
+    /// The last frequency request made for `cpu`, `None` before any (the
+    /// kernel then keeps its default, [`PERF_ONE`]).
+    pub fn perf_requested(&self, cpu: u32) -> Option<u32> {
         let i = (cpu as usize).min(MAX_CPUS - 1);
-        // SAFETY: in bounds; a plain read of a u32 the C code writes with
-        // WRITE_ONCE (placements on other threads never write it).
-        unsafe { std::ptr::addr_of!((*self.state_ptr()).perf[i].target).read_volatile() }
+        // SAFETY: in bounds; plain reads of u32s the C code writes with
+        // WRITE_ONCE (placements on other threads never write them).
+        let (target, made) = unsafe {
+            let c = std::ptr::addr_of!((*self.state_ptr()).perf[i]);
+            (
+                std::ptr::addr_of!((*c).target).read_volatile(),
+                std::ptr::addr_of!((*c).nr_requests).read_volatile(),
+            )
+        };
+        (made > 0).then_some(target)
     }
 
     /// `cpu`'s PELT-like utilisation (frequency requests), 0 to

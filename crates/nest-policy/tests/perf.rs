@@ -103,17 +103,22 @@ fn a_task_takes_its_utilisation_along_and_an_exiting_task_takes_it_away() {
     // It wakes up on CPU 6 right away: CPU 6 asks for its share at once.
     let moved = p.perf_running(&mut task, 6, 301 * MS, PERF_ONE).unwrap();
     assert!(moved > 950, "{moved}");
-    // CPU 1 drops it at its next update (a new task, 1 ms later).
+    // CPU 1 drops it at its next update: a new task, 1 ms later, which
+    // starts with half the spare capacity CPU 1 had before that update
+    // (post_init_entity_util_avg()): next to nothing.
     let mut other = TaskState::new();
     let left = p.perf_running(&mut other, 1, 302 * MS, PERF_ONE).unwrap();
-    // All that is left on CPU 1 is the new task's initial share: half of
-    // the spare capacity of an empty CPU.
-    assert!(left.abs_diff(PERF_ONE / 2) <= 16, "{left}");
-    // The first task exits on CPU 6: its share leaves with it.
-    let gone = p
+    assert!(left <= 24, "{left}");
+    assert!(other.perf_util() <= 8, "{}", other.perf_util());
+    p.perf_stopping(&mut other, 1, 303 * MS, PERF_ONE, false);
+    // The first task exits on CPU 6: its share leaves with it, at CPU 6's
+    // next update (the other task running there).
+    let exit = p
         .perf_stopping(&mut task, 6, 303 * MS, PERF_ONE, true)
         .unwrap();
-    assert!(gone <= 8, "{gone}");
+    assert!(exit > 950, "{exit}");
+    let gone = p.perf_running(&mut other, 6, 304 * MS, PERF_ONE).unwrap();
+    assert!(gone <= 24, "{gone}");
 }
 
 #[test]

@@ -586,6 +586,7 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(nest_init)
 {
 	s32 err = scx_bpf_create_dsq(NEST_DSQ, -1);
 
+	perf_init();
 	if (err)
 		return err;
 	err = scx_bpf_create_dsq(STALL_DSQ, -1);

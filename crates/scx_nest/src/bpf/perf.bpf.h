@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Frequency requests from the BPF host (policy/nest_perf.c, --perf):
- * ops.running(), ops.stopping() and ops.tick() each call one function
- * below, for every placement policy. Each runs on the CPU concerned with
+ * ops.init(), ops.running(), ops.stopping() and ops.tick() each call one
+ * function below, for every placement policy. Each runs on the CPU concerned with
  * its run queue locked, which is also the only CPU scx_bpf_cpuperf_set()
  * may be asked about there. The policy is fed the CPU's current
  * performance level (frequency invariance) and its request is passed on.
@@ -31,6 +31,24 @@ static void perf_request_cpu(s32 cpu, s32 level)
 {
 	if (level >= 0 && bpf_ksym_exists(scx_bpf_cpuperf_set))
 		scx_bpf_cpuperf_set(cpu, level);
+}
+
+/*
+ * ops.init(): the kernel has set every CPU's target to SCX_CPUPERF_ONE; ask
+ * for what an idle CPU needs (no run queue lock is held here, so any CPU
+ * may be set).
+ */
+static void perf_init(void)
+{
+	struct nest_bpf_env env = {};
+	struct nest_ctx pctx;
+	s32 cpu;
+
+	if (!nest_perf_enabled(&nest_cfg))
+		return;
+	pctx = policy_ctx(&env);
+	bpf_for(cpu, 0, nest_cfg.nr_cpus)
+		perf_request_cpu(cpu, nest_perf_init_cpu(&pctx, cpu));
 }
 
 /* ops.running(): @p, whose context is @t, starts running. */
