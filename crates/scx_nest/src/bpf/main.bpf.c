@@ -31,6 +31,13 @@
  *
  * Tasks restricted to one CPU skip ops.select_cpu(); ops.enqueue() puts
  * them straight into that CPU's local queue.
+ *
+ * Frequency requests (--perf, perf.bpf.h and policy/nest_perf.c): for every
+ * policy, ops.init(), ops.running(), ops.stopping() and ops.tick() keep a
+ * PELT-like utilisation per task and per CPU and ask schedutil, through
+ * scx_bpf_cpuperf_set(), for each CPU's utilisation (with a floor for
+ * primary-nest CPUs in the nest mode) instead of the kernel's default,
+ * full speed everywhere.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
