@@ -118,6 +118,69 @@ enum nest_stat {
 	NEST_NR_STATS,
 };
 
+/*
+ * Frequency requests (nest_perf.c): what scx_bpf_cpuperf_set() is asked
+ * for. NEST_PERF_ONE is SCX_CPUPERF_ONE, the maximum performance level.
+ */
+#define NEST_PERF_ONE 1024
+
+enum nest_perf_mode {
+	/* No requests: the kernel's default (every CPU at NEST_PERF_ONE). */
+	NEST_PERF_MAX = 0,
+	/* Each CPU asks for its utilisation (schedutil's input). */
+	NEST_PERF_UTIL = 1,
+	/* As UTIL, but primary-nest CPUs ask for at least perf_floor. */
+	NEST_PERF_NEST = 2,
+};
+
+/*
+ * A PELT-like utilisation signal (nest_perf.c): a geometric average over
+ * 1 ms periods with a 32 ms half-life of the share of each period spent
+ * running, scaled by the frequency it ran at.
+ */
+struct nest_pelt {
+	/* Start of the current, unfinished period, ns. */
+	u64 period_start;
+	/* Last update, ns; 0: never updated. */
+	u64 last;
+	/* Frequency-scaled running time in the current period so far, ns. */
+	u32 run;
+	/* Average up to period_start; NEST_PELT_ONE: always running at max. */
+	u32 avg;
+};
+
+/* Per-CPU frequency-request state; only the CPU itself updates util. */
+struct nest_perf_cpu {
+	/*
+	 * Utilisation of what runs or ran here: tasks that sleep leave theirs
+	 * (blocked utilisation, decaying in place) until they run elsewhere
+	 * or exit (kernel: the cfs_rq's util_avg).
+	 */
+	struct nest_pelt util;
+	/*
+	 * Utilisation of tasks that left for another CPU, added atomically by
+	 * that CPU and subtracted here at the next update (kernel: the
+	 * cfs_rq's removed.util_avg). Same scale as util.avg.
+	 */
+	u32 removed;
+	/* A task runs here (between nest_perf_running() and _stopping()). */
+	u32 running;
+	/* The last request made for this CPU (0..NEST_PERF_ONE). */
+	u32 target;
+	/* Number of requests made for this CPU. */
+	u32 nr_requests;
+};
+
+/* Per-task frequency-request state. */
+struct nest_perf_task {
+	/* The task's own utilisation. */
+	struct nest_pelt util;
+	/* The CPU whose utilisation includes the task's (when attached). */
+	s32 cpu;
+	/* The task's utilisation is part of cpu's (kernel: attached). */
+	u32 attached;
+};
+
 /* Start-up configuration; constant while the policy runs. */
 struct nest_config {
 	/* Idle time after which a primary CPU is demoted (P_remove). */
@@ -158,6 +221,10 @@ struct nest_config {
 	 * the others.
 	 */
 	u32 llc_order[NEST_MAX_LLCS][NEST_MAX_LLCS];
+	/* Frequency requests: enum nest_perf_mode. */
+	u32 perf_mode;
+	/* NEST_PERF_NEST: the least request of a primary-nest CPU. */
+	u32 perf_floor;
 };
 
 /* Per-CPU policy state, read and written from every CPU. */
@@ -201,6 +268,8 @@ struct nest_state {
 	 * that started running on one of its CPUs.
 	 */
 	u64 llc_vtime[NEST_MAX_LLCS];
+	/* Frequency requests (nest_perf.c). */
+	struct nest_perf_cpu perf[NEST_MAX_CPUS];
 };
 
 /* Per-task policy state. */
@@ -221,6 +290,8 @@ struct nest_task {
 	u64 run_start;
 	u32 vtime_llc;
 	u32 __pad;
+	/* Frequency requests (nest_perf.c); all zero for a new task. */
+	struct nest_perf_task perf;
 };
 
 /* The outcome of one placement. */

@@ -41,6 +41,7 @@ bool nest_plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
 #include "nest_policy.c"
 #include "nest_sched.c"
 #include "smove_policy.c"
+#include "nest_perf.c"
 
 void nest_native_select_cpu(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
@@ -254,6 +255,58 @@ void nest_native_cpu_busy(struct nest_state *st, const struct nest_config *cfg,
 	nest_cpu_busy(&ctx, cpu);
 }
 
+s32 nest_native_perf_init_cpu(struct nest_state *st,
+			       const struct nest_config *cfg, s32 cpu)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg };
+
+	return nest_perf_init_cpu(&ctx, cpu);
+}
+
+s32 nest_native_perf_running(struct nest_state *st,
+			      const struct nest_config *cfg, u64 now,
+			      struct nest_task *t, s32 cpu, u32 level)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .now = now };
+
+	return nest_perf_running(&ctx, t, cpu, level);
+}
+
+s32 nest_native_perf_stopping(struct nest_state *st,
+			       const struct nest_config *cfg, u64 now,
+			       struct nest_task *t, s32 cpu, u32 level,
+			       bool exiting)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .now = now };
+
+	return nest_perf_stopping(&ctx, t, cpu, level, exiting);
+}
+
+s32 nest_native_perf_tick(struct nest_state *st, const struct nest_config *cfg,
+			  u64 now, struct nest_task *t, s32 cpu, u32 level)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .now = now };
+
+	return nest_perf_tick(&ctx, t, cpu, level);
+}
+
+u32 nest_native_perf_util(struct nest_state *st, s32 cpu)
+{
+	struct nest_perf_cpu *c = perf_cpu(st, cpu);
+
+	return c ? pelt_value(&c->util) : 0;
+}
+
+u32 nest_native_perf_task_util(const struct nest_task *t)
+{
+	return pelt_value(&t->perf.util);
+}
+
+u32 nest_native_perf_freq(u32 level)
+{
+	return nest_perf_freq(level);
+}
+
 /* Sizes of the shared structures and the number of statistics, to check
  * the Rust mirrors against. */
 size_t nest_native_sizeof(u32 which)
@@ -264,6 +317,8 @@ size_t nest_native_sizeof(u32 which)
 	case 2: return sizeof(struct nest_task);
 	case 3: return sizeof(struct nest_choice);
 	case 4: return NEST_NR_STATS;
+	case 5: return sizeof(struct nest_perf_cpu);
+	case 6: return sizeof(struct nest_perf_task);
 	default: return 0;
 	}
 }

@@ -25,6 +25,8 @@ pub struct NestConfig {
     pub nr_llcs: u32,
     pub llc_nr_cpus: [u32; MAX_LLCS],
     pub llc_order: [[u32; MAX_LLCS]; MAX_LLCS],
+    pub perf_mode: u32,
+    pub perf_floor: u32,
 }
 
 impl NestConfig {
@@ -70,6 +72,8 @@ impl NestConfig {
             nr_llcs: llcs.len() as u32,
             llc_nr_cpus,
             llc_order,
+            perf_mode: params.perf.bpf_value(),
+            perf_floor: params.perf_floor,
         })
     }
 }
@@ -90,6 +94,33 @@ pub struct NestCpu {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NestPelt {
+    pub period_start: u64,
+    pub last: u64,
+    pub run: u32,
+    pub avg: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct NestPerfCpu {
+    pub util: NestPelt,
+    pub removed: u32,
+    pub running: u32,
+    pub target: u32,
+    pub nr_requests: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NestPerfTask {
+    pub util: NestPelt,
+    pub cpu: i32,
+    pub attached: u32,
+}
+
+#[repr(C)]
 pub struct NestState {
     pub primary: [u64; MASK_WORDS],
     pub reserve: [u64; MASK_WORDS],
@@ -97,6 +128,7 @@ pub struct NestState {
     pub pad: u32,
     pub cpus: [NestCpu; MAX_CPUS],
     pub llc_vtime: [u64; MAX_LLCS],
+    pub perf: [NestPerfCpu; MAX_CPUS],
 }
 
 impl Default for NestState {
@@ -108,6 +140,7 @@ impl Default for NestState {
             pad: 0,
             cpus: [NestCpu::default(); MAX_CPUS],
             llc_vtime: [0; MAX_LLCS],
+            perf: [NestPerfCpu::default(); MAX_CPUS],
         }
     }
 }
@@ -123,6 +156,7 @@ pub struct NestTask {
     pub run_start: u64,
     pub vtime_llc: u32,
     pub pad: u32,
+    pub perf: NestPerfTask,
 }
 
 #[repr(C)]
@@ -291,6 +325,35 @@ unsafe extern "C" {
         cpu: i32,
         now: u64,
     );
+    pub fn nest_native_perf_init_cpu(st: *mut NestState, cfg: *const NestConfig, cpu: i32) -> i32;
+    pub fn nest_native_perf_running(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+        level: u32,
+    ) -> i32;
+    pub fn nest_native_perf_stopping(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+        level: u32,
+        exiting: bool,
+    ) -> i32;
+    pub fn nest_native_perf_tick(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        now: u64,
+        t: *mut NestTask,
+        cpu: i32,
+        level: u32,
+    ) -> i32;
+    pub fn nest_native_perf_util(st: *mut NestState, cpu: i32) -> u32;
+    pub fn nest_native_perf_task_util(t: *const NestTask) -> u32;
+    pub fn nest_native_perf_freq(level: u32) -> u32;
 }
 
 #[cfg(test)]
@@ -310,6 +373,8 @@ mod tests {
         assert_eq!(c_size(1), size_of::<NestState>());
         assert_eq!(c_size(2), size_of::<NestTask>());
         assert_eq!(c_size(3), size_of::<NestChoice>());
+        assert_eq!(c_size(5), size_of::<NestPerfCpu>());
+        assert_eq!(c_size(6), size_of::<NestPerfTask>());
     }
 
     #[test]

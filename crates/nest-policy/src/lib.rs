@@ -157,6 +157,74 @@ pub struct Params {
     /// Time slice while no task waits (shorter when tasks wait, down to
     /// [`slice_min_ns`]).
     pub slice_ns: u64,
+    /// Frequency requests (`policy/nest_perf.c`).
+    pub perf: PerfMode,
+    /// [`PerfMode::Nest`]: the least request of a primary-nest CPU.
+    pub perf_floor: u32,
+}
+
+/// The maximum performance level of a frequency request (SCX_CPUPERF_ONE).
+pub const PERF_ONE: u32 = 1024;
+
+/// [`PerfMode::Nest`]'s floor: primary-nest CPUs ask for the maximum, the
+/// level every CPU asks for without requests (see docs/scheduler.md,
+/// "Frequency requests").
+pub const PERF_NEST_FLOOR: u32 = PERF_ONE;
+
+/// What frequency requests the policy makes (`enum nest_perf_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PerfMode {
+    /// Each CPU asks for its PELT-like utilisation; schedutil adds its 25%
+    /// headroom (schedutil's rule, as under the fair scheduler).
+    #[default]
+    Util,
+    /// As `Util`, with a floor under the requests of primary-nest CPUs.
+    Nest,
+    /// No requests: the kernel's default, every CPU at the maximum.
+    Max,
+}
+
+impl PerfMode {
+    pub const ALL: [PerfMode; 3] = [PerfMode::Util, PerfMode::Nest, PerfMode::Max];
+
+    /// The name users type (`--perf util`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PerfMode::Util => "util",
+            PerfMode::Nest => "nest",
+            PerfMode::Max => "max",
+        }
+    }
+
+    /// The mode called `name`, or an error listing the valid names.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|m| m.name()).collect();
+                format!(
+                    "unknown frequency-request mode '{name}'; valid: {}",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// The value of `enum nest_perf_mode`.
+    pub fn bpf_value(self) -> u32 {
+        match self {
+            PerfMode::Max => 0,
+            PerfMode::Util => 1,
+            PerfMode::Nest => 2,
+        }
+    }
+}
+
+/// The CPU frequency, as a share of the maximum ([`PERF_ONE`]), that
+/// schedutil picks for a request of `level`: 1.25 x `level`, capped.
+pub fn perf_freq(level: u32) -> u32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { ffi::nest_native_perf_freq(level) }
 }
 
 /// One tick at the published 250 Hz.
@@ -172,6 +240,8 @@ impl Default for Params {
             disabled: Vec::new(),
             smove_delay_ns: SMOVE_DELAY_NS,
             slice_ns: TICK_NS,
+            perf: PerfMode::default(),
+            perf_floor: PERF_NEST_FLOOR,
         }
     }
 }
@@ -276,6 +346,13 @@ impl TaskState {
     /// Consecutive placements that missed the previous CPU.
     pub fn prev_misses(&self) -> u32 {
         self.0.prev_misses
+    }
+
+    /// The task's PELT-like utilisation (frequency requests), 0 to
+    /// [`PERF_ONE`].
+    pub fn perf_util(&self) -> u32 {
+        // SAFETY: `self.0` is a valid nest_task.
+        unsafe { ffi::nest_native_perf_task_util(&self.0) }
     }
 }
 
@@ -820,6 +897,129 @@ impl NestPolicy {
         // SAFETY: as in primary().
         let st = unsafe { &*self.state_ptr() };
         self.mask_cpus(&st.reserve)
+    }
+
+    /// Frequency requests: the scheduler starts (the kernel has every CPU
+    /// at [`PERF_ONE`]). Returns the request to make for each CPU, if any:
+    /// its utilisation, 0.
+    pub fn perf_init(&self) -> Vec<Option<u32>> {
+        (0..self.cfg.nr_cpus)
+            .map(|cpu| {
+                // SAFETY: valid pointers; see select_cpu.
+                let r = unsafe {
+                    ffi::nest_native_perf_init_cpu(self.state_ptr(), &*self.cfg, cpu as i32)
+                };
+                u32::try_from(r).ok()
+            })
+            .collect()
+    }
+
+    /// Frequency requests: `task` starts running on `cpu`, whose
+    /// performance level is `level` ([`PERF_ONE`]: maximum). Returns the
+    /// request to make for `cpu` (`None`: none, [`PerfMode::Max`]).
+    pub fn perf_running(
+        &self,
+        task: &mut TaskState,
+        cpu: u32,
+        now_ns: u64,
+        level: u32,
+    ) -> Option<u32> {
+        // SAFETY: valid pointers; see select_cpu.
+        let r = unsafe {
+            ffi::nest_native_perf_running(
+                self.state_ptr(),
+                &*self.cfg,
+                now_ns,
+                &mut task.0,
+                cpu as i32,
+                level,
+            )
+        };
+        u32::try_from(r).ok()
+    }
+
+    /// Frequency requests: `task` stops running on `cpu` (`exiting`: for
+    /// good). Returns the request to make for `cpu`, if any.
+    pub fn perf_stopping(
+        &self,
+        task: &mut TaskState,
+        cpu: u32,
+        now_ns: u64,
+        level: u32,
+        exiting: bool,
+    ) -> Option<u32> {
+        // SAFETY: valid pointers; see select_cpu.
+        let r = unsafe {
+            ffi::nest_native_perf_stopping(
+                self.state_ptr(),
+                &*self.cfg,
+                now_ns,
+                &mut task.0,
+                cpu as i32,
+                level,
+                exiting,
+            )
+        };
+        u32::try_from(r).ok()
+    }
+
+    /// Frequency requests: the tick of `cpu`, which runs `task`. Returns
+    /// the request to make for `cpu`, if any.
+    pub fn perf_tick(
+        &self,
+        task: &mut TaskState,
+        cpu: u32,
+        now_ns: u64,
+        level: u32,
+    ) -> Option<u32> {
+        // SAFETY: valid pointers; see select_cpu.
+        let r = unsafe {
+            ffi::nest_native_perf_tick(
+                self.state_ptr(),
+                &*self.cfg,
+                now_ns,
+                &mut task.0,
+                cpu as i32,
+                level,
+            )
+        };
+        u32::try_from(r).ok()
+    }
+
+    /// The last frequency request made for `cpu` (0 before any).
+    pub fn perf_target(&self, cpu: u32) -> u32 {
+        self.perf_requested(cpu).unwrap_or(0)
+    }
+
+    /// The last frequency request made for `cpu`, `None` before any (the
+    /// kernel then keeps its default, [`PERF_ONE`]).
+    pub fn perf_requested(&self, cpu: u32) -> Option<u32> {
+        let i = (cpu as usize).min(MAX_CPUS - 1);
+        // SAFETY: in bounds; plain reads of u32s the C code writes with
+        // WRITE_ONCE (placements on other threads never write them).
+        let (target, made) = unsafe {
+            let c = std::ptr::addr_of!((*self.state_ptr()).perf[i]);
+            (
+                std::ptr::addr_of!((*c).target).read_volatile(),
+                std::ptr::addr_of!((*c).nr_requests).read_volatile(),
+            )
+        };
+        (made > 0).then_some(target)
+    }
+
+    /// `cpu`'s PELT-like utilisation (frequency requests), 0 to
+    /// [`PERF_ONE`], as of its last update.
+    pub fn perf_util(&self, cpu: u32) -> u32 {
+        // SAFETY: valid pointer; see select_cpu.
+        unsafe { ffi::nest_native_perf_util(self.state_ptr(), cpu as i32) }
+    }
+
+    /// The frequency-request mode.
+    pub fn perf_mode(&self) -> PerfMode {
+        PerfMode::ALL
+            .into_iter()
+            .find(|m| m.bpf_value() == self.cfg.perf_mode)
+            .unwrap_or_default()
     }
 
     /// How many times `stat` happened.

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use nest_policy::{Mechanism, Params, parse_duration_ns};
+use nest_policy::{Mechanism, Params, PerfMode, parse_duration_ns};
 
 use crate::engine::SimConfig;
 use crate::governor::Governor;
@@ -84,6 +84,13 @@ pub struct SimArgs {
     /// whole-cores).
     #[arg(long, value_delimiter = ',')]
     pub disable: Vec<String>,
+
+    /// Nest under schedutil: frequency requests, as scx_nest --perf: util
+    /// (each CPU asks for its utilisation), nest (primary-nest CPUs ask
+    /// for the maximum), max (no requests: every CPU at full speed, the
+    /// kernel's default with a sched_ext scheduler).
+    #[arg(long, default_value = "util", value_parser = PerfMode::parse)]
+    pub perf: PerfMode,
 
     /// S_move: delay before a task still queued on the waker's CPU moves.
     #[arg(long, default_value = "50us")]
@@ -166,6 +173,7 @@ fn nest_params(args: &SimArgs) -> Result<Params> {
         r_impatient: args.r_impatient,
         disabled: Vec::new(),
         smove_delay_ns: dur("smove-delay", &args.smove_delay)?,
+        perf: args.perf,
         ..Params::default()
     };
     for d in &args.disable {

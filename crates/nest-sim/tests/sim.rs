@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nest_policy::PerfMode;
 use nest_sim::policy::Policy;
 use nest_sim::policy::baseline::Baseline;
 use nest_sim::policy::nest::Nest;
@@ -263,6 +264,42 @@ fn nest_reuses_fewer_cores_and_keeps_them_warm() {
 /// Nest with `params`, on machine `m`.
 fn nest_with(m: &Machine, params: nest_policy::Params) -> Nest {
     Nest::new(&m.topology(), params).unwrap()
+}
+
+#[test]
+fn nest_under_schedutil_runs_at_the_frequencies_it_requests() {
+    let m = machine("xeon-gold-5218-2s");
+    let w = builtin::build("configure:steps=80", m.nr_cores()).unwrap();
+    let nest = |perf| {
+        let params = nest_policy::Params {
+            perf,
+            ..Default::default()
+        };
+        nest_with(&m, params)
+    };
+    let sched = |perf| run_with(&m, &w, &mut nest(perf), Governor::Schedutil, 1);
+    let (util, floor, max) = (
+        sched(PerfMode::Util),
+        sched(PerfMode::Nest),
+        sched(PerfMode::Max),
+    );
+    // No requests: every CPU at SCX_CPUPERF_ONE, so every busy moment at
+    // or above nominal. Utilisation-driven requests: much less of it; the
+    // primary nest's floor: most of it back.
+    assert!(max.share_at_or_above_nominal() > 0.99, "{max:?}");
+    let (u, f) = (
+        util.share_at_or_above_nominal(),
+        floor.share_at_or_above_nominal(),
+    );
+    assert!(u < 0.8, "util: {u}");
+    assert!(f > u + 0.1, "nest floor {f} vs util {u}");
+    assert!(max.completion_ns < util.completion_ns);
+    // Other governors do not read the requests.
+    let power = |perf| run_with(&m, &w, &mut nest(perf), Governor::Powersave, 1);
+    assert_eq!(
+        output_bytes(&power(PerfMode::Util)),
+        output_bytes(&power(PerfMode::Max))
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use nest_policy::{LlcLayout, Mechanism, Params, parse_duration_ns};
+use nest_policy::{LlcLayout, Mechanism, Params, PerfMode, parse_duration_ns};
 use scx_utils::{NR_CPU_IDS, Topology, compat};
 
 use crate::bpf_intf;
@@ -51,6 +51,16 @@ pub struct Opts {
     /// negative control for placement tests, not for real use).
     #[arg(long, value_enum, default_value_t = Policy::Nest)]
     pub policy: Policy,
+
+    /// Frequency requests (scx_bpf_cpuperf_set, read by the schedutil
+    /// governor): util (each CPU asks for its utilisation, tracked as the
+    /// fair scheduler's PELT does; schedutil adds its 25% headroom, so
+    /// frequencies follow schedutil's usual rule); nest (util, but CPUs of
+    /// the primary nest ask for the maximum, so the cores Nest keeps warm
+    /// also run fast); max (no requests: the kernel's default, every CPU
+    /// at full speed under schedutil).
+    #[arg(long, default_value = "util", value_name = "MODE", value_parser = PerfMode::parse)]
+    pub perf: PerfMode,
 
     /// S_move: how long a task may wait on the waker's CPU before it moves
     /// to the default CPU (D; 1us to 100ms).
@@ -199,6 +209,8 @@ impl SchedConfig {
             disabled: mechanisms(&opts.disable)?,
             smove_delay_ns: smove_delay(&opts.smove_delay)?,
             slice_ns,
+            perf: opts.perf,
+            ..Params::default()
         };
         Ok(Self {
             policy: opts.policy,
@@ -211,11 +223,17 @@ impl SchedConfig {
         })
     }
 
+    /// The frequency-request mode (--perf).
+    pub fn perf_mode(&self) -> PerfMode {
+        self.params.perf
+    }
+
     /// One line for the log.
     pub fn describe(&self) -> String {
         let disabled: Vec<&str> = self.params.disabled.iter().map(|m| m.name()).collect();
         format!(
-            "policy {:?}{}, P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, {}{}",
+            "policy {:?}{}, P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, \
+             frequency requests {}, {}{}",
             self.policy,
             if self.policy == Policy::Smove {
                 format!(" (D {} us)", self.params.smove_delay_ns / 1000)
@@ -227,6 +245,7 @@ impl SchedConfig {
             self.params.r_max,
             self.params.r_impatient,
             self.slice_ns / 1000,
+            self.params.perf.name(),
             if self.partial {
                 "SCHED_EXT tasks only"
             } else {
@@ -263,6 +282,8 @@ impl SchedConfig {
         cfg.r_impatient = self.params.r_impatient;
         cfg.nr_cpus = nr_cpus as u32;
         cfg.reserve_start = current_cpu();
+        cfg.perf_mode = self.params.perf.bpf_value();
+        cfg.perf_floor = self.params.perf_floor;
         cfg.disabled = self
             .params
             .disabled
@@ -453,6 +474,24 @@ mod tests {
             config(&["--policy", "spread"]).unwrap().policy,
             Policy::Spread
         );
+    }
+
+    #[test]
+    fn perf_modes_default_to_util_and_bad_ones_are_refused() {
+        assert_eq!(config(&[]).unwrap().params.perf, PerfMode::Util);
+        assert!(
+            config(&[])
+                .unwrap()
+                .describe()
+                .contains("frequency requests util")
+        );
+        for mode in PerfMode::ALL {
+            let cfg = config(&["--perf", mode.name()]).unwrap();
+            assert_eq!(cfg.params.perf, mode);
+        }
+        let argv = ["scx_nest", "--perf", "turbo"];
+        let err = Opts::try_parse_from(argv).unwrap_err().to_string();
+        assert!(err.contains("valid: util, nest, max"), "{err}");
     }
 
     #[test]

@@ -38,6 +38,7 @@ use stats::Metrics;
 
 struct Scheduler<'a> {
     skel: BpfSkel<'a>,
+    perf_mode: nest_policy::PerfMode,
     struct_ops: Option<libbpf_rs::Link>,
     stats_server: StatsServer<(), Metrics>,
 }
@@ -57,6 +58,7 @@ impl<'a> Scheduler<'a> {
         let stats_server = StatsServer::new(stats::server_data()).launch()?;
         Ok(Self {
             skel,
+            perf_mode: cfg.perf_mode(),
             struct_ops,
             stats_server,
         })
@@ -72,6 +74,22 @@ impl<'a> Scheduler<'a> {
             .expect("the BPF object has a .bss")
             .nest_state;
         let ones = |mask: &[u64]| mask.iter().map(|w| w.count_ones() as u64).sum();
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_ref()
+            .expect("the BPF object has a .bss");
+        let nr_cpus = (bss.nest_cfg.nr_cpus as usize).min(state.perf.len());
+        let perf = stats::PerfTargets::new(
+            state.perf[..nr_cpus]
+                .iter()
+                .map(|c| (c.nr_requests > 0).then_some(c.target)),
+        );
+        let perf_requests = state.perf[..nr_cpus]
+            .iter()
+            .map(|c| u64::from(c.nr_requests))
+            .sum();
         Metrics {
             primary_cpus: ones(&state.primary),
             reserve_cpus: ones(&state.reserve),
@@ -118,6 +136,13 @@ impl<'a> Scheduler<'a> {
             kept_local: events[bpf_intf::scx_nest_event_NEST_EV_KEPT_LOCAL as usize],
             tick_kicked: events[bpf_intf::scx_nest_event_NEST_EV_TICK_KICKED as usize],
             released: events[bpf_intf::scx_nest_event_NEST_EV_RELEASED as usize],
+            perf_mode: self.perf_mode.name().to_string(),
+            perf_requests,
+            perf_cpus: perf.cpus,
+            perf_mean: perf.mean,
+            perf_min: perf.min,
+            perf_max: perf.max,
+            perf_targets: perf.line,
         }
     }
 

@@ -107,6 +107,20 @@ pub struct Metrics {
     pub tick_kicked: u64,
     #[stat(desc = "CPUs taken by a higher scheduling class (tasks re-enqueued)")]
     pub released: u64,
+    #[stat(desc = "Frequency requests (--perf): util, nest or max (no requests)")]
+    pub perf_mode: String,
+    #[stat(desc = "Frequency requests made (scx_bpf_cpuperf_set calls)")]
+    pub perf_requests: u64,
+    #[stat(desc = "CPUs that made a frequency request (the others stay at the kernel's 1024)")]
+    pub perf_cpus: u64,
+    #[stat(desc = "Mean of the CPUs' last requested performance targets (1024 = maximum)")]
+    pub perf_mean: f64,
+    #[stat(desc = "Lowest last requested performance target of a CPU")]
+    pub perf_min: u64,
+    #[stat(desc = "Highest last requested performance target of a CPU")]
+    pub perf_max: u64,
+    #[stat(desc = "Last requested performance target of each CPU, in CPU order ('-': none yet)")]
+    pub perf_targets: String,
 }
 
 /// Mean of `total_ns` over `count`, in microseconds.
@@ -175,7 +189,8 @@ impl Metrics {
             stolen,
             kept_local,
             tick_kicked,
-            released
+            released,
+            perf_requests
         )
     }
 
@@ -234,6 +249,21 @@ impl Metrics {
             self.kept_local,
             self.released
         )?;
+        if self.perf_mode == "max" {
+            writeln!(w, "[scx_nest] perf max: no requests (every CPU at 1024)")?;
+        } else {
+            writeln!(
+                w,
+                "[scx_nest] perf {}: requests={} cpus={} target mean={:.0} min={} max={} | {}",
+                self.perf_mode,
+                self.perf_requests,
+                self.perf_cpus,
+                self.perf_mean,
+                self.perf_min,
+                self.perf_max,
+                self.perf_targets
+            )?;
+        }
         Ok(())
     }
 }
@@ -264,4 +294,70 @@ pub fn monitor(interval: Duration, shutdown: Arc<AtomicBool>) -> Result<()> {
         || shutdown.load(Ordering::Relaxed),
         |metrics| metrics.format(&mut std::io::stdout()),
     )
+}
+
+/// A summary of the CPUs' last requested performance targets.
+#[derive(Debug, PartialEq)]
+pub struct PerfTargets {
+    /// CPUs that made a request.
+    pub cpus: u64,
+    pub mean: f64,
+    pub min: u64,
+    pub max: u64,
+    /// Each CPU's target in CPU order, '-' for CPUs without a request.
+    pub line: String,
+}
+
+impl PerfTargets {
+    /// From each CPU's last request, in CPU order (`None`: none yet).
+    pub fn new(targets: impl Iterator<Item = Option<u32>>) -> Self {
+        let targets: Vec<Option<u32>> = targets.collect();
+        let made: Vec<u64> = targets.iter().flatten().map(|&t| u64::from(t)).collect();
+        let line = targets
+            .iter()
+            .map(|t| t.map_or_else(|| "-".to_string(), |t| t.to_string()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        Self {
+            cpus: made.len() as u64,
+            mean: if made.is_empty() {
+                0.0
+            } else {
+                made.iter().sum::<u64>() as f64 / made.len() as f64
+            },
+            min: made.iter().copied().min().unwrap_or(0),
+            max: made.iter().copied().max().unwrap_or(0),
+            line,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_targets_summarise_the_cpus_that_made_requests() {
+        let p = PerfTargets::new([Some(512), None, Some(1024), Some(0)].into_iter());
+        assert_eq!(
+            p,
+            PerfTargets {
+                cpus: 3,
+                mean: 512.0,
+                min: 0,
+                max: 1024,
+                line: "512 - 1024 0".into()
+            }
+        );
+        let mut out = Vec::new();
+        let m = Metrics {
+            perf_mode: "util".into(),
+            perf_targets: p.line,
+            ..Metrics::default()
+        };
+        m.format(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("perf util:"), "{text}");
+        assert!(text.contains("| 512 - 1024 0"), "{text}");
+    }
 }

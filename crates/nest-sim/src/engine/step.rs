@@ -4,7 +4,7 @@
 use nest_trace::{Cpu, EventKind};
 
 use super::{Ev, Sim};
-use crate::governor::{CoreActivity, pelt_update};
+use crate::governor::{CoreActivity, Governor, pelt_update};
 use crate::policy::Ctx;
 use crate::power::{CoreSample, socket_power_w};
 
@@ -181,16 +181,27 @@ impl Sim<'_> {
         }
     }
 
-    /// What the governor of `core` sees at the end of a step.
+    /// What the governor of `core` sees at the end of a step. Under
+    /// `schedutil`, a policy that makes frequency requests (a sched_ext
+    /// scheduler) replaces the utilisation with its request, the highest
+    /// of the core's threads (SMT siblings share the frequency).
     fn core_inputs(&self, core: usize, active: f64, ceiling_mhz: u32, now: u64) -> CoreActivity {
         let mut any_active = false;
         let mut inactive_since = 0;
         let mut util: f64 = 0.0;
+        let mut requested: Option<u32> = None;
+        let requests = self.k.cfg.governor == Governor::Schedutil;
         for &cpu in &self.k.core_cpus[core] {
             let c = &self.k.cpus[cpu as usize];
             any_active |= c.active_since.is_some();
             inactive_since = inactive_since.max(c.inactive_since);
             util = util.max(c.util);
+            if requests && let Some(target) = self.policy.perf_target(cpu) {
+                requested = Some(requested.unwrap_or(0).max(target));
+            }
+        }
+        if let Some(target) = requested {
+            util = f64::from(target) / f64::from(nest_policy::PERF_ONE);
         }
         CoreActivity {
             active,

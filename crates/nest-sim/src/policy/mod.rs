@@ -63,6 +63,10 @@ pub trait Policy {
     /// `task` started (or resumed) running on `cpu`.
     fn task_running(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
 
+    /// `task` stops running on `cpu` (it blocks, is preempted, or exits:
+    /// `exiting`; then [`Policy::task_exit`] follows).
+    fn task_stopping(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu, _exiting: bool) {}
+
     /// `task` exited on `cpu`.
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
 
@@ -71,6 +75,15 @@ pub trait Policy {
 
     /// A timer armed with [`Ctx::arm_timer`] fired.
     fn timer(&mut self, _cx: &mut Ctx, _token: u64) {}
+
+    /// The performance target `cpu` asks the `schedutil` governor for, as
+    /// a sched_ext scheduler does with `scx_bpf_cpuperf_set()` (0 to
+    /// 1024; schedutil adds its 25% headroom). `None`: the policy makes no
+    /// requests and the governor reads the engine's PELT-like utilisation,
+    /// as schedutil reads the fair scheduler's.
+    fn perf_target(&self, _cpu: Cpu) -> Option<u32> {
+        None
+    }
 }
 
 /// What a policy may see of, and ask from, the simulated kernel.

@@ -9,8 +9,15 @@
 //! when work arrives, its SMT sibling runs or S_max passes, as the kernel
 //! scheduler does through `nest_spin_continue`. The C policy's own spin
 //! counters are therefore not used here; the engine measures spin time.
+//!
+//! Frequency requests (`policy/nest_perf.c`, `--perf`): the adapter calls
+//! the C code where scx_nest's ops.running/stopping/tick do, with the
+//! core's current frequency as the performance level, and hands the
+//! engine each CPU's last request as [`Policy::perf_target`] (the kernel's
+//! SCX_CPUPERF_ONE before the first), which the `schedutil` governor then
+//! uses instead of the engine's PELT-like utilisation.
 
-use nest_policy::{Mechanism, NestPolicy, Params, Platform, Stat, TaskState};
+use nest_policy::{Mechanism, NestPolicy, PERF_ONE, Params, Platform, Stat, TaskState};
 use nest_trace::{Cpu, Nest as NestKind};
 
 use super::baseline;
@@ -27,6 +34,8 @@ pub struct Nest {
     /// Nest membership per CPU, as of `version`.
     nests: Vec<NestKind>,
     version: Option<u64>,
+    /// The task running on each CPU (for the tick's frequency request).
+    curr: Vec<Option<TaskId>>,
 }
 
 /// The C policy's counters of nest membership changes: their sum changes
@@ -43,6 +52,7 @@ impl Nest {
     /// Nest for a machine with `topo`, started on CPU 0.
     pub fn new(topo: &nest_trace::Topology, params: Params) -> anyhow::Result<Self> {
         let policy = NestPolicy::new(topo, 0, &params).map_err(|e| anyhow::anyhow!("nest: {e}"))?;
+        policy.perf_init();
         Ok(Self {
             policy,
             params,
@@ -50,6 +60,7 @@ impl Nest {
             reported: vec![NestKind::None; topo.nr_cpus()],
             nests: vec![NestKind::None; topo.nr_cpus()],
             version: None,
+            curr: vec![None; topo.nr_cpus()],
         })
     }
 
@@ -221,9 +232,38 @@ impl Policy for Nest {
     fn task_running(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
         let state = task_state(&mut self.tasks, task);
         self.policy.task_running(state, cpu, cx.now());
+        self.policy
+            .perf_running(state, cpu, cx.now(), perf_level(cx, cpu));
+        self.curr[cpu as usize] = Some(task);
+    }
+
+    fn task_stopping(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, exiting: bool) {
+        let state = task_state(&mut self.tasks, task);
+        self.policy
+            .perf_stopping(state, cpu, cx.now(), perf_level(cx, cpu), exiting);
+        self.curr[cpu as usize] = None;
     }
 
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, cpu: Cpu) {
         self.policy.task_exiting(cpu);
     }
+
+    fn tick(&mut self, cx: &mut Ctx, cpu: Cpu) {
+        if let Some(task) = self.curr[cpu as usize] {
+            let state = task_state(&mut self.tasks, task);
+            self.policy
+                .perf_tick(state, cpu, cx.now(), perf_level(cx, cpu));
+        }
+    }
+
+    fn perf_target(&self, cpu: Cpu) -> Option<u32> {
+        Some(self.policy.perf_requested(cpu).unwrap_or(PERF_ONE))
+    }
+}
+
+/// `cpu`'s performance level now, as scx_bpf_cpuperf_cur() reports it:
+/// its frequency relative to the maximum, [`PERF_ONE`] = maximum.
+fn perf_level(cx: &Ctx, cpu: Cpu) -> u32 {
+    let max = cx.machine().frequency.max_mhz.max(1);
+    (u64::from(cx.cur_mhz(cpu)) * u64::from(PERF_ONE) / u64::from(max)) as u32
 }

@@ -43,6 +43,13 @@
  *
  * Tasks restricted to one CPU skip ops.select_cpu(); ops.enqueue() puts
  * them into that CPU's own queue.
+ *
+ * Frequency requests (--perf, perf.bpf.h and policy/nest_perf.c): for every
+ * policy, ops.init(), ops.running(), ops.stopping() and ops.tick() keep a
+ * PELT-like utilisation per task and per CPU and ask schedutil, through
+ * scx_bpf_cpuperf_set(), for each CPU's utilisation (with a floor for
+ * primary-nest CPUs in the nest mode) instead of the kernel's default,
+ * full speed everywhere.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
@@ -50,6 +57,7 @@
 #include "nest_policy.c"
 #include "nest_sched.c"
 #include "smove_policy.c"
+#include "nest_perf.c"
 
 char _license[] SEC("license") = "GPL";
 
@@ -107,6 +115,7 @@ static u64 slice_on(s32 cpu)
 
 	return nest_slice(&pctx, nest_queue_llc(&pctx, cpu));
 }
+#include "perf.bpf.h"
 
 static bool is_stall_target(const struct task_struct *p)
 {
@@ -468,6 +477,7 @@ void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
 	struct nest_ctx pctx = policy_ctx(&env);
 	s32 cpu = scx_bpf_task_cpu(p);
 
+	perf_tick(p);
 	tick_unpair(p, &pctx);
 	if (nest_tick_kick(&pctx, cpu)) {
 		kick_idle_near(cpu, NULL);
@@ -696,6 +706,7 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 	struct task_ctx *t = lookup_task(p);
 	s32 cpu = scx_bpf_task_cpu(p);
 
+	perf_running(p, t);
 	if (!t)
 		return;
 	nest_sched_running(&pctx, &t->nest, cpu, p->scx.weight);
@@ -717,6 +728,7 @@ void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 
 	if (t)
 		nest_sched_stopping(&pctx, &t->nest, cpu, p->scx.weight);
+	perf_stopping(p, runnable);
 	if (policy_kind == POLICY_NEST && (p->flags & PF_EXITING))
 		nest_task_exiting(&nest_state, cpu);
 }
@@ -835,6 +847,7 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(nest_init)
 
 	if (err)
 		return err;
+	perf_init();
 	err = scx_bpf_create_dsq(STALL_DSQ, -1);
 	if (err || policy_kind != POLICY_SMOVE)
 		return err;
