@@ -230,8 +230,8 @@ static bool llc_overloaded(const struct nest_config *cfg, u32 llc, u32 nr,
  * @cpu is out of work: which queue should it take its next task from? Its
  * own queue of pinned tasks if that one's first task is earliest, another
  * LLC's queue if that one is overloaded (nearest first), its own LLC's,
- * or the nearest non-empty one. Returns an LLC index, NEST_QUEUE_PINNED
- * or NEST_QUEUE_NONE.
+ * or the nearest non-empty one. Returns an LLC index, @cpu's own queue
+ * (NEST_QUEUE_PINNED - cpu) or NEST_QUEUE_NONE.
  */
 static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
 {
@@ -245,7 +245,7 @@ static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
 	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime) &&
 	    (!plat_queue_head(ctx->env, own, &llc_head) ||
 	     !vtime_before(llc_head, pinned_vtime)))
-		return NEST_QUEUE_PINNED;
+		return NEST_QUEUE_PINNED - cpu;
 	if (nr_llcs > NEST_MAX_LLCS)
 		nr_llcs = NEST_MAX_LLCS;
 	bpf_for(i, 1, nr_llcs) {
@@ -262,7 +262,7 @@ static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
 	if (nr_own)
 		return own;
 	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime))
-		return NEST_QUEUE_PINNED;
+		return NEST_QUEUE_PINNED - cpu;
 	return nearest;
 }
 

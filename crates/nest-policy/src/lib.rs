@@ -56,7 +56,7 @@ pub trait Platform {
 }
 
 /// A run queue of the scheduler around the placement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Queue {
     /// The queue of an LLC, by dense index.
     Llc(u32),
@@ -344,6 +344,11 @@ impl TaskState {
     }
 
     /// Consecutive placements that missed the previous CPU.
+    /// Weighted virtual time (`policy/nest_sched.c`).
+    pub fn vtime(&self) -> u64 {
+        self.0.vtime
+    }
+
     pub fn prev_misses(&self) -> u32 {
         self.0.prev_misses
     }

@@ -612,9 +612,7 @@ static bool prev_keeps_cpu(struct nest_ctx *pctx, struct task_struct *prev,
 	t = lookup_task(prev);
 	if (!t || t->unpair)
 		return false;
-	if (queue == NEST_QUEUE_PINNED)
-		queue = NEST_QUEUE_PINNED - cpu;
-	else if (queue != (s32)nest_queue_llc(pctx, cpu))
+	if (queue >= 0 && queue != (s32)nest_queue_llc(pctx, cpu))
 		return false;
 	return plat_queue_head(pctx->env, queue, &head) &&
 	       nest_prev_keeps_cpu(pctx, &t->nest, prev->scx.weight, head);
@@ -633,9 +631,8 @@ static bool consume(s32 cpu, struct task_struct *prev)
 
 	if (queue == NEST_QUEUE_NONE || prev_keeps_cpu(&pctx, prev, cpu, queue))
 		return false;
-	if (queue == NEST_QUEUE_PINNED)
-		return scx_bpf_dsq_move_to_local(PINNED_DSQ_BASE +
-						 cpu_index(cpu), 0);
+	if (queue < 0)
+		return scx_bpf_dsq_move_to_local(queue_dsq(queue), 0);
 	if (queue == own)
 		return consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own);
 	if (!scx_bpf_dsq_move_to_local(LLC_DSQ_BASE + llc_index(queue), 0))

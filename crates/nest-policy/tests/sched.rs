@@ -1,0 +1,252 @@
+//! The scheduler around the placement (`policy/nest_sched.c`): virtual
+//! time, weights, queue choice, locality, wakeup preemption, driven through
+//! the real C policy on a 2 sockets x 4 cores x 2 threads machine (one LLC
+//! per socket: CPUs 0-3 and 8-11 in LLC 0, 4-7 and 12-15 in LLC 1).
+
+use std::collections::HashMap;
+
+use nest_policy::{NestPolicy, Params, Platform, Queue, TaskState};
+use nest_trace::Topology;
+
+const MS: u64 = 1_000_000;
+const SLICE: u64 = 4 * MS;
+/// p->scx.weight of nice 0 and nice 10.
+const NICE_0: u32 = 100;
+const NICE_10: u32 = 11;
+
+/// Queues with a length and the virtual time of their first task.
+#[derive(Default)]
+struct Queues {
+    queued: HashMap<u32, u32>,
+    heads: HashMap<Queue, u64>,
+}
+
+impl Platform for Queues {
+    fn claim_idle(&mut self, _cpu: u32) -> bool {
+        false
+    }
+    fn task_allowed(&self, _cpu: u32) -> bool {
+        true
+    }
+    fn default_cpu(&mut self, prev: u32, _whole_core: bool) -> (u32, bool) {
+        (prev, false)
+    }
+    fn pick_any_idle(&mut self) -> Option<u32> {
+        None
+    }
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn llc_queued(&self, llc: u32) -> u32 {
+        self.queued.get(&llc).copied().unwrap_or(0)
+    }
+    fn queue_head(&self, queue: Queue) -> Option<u64> {
+        self.heads.get(&queue).copied()
+    }
+}
+
+fn policy() -> NestPolicy {
+    NestPolicy::new(&Topology::regular(2, 4, 2), 0, &Params::default()).unwrap()
+}
+
+/// Run `task` on `cpu` from `start` for `ran` ns.
+fn run(p: &NestPolicy, task: &mut TaskState, cpu: u32, weight: u32, start: u64, ran: u64) {
+    p.sched_running(task, cpu, weight, start);
+    p.sched_stopping(task, cpu, weight, start + ran);
+}
+
+#[test]
+fn cpu_shares_follow_the_weights() {
+    // Two always-runnable tasks on one CPU: the one with the earlier
+    // virtual time runs next, a slice at a time.
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut tasks = [
+        (TaskState::new(), NICE_0, 0u64),
+        (TaskState::new(), NICE_10, 0),
+    ];
+    for (task, weight, _) in &mut tasks {
+        p.queue_vtime(&mut plat, task, Queue::Pinned(1), *weight, 0);
+    }
+    let mut now = 0;
+    for _ in 0..2000 {
+        let next = if p.prev_keeps_cpu(&tasks[0].0, NICE_0, tasks[1].0.vtime(), now) {
+            0
+        } else {
+            1
+        };
+        let (task, weight, ran) = &mut tasks[next];
+        run(&p, task, 1, *weight, now, SLICE);
+        *ran += SLICE;
+        now += SLICE;
+    }
+    let ratio = tasks[0].2 as f64 / tasks[1].2 as f64;
+    let weights = NICE_0 as f64 / NICE_10 as f64;
+    assert!(
+        (ratio / weights - 1.0).abs() < 0.15,
+        "nice 0 / nice 10 CPU time {ratio:.2}, weights {weights:.2}"
+    );
+}
+
+#[test]
+fn a_sleeper_keeps_at_most_a_slice_of_credit() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut hog = TaskState::new();
+    let mut sleeper = TaskState::new();
+    p.queue_vtime(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
+    // The hog runs 1 s while the sleeper sleeps.
+    p.queue_vtime(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
+    for i in 0..250 {
+        run(&p, &mut hog, 0, NICE_0, i * SLICE, SLICE);
+    }
+    let woken = p.queue_vtime(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 1000 * MS);
+    let hog_vtime = hog.vtime();
+    assert!(woken < hog_vtime, "a sleeper goes before the hog");
+    assert!(
+        hog_vtime - woken <= 2 * SLICE,
+        "credit {} ns for a 1 s sleep",
+        hog_vtime - woken
+    );
+}
+
+#[test]
+fn a_sleeper_is_placed_against_the_earliest_waiting_task() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut hog = TaskState::new();
+    p.queue_vtime(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
+    run(&p, &mut hog, 0, NICE_0, 0, 100 * SLICE);
+    // Tasks wait in LLC 0 far behind the queue's virtual time.
+    plat.queued.insert(0, 3);
+    plat.heads.insert(Queue::Llc(0), 10 * SLICE);
+    let mut sleeper = TaskState::new();
+    let vtime = p.queue_vtime(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
+    assert!(
+        vtime <= 10 * SLICE,
+        "new task at {vtime}, first waiting at {}",
+        10 * SLICE
+    );
+}
+
+#[test]
+fn a_woken_task_preempts_a_task_far_ahead_in_virtual_time_only() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut hog = TaskState::new();
+    p.queue_vtime(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
+    p.sched_running(&mut hog, 2, NICE_0, 0);
+    let start = hog.vtime();
+    // Just started: a woken task at the same virtual time does not preempt.
+    assert!(!p.wakeup_preempts(2, start, 0));
+    // After a slice of running, it does.
+    assert!(p.wakeup_preempts(2, start, SLICE));
+    // Nothing of ours runs on CPU 3.
+    assert!(!p.wakeup_preempts(3, 0, SLICE));
+    p.sched_stopping(&mut hog, 2, NICE_0, SLICE);
+    assert!(
+        !p.wakeup_preempts(2, start, 2 * SLICE),
+        "CPU 2 runs nothing now"
+    );
+}
+
+#[test]
+fn a_cpu_takes_its_own_llc_then_steals_from_the_nearest_or_an_overloaded_one() {
+    let p = policy();
+    let mut plat = Queues::default();
+    assert_eq!(p.queue_to_consume(&mut plat, 0), None);
+    plat.queued.insert(1, 2);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Llc(1)),
+        "steal when empty"
+    );
+    plat.queued.insert(0, 2);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Llc(0)),
+        "own first"
+    );
+    plat.queued.insert(1, 5);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Llc(1)),
+        "balance"
+    );
+}
+
+#[test]
+fn pinned_tasks_compete_with_the_llc_queue_on_virtual_time() {
+    let p = policy();
+    let mut plat = Queues::default();
+    plat.queued.insert(0, 1);
+    plat.heads.insert(Queue::Llc(0), 100);
+    plat.heads.insert(Queue::Pinned(2), 200);
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Llc(0)));
+    plat.heads.insert(Queue::Pinned(2), 50);
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Pinned(2)));
+    // CPU 3's queue is CPU 3's only.
+    assert_eq!(p.queue_to_consume(&mut plat, 3), Some(Queue::Llc(0)));
+}
+
+#[test]
+fn a_cpu_takes_back_a_task_that_ran_there_within_the_locality_window() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut task = TaskState::new();
+    p.queue_vtime(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
+    p.task_running(&mut task, 2, 0);
+    run(&p, &mut task, 2, NICE_0, 0, SLICE);
+    let head = task.vtime() - SLICE;
+    assert!(p.prefer_queued(2, head, &task));
+    assert!(!p.prefer_queued(3, head, &task), "it ran on CPU 2");
+    run(&p, &mut task, 2, NICE_0, SLICE, 100 * SLICE);
+    assert!(
+        !p.prefer_queued(2, head, &task),
+        "too far after the first task"
+    );
+}
+
+#[test]
+fn slices_shrink_as_tasks_wait_down_to_a_quarter() {
+    let p = policy();
+    let mut plat = Queues::default();
+    assert_eq!(p.slice(&mut plat, 0), SLICE);
+    plat.queued.insert(0, 8);
+    assert_eq!(p.slice(&mut plat, 0), SLICE / 2, "8 CPUs, 8 waiting");
+    plat.queued.insert(0, 100);
+    assert_eq!(p.slice(&mut plat, 0), SLICE / 4);
+    assert!(p.tick_kick(&mut plat, 1), "tasks wait in CPU 1's LLC");
+    assert!(!p.tick_kick(&mut plat, 4), "LLC 1 is empty");
+}
+
+#[test]
+fn virtual_time_keeps_its_lag_when_a_task_changes_llc() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut a = TaskState::new();
+    let mut b = TaskState::new();
+    p.queue_vtime(&mut plat, &mut a, Queue::Llc(0), NICE_0, 0);
+    for i in 0..50 {
+        run(&p, &mut a, 0, NICE_0, i * SLICE, SLICE);
+    }
+    p.queue_vtime(&mut plat, &mut b, Queue::Llc(1), NICE_0, 0);
+    run(&p, &mut b, 4, NICE_0, 0, SLICE);
+    // a (LLC 0's clock is 50 slices on) moves to LLC 1: it lands near
+    // LLC 1's time, a slice ahead as it was in LLC 0, not 50 slices ahead.
+    let moved = p.queue_vtime(&mut plat, &mut a, Queue::Llc(1), NICE_0, 0);
+    assert!(moved <= b.vtime() + 2 * SLICE, "{moved} vs {}", b.vtime());
+}
+
+#[test]
+fn a_cpu_taken_by_another_class_is_busy_for_its_smt_sibling() {
+    // CPUs 3 and 11 share a core. A fair task on CPU 3 (partial mode) makes
+    // the task on CPU 11 share its core, until CPU 3 goes idle.
+    let p = policy();
+    assert!(!p.tick_unpair(11) && !p.tick_unpair(11), "CPU 3 is idle");
+    p.cpu_busy(3, MS);
+    assert!(!p.tick_unpair(11));
+    assert!(p.tick_unpair(11), "two ticks beside a busy sibling");
+    p.cpu_idle(3, 2 * MS);
+    assert!(!p.tick_unpair(11) && !p.tick_unpair(11));
+}
