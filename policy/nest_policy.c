@@ -27,15 +27,21 @@
  * design, which ignores SMT siblings): steps 1 to 3 and the default
  * placement first run restricted to CPUs whose SMT siblings are all idle;
  * only when that finds nothing do steps 1 to 4 run as published, taking
- * any idle CPU. Without it, threads that run at the
- * same time settle as pairs on sibling threads of one core while other
- * cores stay idle: with one thread per core and barriers, every phase
- * waits for the slowest, SMT-sharing thread (about 1.5x slower in the
- * simulator on Gold 5218).
+ * any idle CPU. A previous CPU the restricted pass skips because its
+ * sibling runs is idle, so not a miss for impatience. Without whole cores
+ * first, threads that run at the same time settle as pairs on sibling
+ * threads of one core while other cores stay idle: with one thread per
+ * core and barriers, every phase waits for the slowest, SMT-sharing thread
+ * (about 1.5x slower in the simulator on Gold 5218).
  *
- * A task is impatient after missing its previous CPU R_impatient times in a
- * row; getting it back resets the count. When a task exits and its CPU goes
- * idle, the CPU leaves the primary nest at once.
+ * Impatience, as published: a placement that finds the task's previous CPU
+ * busy (the host's idle state, after the search) is a miss; after
+ * R_impatient misses in a row the next placement is impatient. That one
+ * placement skips the primary search and puts its CPU straight into the
+ * primary nest; the count then starts again. Getting the previous CPU
+ * back also resets it. A fork does not count: its previous CPU is the
+ * parent's. When a task exits and its CPU goes idle, the CPU leaves the
+ * primary nest at once.
  *
  * A CPU taken offline (CPU hotplug) leaves both nests and is never claimed
  * nor admitted to a nest until it comes back online; it then has to earn
@@ -436,6 +442,22 @@ static s32 search_all(const struct nest_ctx *ctx, struct nest_task *t,
 }
 
 /*
+ * Impatience bookkeeping after a placement of the task described by @t,
+ * whose previous CPU is @prev_cpu, got @cpu (-1: none). The task was
+ * impatient for this placement if @impatient.
+ */
+static void count_prev_miss(const struct nest_ctx *ctx, struct nest_task *t,
+			    s32 prev_cpu, s32 cpu, bool impatient)
+{
+	if (impatient || cpu == prev_cpu)
+		t->prev_misses = 0;
+	else if (mech_on(ctx->cfg, NEST_MECH_IMPATIENCE) &&
+		 cpu_valid(ctx->cfg, prev_cpu) &&
+		 !plat_cpu_idle(ctx->env, prev_cpu))
+		t->prev_misses++;
+}
+
+/*
  * Choose a CPU for the task described by @t, whose previous CPU (on fork:
  * the parent's CPU) is @prev_cpu. Fills @out; out->idle tells whether an
  * idle CPU was claimed (otherwise the task should be queued).
@@ -443,7 +465,9 @@ static s32 search_all(const struct nest_ctx *ctx, struct nest_task *t,
 static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 			    s32 prev_cpu, struct nest_choice *out)
 {
-	bool impatient = task_impatient(ctx->cfg, t);
+	/* A fork has no previous CPU of its own: no impatience either way. */
+	bool fork = plat_is_fork(ctx->env);
+	bool impatient = !fork && task_impatient(ctx->cfg, t);
 	u32 how = NEST_STAT_NO_IDLE;
 	s32 cpu;
 
@@ -458,10 +482,8 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 		mark_running(ctx->st, cpu);
 	count(ctx, how);
 
-	if (cpu == prev_cpu)
-		t->prev_misses = 0;
-	else
-		t->prev_misses++;
+	if (!fork)
+		count_prev_miss(ctx, t, prev_cpu, cpu, impatient);
 
 	out->idle = cpu >= 0;
 	out->cpu = cpu >= 0 ? cpu : prev_cpu;

@@ -25,6 +25,8 @@ s32 nest_plat_default_cpu(nest_env_t env, s32 prev_cpu, bool whole_core,
 s32 nest_plat_pick_any_idle(nest_env_t env);
 void nest_plat_count(nest_env_t env, u32 stat, u64 amount);
 bool nest_plat_cpu_above_min(nest_env_t env, s32 cpu);
+bool nest_plat_is_fork(nest_env_t env);
+bool nest_plat_cpu_idle(nest_env_t env, s32 cpu);
 
 #define plat_claim_idle nest_plat_claim_idle
 #define plat_task_allowed nest_plat_task_allowed
@@ -32,6 +34,8 @@ bool nest_plat_cpu_above_min(nest_env_t env, s32 cpu);
 #define plat_pick_any_idle nest_plat_pick_any_idle
 #define plat_count nest_plat_count
 #define plat_cpu_above_min nest_plat_cpu_above_min
+#define plat_is_fork nest_plat_is_fork
+#define plat_cpu_idle nest_plat_cpu_idle
 
 #include "nest_policy.c"
 #include "smove_policy.c"

@@ -66,6 +66,10 @@ impl Platform for BenchPlat {
     fn now_ns(&self) -> u64 {
         self.now
     }
+
+    fn cpu_idle(&self, cpu: u32) -> bool {
+        self.idle[cpu as usize]
+    }
 }
 
 struct Bench {

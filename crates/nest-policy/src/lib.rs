@@ -41,6 +41,14 @@ pub trait Platform {
     fn cpu_above_min(&self, _cpu: u32) -> bool {
         true
     }
+    /// Is the task being placed a new one (a fork), whose previous CPU is
+    /// its parent's? Forks do not count for impatience.
+    fn is_fork(&self) -> bool {
+        false
+    }
+    /// Is `cpu` idle now (nothing is claimed)? Impatience asks whether a
+    /// placement found the task's previous CPU busy.
+    fn cpu_idle(&self, cpu: u32) -> bool;
 }
 
 /// A mechanism of Nest that can be switched off (ablation).
@@ -341,7 +349,8 @@ impl NestPolicy {
     }
 
     /// Place a forked or woken task whose previous CPU (on fork: the
-    /// parent's) is `prev_cpu`.
+    /// parent's) is `prev_cpu`. The platform says which
+    /// ([`Platform::is_fork`]).
     pub fn select_cpu(
         &self,
         plat: &mut dyn Platform,
@@ -650,4 +659,14 @@ extern "C" fn nest_plat_count(env: *mut c_void, stat: u32, amount: u64) {
 #[unsafe(no_mangle)]
 extern "C" fn nest_plat_cpu_above_min(env: *mut c_void, cpu: i32) -> bool {
     plat_of(env).cpu_above_min(cpu as u32)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_is_fork(env: *mut c_void) -> bool {
+    plat_of(env).is_fork()
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_cpu_idle(env: *mut c_void, cpu: i32) -> bool {
+    plat_of(env).cpu_idle(cpu as u32)
 }

@@ -1,6 +1,12 @@
 //! Each Nest mechanism, driven through the real C policy on a modelled
 //! 2 sockets x 4 cores x 2 threads machine (CPUs 0-3 and 8-11 on socket 0,
 //! 4-7 and 12-15 on socket 1).
+//!
+//! Not here: sync wakeups. The kernel's default placement may answer a
+//! WAKE_SYNC wakeup with the busy waker's CPU as if it were idle; only the
+//! BPF host has that default placement, and it never passes the flag on
+//! (`default_wake_flags()` in crates/scx_nest/src/bpf/platform.bpf.h). The
+//! native platform interface has no wake flags.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -69,6 +75,8 @@ struct Plat<'a> {
     machine: &'a Machine,
     now: u64,
     allowed: Option<Vec<u32>>,
+    /// The placement is a fork.
+    fork: bool,
 }
 
 impl<'a> Plat<'a> {
@@ -77,6 +85,14 @@ impl<'a> Plat<'a> {
             machine,
             now,
             allowed: None,
+            fork: false,
+        }
+    }
+
+    fn fork(machine: &'a Machine, now: u64) -> Self {
+        Self {
+            fork: true,
+            ..Self::new(machine, now)
         }
     }
 }
@@ -111,6 +127,14 @@ impl Platform for Plat<'_> {
 
     fn now_ns(&self) -> u64 {
         self.now
+    }
+
+    fn is_fork(&self) -> bool {
+        self.fork
+    }
+
+    fn cpu_idle(&self, cpu: u32) -> bool {
+        self.machine.idle[cpu as usize].load(Ordering::SeqCst)
     }
 }
 
@@ -293,11 +317,60 @@ fn a_task_that_keeps_missing_its_cpu_becomes_impatient_and_grows_the_primary() {
     assert_eq!(p.primary(), vec![1, 4]);
     assert_eq!(p.stat(Stat::JoinedPrimary), 1);
 
-    // Getting the previous CPU back resets the count.
+    // Impatient for that one placement only: the count starts again, and
+    // the next placement searches the primary nest.
+    assert_eq!(task.prev_misses(), 0);
+    let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut task, 5);
+    assert_eq!((choice.cpu, choice.how), (1, Stat::Primary));
+    assert_eq!(p.stat(Stat::Impatient), 1);
+    assert_eq!(task.prev_misses(), 1);
+
+    // Getting the previous CPU back resets the count (1 and 4 are busy).
     m.set_idle(&[5]);
     let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut task, 5);
     assert_eq!(choice.cpu, 5);
     assert_eq!(task.prev_misses(), 0);
+}
+
+#[test]
+fn a_fork_is_not_a_miss() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1], 0);
+    // The parent runs on CPU 5; its children are placed elsewhere, which
+    // never counts: CPU 5 is the parent's, not theirs. (One task state for
+    // every fork, so that a count would show.)
+    m.set_busy(&[5]);
+    let mut child = TaskState::new();
+    for _ in 0..3 {
+        let choice = p.select_cpu(&mut Plat::fork(&m, 0), &mut child, 5);
+        assert!(choice.idle && choice.cpu != 5, "{choice:?}");
+        m.set_idle(&[choice.cpu]);
+    }
+    assert_eq!(child.prev_misses(), 0);
+    assert_eq!(p.stat(Stat::Impatient), 0);
+    // The same placement as a wakeup found the previous CPU busy.
+    p.select_cpu(&mut Plat::new(&m, 0), &mut child, 5);
+    assert_eq!(child.prev_misses(), 1);
+}
+
+#[test]
+fn only_a_busy_previous_cpu_is_a_miss_not_an_idle_one_whose_sibling_runs() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 9, 2], 0);
+    // CPU 9 is idle, but its sibling runs: whole cores first gives CPU 2.
+    run_on(&p, &m, &[sibling(9)], MS);
+    let mut task = TaskState::new();
+    let choice = p.select_cpu(&mut Plat::new(&m, MS), &mut task, 9);
+    assert_eq!(choice.cpu, 2);
+    assert_eq!(task.prev_misses(), 0, "the previous CPU was idle");
+    m.set_idle(&[2]);
+    // CPU 9 busy: a miss.
+    m.set_busy(&[9]);
+    let choice = p.select_cpu(&mut Plat::new(&m, MS), &mut task, 9);
+    assert_eq!(choice.cpu, 2);
+    assert_eq!(task.prev_misses(), 1, "the previous CPU was busy");
 }
 
 #[test]

@@ -128,6 +128,21 @@ static bool plat_cpu_above_min(nest_env_t env, s32 cpu)
 	return !min || scx_bpf_cpuperf_cur(cpu) > min;
 }
 
+/* SCX_WAKE_FORK: ops.select_cpu() of a new task, prev_cpu its parent's. */
+static bool plat_is_fork(nest_env_t env)
+{
+	return env->wake_flags & SCX_WAKE_FORK;
+}
+
+static bool plat_cpu_idle(nest_env_t env, s32 cpu)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	bool ret = cpu >= 0 && bpf_cpumask_test_cpu(cpu, idle);
+
+	scx_bpf_put_idle_cpumask(idle);
+	return ret;
+}
+
 static s32 plat_pick_any_idle(nest_env_t env)
 {
 	if (!env->p)
