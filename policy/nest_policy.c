@@ -27,7 +27,8 @@
  * design, which ignores SMT siblings): steps 1 to 3 and the default
  * placement first run restricted to CPUs whose SMT siblings are all idle;
  * only when that finds nothing do steps 1 to 4 run as published, taking
- * any idle CPU. A previous CPU the restricted pass skips because its
+ * any idle CPU. The restricted pass compacts no more than the published
+ * scan would (see scan_visit()), and a previous CPU it skips because its
  * sibling runs is idle, so not a miss for impatience. Without whole cores
  * first, threads that run at the same time settle as pairs on sibling
  * threads of one core while other cores stay idle: with one thread per
@@ -206,7 +207,10 @@ static bool try_claim(const struct nest_ctx *ctx, s32 cpu)
 
 /* Options of a nest search. */
 enum nest_search {
-	/* Demote CPUs idle longer than P_remove instead of using them. */
+	/*
+	 * The primary nest: CPUs idle longer than P_remove are not used, and
+	 * are demoted as the published scan would (see scan_visit()).
+	 */
 	NEST_SEARCH_COMPACT = 1 << 0,
 	/* Only CPUs whose SMT sibling is idle (whole idle cores). */
 	NEST_SEARCH_WHOLE_CORE = 1 << 1,
@@ -248,6 +252,45 @@ static bool try_claim_for(const struct nest_ctx *ctx, s32 cpu, u32 flags)
 }
 
 /*
+ * Could the published scan, blind to SMT siblings, take @cpu, which the
+ * restricted pass skipped for its busy sibling? (Nothing is claimed.)
+ */
+static bool takeable_when_paired(const struct nest_ctx *ctx, s32 cpu)
+{
+	return !cpu_offline(ctx->st, cpu) && plat_task_allowed(ctx->env, cpu) &&
+	       plat_cpu_idle(ctx->env, cpu);
+}
+
+/*
+ * Visit @cpu, a member of the nest being scanned with enum nest_search
+ * options @flags. Returns @cpu if it was claimed, else -1.
+ *
+ * Compaction happens exactly where the published scan (unrestricted, which
+ * stops at the first CPU it can take) would meet a CPU idle for longer than
+ * P_remove. *@compact starts true; the restricted pass (whole cores first)
+ * looks further than the published scan, so once it passes a CPU that scan
+ * would have taken (idle but for its busy sibling) it clears *@compact and
+ * only skips stale CPUs from then on: compacting them would shrink the
+ * primary nest further than the published design does.
+ */
+static s32 scan_visit(const struct nest_ctx *ctx, s32 cpu, u32 flags,
+		      bool *compact)
+{
+	if ((flags & NEST_SEARCH_COMPACT) && due_for_compaction(ctx, cpu)) {
+		if (*compact)
+			demote(ctx, cpu, NEST_STAT_COMPACTED);
+		return -1;
+	}
+	if (try_claim_for(ctx, cpu, flags))
+		return cpu;
+	if (*compact && (flags & NEST_SEARCH_COMPACT) &&
+	    (flags & NEST_SEARCH_WHOLE_CORE) && sibling_busy(ctx, cpu) &&
+	    takeable_when_paired(ctx, cpu))
+		*compact = false;
+	return -1;
+}
+
+/*
  * Scan @mask for an idle CPU the task may use, starting at @start and
  * wrapping around: CPUs of LLC @llc first, then the others. @flags are
  * enum nest_search options. Returns the claimed CPU or -1.
@@ -257,6 +300,7 @@ static s32 scan_nest(const struct nest_ctx *ctx, u64 *mask, s32 start, u32 llc,
 {
 	const struct nest_config *cfg = ctx->cfg;
 	s32 nr_cpus = cfg->nr_cpus;
+	bool compact = true;
 	s32 pass, i;
 
 	if (!cpu_valid(cfg, start))
@@ -272,12 +316,7 @@ static s32 scan_nest(const struct nest_ctx *ctx, u64 *mask, s32 start, u32 llc,
 				continue;
 			if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
 				continue;
-			if ((flags & NEST_SEARCH_COMPACT) &&
-			    due_for_compaction(ctx, cpu)) {
-				demote(ctx, cpu, NEST_STAT_COMPACTED);
-				continue;
-			}
-			if (try_claim_for(ctx, cpu, flags))
+			if (scan_visit(ctx, cpu, flags, &compact) >= 0)
 				return cpu;
 		}
 	}

@@ -811,6 +811,38 @@ fn cpus_above_64_join_the_nests_and_are_found_again() {
     assert_eq!(p.stat(Stat::Attached), 1);
 }
 
+/// `cpus` ran a task until `now` and went idle then: not due for
+/// compaction before `now` + P_remove.
+fn ran_until(p: &NestPolicy, cpus: &[u32], now: u64) {
+    for &cpu in cpus {
+        p.task_running(&mut TaskState::new(), cpu, now);
+        p.cpu_idle(cpu, now);
+    }
+}
+
+#[test]
+fn whole_cores_first_compacts_no_more_than_the_published_scan() {
+    let p_remove = Params::default().p_remove_ns;
+    let now = p_remove + MS;
+    // The scan from busy CPU 0 meets CPUs 1, 2, 3 in that order. `stale`
+    // has been idle since 0; of the others, `paired` is idle with a busy
+    // sibling and `whole` is a whole idle core. The published scan stops
+    // at the first idle CPU, so it compacts `stale` only when it comes
+    // before `paired`; the restricted pass takes `whole` either way.
+    for (stale, paired, whole, compacted) in [(1, 2, 3, 1), (2, 1, 3, 0)] {
+        let m = Machine::new();
+        let p = policy(&m, Params::default());
+        grow_primary(&p, &m, &[1, 2, 3], 0);
+        ran_until(&p, &[paired, whole], now - MS);
+        run_on(&p, &m, &[0, sibling(paired)], now);
+        let mut t = TaskState::new();
+        let cpu = place_and_run(&p, &m, &mut t, 0, now);
+        assert_eq!(cpu, whole);
+        assert_eq!(p.stat(Stat::Compacted), compacted, "stale CPU {stale}");
+        assert_eq!(p.primary().contains(&stale), compacted == 0);
+    }
+}
+
 #[test]
 fn a_task_sharing_its_core_for_two_ticks_is_moved_then_counting_restarts() {
     for (params, moves) in [(Params::default(), true), (smt_blind(), false)] {
