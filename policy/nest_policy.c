@@ -290,34 +290,97 @@ static s32 scan_visit(const struct nest_ctx *ctx, s32 cpu, u32 flags,
 	return -1;
 }
 
+/* Number of trailing zero bits of @v, which is not 0. */
+static u32 ctz64(u64 v)
+{
+#if !defined(__BPF__) || (defined(__clang_major__) && __clang_major__ >= 19)
+	/* The BPF backend lowers the builtin from clang 19 on. */
+	return __builtin_ctzll(v);
+#else
+	u32 n = 0;
+
+	if (!(v & 0xffffffffULL)) {
+		n += 32;
+		v >>= 32;
+	}
+	if (!(v & 0xffffULL)) {
+		n += 16;
+		v >>= 16;
+	}
+	if (!(v & 0xffULL)) {
+		n += 8;
+		v >>= 8;
+	}
+	if (!(v & 0xfULL)) {
+		n += 4;
+		v >>= 4;
+	}
+	if (!(v & 0x3ULL)) {
+		n += 2;
+		v >>= 2;
+	}
+	return n + !(v & 1);
+#endif
+}
+
+/* The bits of mask word @w that stand for one of the @nr_cpus CPUs. */
+static u64 word_cpus(s32 nr_cpus, s32 w)
+{
+	s32 left = nr_cpus > w * 64 ? nr_cpus - w * 64 : 0;
+
+	return left >= 64 ? ~0ULL : (1ULL << left) - 1;
+}
+
 /*
  * Scan @mask for an idle CPU the task may use, starting at @start and
  * wrapping around: CPUs of LLC @llc first, then the others. @flags are
  * enum nest_search options. Returns the claimed CPU or -1.
+ *
+ * Only members are visited, word by word (a nest is small, the machine
+ * may have 512 CPUs): the word of @start first from @start on, the next
+ * words, wrapping, and last the bits of @start's word below @start. This is
+ * the order of the CPU ids from @start, wrapping. Each word is read once
+ * per pass: members that join during the scan are not seen, members that
+ * leave are still tried (and the claim fails or takes an idle CPU as a
+ * racing placement could).
  */
 static s32 scan_nest(const struct nest_ctx *ctx, u64 *mask, s32 start, u32 llc,
 		     u32 flags)
 {
 	const struct nest_config *cfg = ctx->cfg;
-	s32 nr_cpus = cfg->nr_cpus;
+	s32 nr_cpus = cfg->nr_cpus < NEST_MAX_CPUS ? cfg->nr_cpus : NEST_MAX_CPUS;
+	s32 nr_words = (nr_cpus + 63) / 64, first;
 	bool compact = true;
-	s32 pass, i;
+	u64 from_start;
+	s32 pass, i, b;
 
 	if (!cpu_valid(cfg, start))
 		start = 0;
+	first = start / 64;
+	from_start = ~0ULL << (start & 63);
 
 	bpf_for(pass, 0, 2) {
-		bpf_for(i, 0, nr_cpus) {
-			s32 cpu = start + i;
+		bpf_for(i, 0, nr_words + 1) {
+			s32 w = first + i < nr_words ? first + i : first + i - nr_words;
+			u64 bits = READ_ONCE(mask[w & (NEST_MASK_WORDS - 1)]) &
+				   word_cpus(nr_cpus, w);
 
-			if (cpu >= nr_cpus)
-				cpu -= nr_cpus;
-			if (!cpu_valid(cfg, cpu) || !mask_test(mask, cpu))
-				continue;
-			if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
-				continue;
-			if (scan_visit(ctx, cpu, flags, &compact) >= 0)
-				return cpu;
+			if (i == 0)
+				bits &= from_start;
+			else if (i == nr_words)
+				bits &= ~from_start;
+			bpf_for(b, 0, 64) {
+				s32 cpu;
+
+				if (!bits)
+					break;
+				cpu = w * 64 + ctz64(bits);
+				bits &= bits - 1;
+				if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
+					continue;
+				if (scan_visit(ctx, cpu, flags, &compact) >= 0)
+					return cpu;
+			}
 		}
 	}
 	return -1;

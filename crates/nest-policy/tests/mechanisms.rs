@@ -864,3 +864,85 @@ fn a_task_sharing_its_core_for_two_ticks_is_moved_then_counting_restarts() {
     assert!(!p.tick_unpair(3));
     assert!(p.tick_unpair(3));
 }
+
+/// Records the CPUs a placement tries to claim, in order; nothing is idle.
+struct Recorder {
+    tried: Vec<u32>,
+}
+
+impl Platform for Recorder {
+    fn claim_idle(&mut self, cpu: u32) -> bool {
+        self.tried.push(cpu);
+        false
+    }
+
+    fn task_allowed(&self, _cpu: u32) -> bool {
+        true
+    }
+
+    fn default_cpu(&mut self, prev: u32, _whole_core: bool) -> (u32, bool) {
+        (prev, false)
+    }
+
+    fn pick_any_idle(&mut self) -> Option<u32> {
+        None
+    }
+
+    fn now_ns(&self) -> u64 {
+        0
+    }
+
+    fn cpu_idle(&self, _cpu: u32) -> bool {
+        false
+    }
+}
+
+#[test]
+fn nest_scans_visit_members_from_the_start_cpu_wrapping_its_llc_first() {
+    // 4 sockets x 20 cores x 2 threads: 160 CPUs, 3 mask words, 4 LLCs.
+    let topo = Topology::regular(4, 20, 2);
+    let m = Machine::with(topo.clone());
+    let p = policy(&m, smt_blind());
+    let n = topo.nr_cpus() as u32;
+    let primary: Vec<u32> = (0..n).filter(|c| c * 37 % 11 < 3).collect();
+    let reserve: Vec<u32> = (0..n)
+        .filter(|c| !primary.contains(c))
+        .step_by(31)
+        .collect();
+    let only_idle = |cpu: u32| {
+        let others: Vec<u32> = (0..n).filter(|&c| c != cpu).collect();
+        m.set_busy(&others);
+        m.set_idle(&[cpu]);
+        let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut TaskState::new(), cpu);
+        assert_eq!((choice.cpu, choice.idle), (cpu, true));
+    };
+    for &cpu in &primary {
+        only_idle(cpu); // the fallback: reserve
+        only_idle(cpu); // found in the reserve: promoted
+    }
+    for &cpu in &reserve {
+        only_idle(cpu);
+    }
+    assert_eq!(p.primary(), primary);
+    assert_eq!(p.reserve(), reserve);
+
+    // From `start`, wrapping: `llc`'s members first, then the others.
+    let order = |members: &[u32], start: u32, llc: u32| -> Vec<u32> {
+        let from_start = (0..n)
+            .map(|i| (start + i) % n)
+            .filter(|c| members.contains(c));
+        let in_llc = |&c: &u32| topo.place(c).unwrap().llc == llc;
+        let (mut first, rest): (Vec<u32>, Vec<u32>) = from_start.partition(in_llc);
+        first.extend(rest);
+        first
+    };
+    for prev in [0, 5, 63, 64, 65, 100, 127, 128, 159] {
+        let mut rec = Recorder { tried: Vec::new() };
+        let choice = p.select_cpu(&mut rec, &mut TaskState::new(), prev);
+        assert!(!choice.idle);
+        let llc = topo.place(prev).unwrap().llc;
+        let mut want = order(&primary, prev, llc);
+        want.extend(order(&reserve, 0, llc));
+        assert_eq!(rec.tried, want, "prev {prev}");
+    }
+}
