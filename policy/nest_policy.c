@@ -27,15 +27,22 @@
  * design, which ignores SMT siblings): steps 1 to 3 and the default
  * placement first run restricted to CPUs whose SMT siblings are all idle;
  * only when that finds nothing do steps 1 to 4 run as published, taking
- * any idle CPU. Without it, threads that run at the
- * same time settle as pairs on sibling threads of one core while other
- * cores stay idle: with one thread per core and barriers, every phase
- * waits for the slowest, SMT-sharing thread (about 1.5x slower in the
- * simulator on Gold 5218).
+ * any idle CPU. The restricted pass compacts no more than the published
+ * scan would (see scan_visit()), and a previous CPU it skips because its
+ * sibling runs is idle, so not a miss for impatience. Without whole cores
+ * first, threads that run at the same time settle as pairs on sibling
+ * threads of one core while other cores stay idle: with one thread per
+ * core and barriers, every phase waits for the slowest, SMT-sharing thread
+ * (about 1.5x slower in the simulator on Gold 5218).
  *
- * A task is impatient after missing its previous CPU R_impatient times in a
- * row; getting it back resets the count. When a task exits and its CPU goes
- * idle, the CPU leaves the primary nest at once.
+ * Impatience, as published: a placement that finds the task's previous CPU
+ * busy (the host's idle state, after the search) is a miss; after
+ * R_impatient misses in a row the next placement is impatient. That one
+ * placement skips the primary search and puts its CPU straight into the
+ * primary nest; the count then starts again. Getting the previous CPU
+ * back also resets it. A fork does not count: its previous CPU is the
+ * parent's. When a task exits and its CPU goes idle, the CPU leaves the
+ * primary nest at once.
  *
  * A CPU taken offline (CPU hotplug) leaves both nests and is never claimed
  * nor admitted to a nest until it comes back online; it then has to earn
@@ -200,7 +207,10 @@ static bool try_claim(const struct nest_ctx *ctx, s32 cpu)
 
 /* Options of a nest search. */
 enum nest_search {
-	/* Demote CPUs idle longer than P_remove instead of using them. */
+	/*
+	 * The primary nest: CPUs idle longer than P_remove are not used, and
+	 * are demoted as the published scan would (see scan_visit()).
+	 */
 	NEST_SEARCH_COMPACT = 1 << 0,
 	/* Only CPUs whose SMT sibling is idle (whole idle cores). */
 	NEST_SEARCH_WHOLE_CORE = 1 << 1,
@@ -242,37 +252,135 @@ static bool try_claim_for(const struct nest_ctx *ctx, s32 cpu, u32 flags)
 }
 
 /*
+ * Could the published scan, blind to SMT siblings, take @cpu, which the
+ * restricted pass skipped for its busy sibling? (Nothing is claimed.)
+ */
+static bool takeable_when_paired(const struct nest_ctx *ctx, s32 cpu)
+{
+	return !cpu_offline(ctx->st, cpu) && plat_task_allowed(ctx->env, cpu) &&
+	       plat_cpu_idle(ctx->env, cpu);
+}
+
+/*
+ * Visit @cpu, a member of the nest being scanned with enum nest_search
+ * options @flags. Returns @cpu if it was claimed, else -1.
+ *
+ * Compaction happens exactly where the published scan (unrestricted, which
+ * stops at the first CPU it can take) would meet a CPU idle for longer than
+ * P_remove. *@compact starts true; the restricted pass (whole cores first)
+ * looks further than the published scan, so once it passes a CPU that scan
+ * would have taken (idle but for its busy sibling) it clears *@compact and
+ * only skips stale CPUs from then on: compacting them would shrink the
+ * primary nest further than the published design does.
+ */
+static s32 scan_visit(const struct nest_ctx *ctx, s32 cpu, u32 flags,
+		      bool *compact)
+{
+	if ((flags & NEST_SEARCH_COMPACT) && due_for_compaction(ctx, cpu)) {
+		if (*compact)
+			demote(ctx, cpu, NEST_STAT_COMPACTED);
+		return -1;
+	}
+	if (try_claim_for(ctx, cpu, flags))
+		return cpu;
+	if (*compact && (flags & NEST_SEARCH_COMPACT) &&
+	    (flags & NEST_SEARCH_WHOLE_CORE) && sibling_busy(ctx, cpu) &&
+	    takeable_when_paired(ctx, cpu))
+		*compact = false;
+	return -1;
+}
+
+/* Number of trailing zero bits of @v, which is not 0. */
+static u32 ctz64(u64 v)
+{
+#if !defined(__BPF__) || (defined(__clang_major__) && __clang_major__ >= 19)
+	/* The BPF backend lowers the builtin from clang 19 on. */
+	return __builtin_ctzll(v);
+#else
+	u32 n = 0;
+
+	if (!(v & 0xffffffffULL)) {
+		n += 32;
+		v >>= 32;
+	}
+	if (!(v & 0xffffULL)) {
+		n += 16;
+		v >>= 16;
+	}
+	if (!(v & 0xffULL)) {
+		n += 8;
+		v >>= 8;
+	}
+	if (!(v & 0xfULL)) {
+		n += 4;
+		v >>= 4;
+	}
+	if (!(v & 0x3ULL)) {
+		n += 2;
+		v >>= 2;
+	}
+	return n + !(v & 1);
+#endif
+}
+
+/* The bits of mask word @w that stand for one of the @nr_cpus CPUs. */
+static u64 word_cpus(s32 nr_cpus, s32 w)
+{
+	s32 left = nr_cpus > w * 64 ? nr_cpus - w * 64 : 0;
+
+	return left >= 64 ? ~0ULL : (1ULL << left) - 1;
+}
+
+/*
  * Scan @mask for an idle CPU the task may use, starting at @start and
  * wrapping around: CPUs of LLC @llc first, then the others. @flags are
  * enum nest_search options. Returns the claimed CPU or -1.
+ *
+ * Only members are visited, word by word (a nest is small, the machine
+ * may have 512 CPUs): the word of @start first from @start on, the next
+ * words, wrapping, and last the bits of @start's word below @start. This is
+ * the order of the CPU ids from @start, wrapping. Each word is read once
+ * per pass: members that join during the scan are not seen, members that
+ * leave are still tried (and the claim fails or takes an idle CPU as a
+ * racing placement could).
  */
 static s32 scan_nest(const struct nest_ctx *ctx, u64 *mask, s32 start, u32 llc,
 		     u32 flags)
 {
 	const struct nest_config *cfg = ctx->cfg;
-	s32 nr_cpus = cfg->nr_cpus;
-	s32 pass, i;
+	s32 nr_cpus = cfg->nr_cpus < NEST_MAX_CPUS ? cfg->nr_cpus : NEST_MAX_CPUS;
+	s32 nr_words = (nr_cpus + 63) / 64, first;
+	bool compact = true;
+	u64 from_start;
+	s32 pass, i, b;
 
 	if (!cpu_valid(cfg, start))
 		start = 0;
+	first = start / 64;
+	from_start = ~0ULL << (start & 63);
 
 	bpf_for(pass, 0, 2) {
-		bpf_for(i, 0, nr_cpus) {
-			s32 cpu = start + i;
+		bpf_for(i, 0, nr_words + 1) {
+			s32 w = first + i < nr_words ? first + i : first + i - nr_words;
+			u64 bits = READ_ONCE(mask[w & (NEST_MASK_WORDS - 1)]) &
+				   word_cpus(nr_cpus, w);
 
-			if (cpu >= nr_cpus)
-				cpu -= nr_cpus;
-			if (!cpu_valid(cfg, cpu) || !mask_test(mask, cpu))
-				continue;
-			if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
-				continue;
-			if ((flags & NEST_SEARCH_COMPACT) &&
-			    due_for_compaction(ctx, cpu)) {
-				demote(ctx, cpu, NEST_STAT_COMPACTED);
-				continue;
+			if (i == 0)
+				bits &= from_start;
+			else if (i == nr_words)
+				bits &= ~from_start;
+			bpf_for(b, 0, 64) {
+				s32 cpu;
+
+				if (!bits)
+					break;
+				cpu = w * 64 + ctz64(bits);
+				bits &= bits - 1;
+				if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
+					continue;
+				if (scan_visit(ctx, cpu, flags, &compact) >= 0)
+					return cpu;
 			}
-			if (try_claim_for(ctx, cpu, flags))
-				return cpu;
 		}
 	}
 	return -1;
@@ -436,6 +544,22 @@ static s32 search_all(const struct nest_ctx *ctx, struct nest_task *t,
 }
 
 /*
+ * Impatience bookkeeping after a placement of the task described by @t,
+ * whose previous CPU is @prev_cpu, got @cpu (-1: none). The task was
+ * impatient for this placement if @impatient.
+ */
+static void count_prev_miss(const struct nest_ctx *ctx, struct nest_task *t,
+			    s32 prev_cpu, s32 cpu, bool impatient)
+{
+	if (impatient || cpu == prev_cpu)
+		t->prev_misses = 0;
+	else if (mech_on(ctx->cfg, NEST_MECH_IMPATIENCE) &&
+		 cpu_valid(ctx->cfg, prev_cpu) &&
+		 !plat_cpu_idle(ctx->env, prev_cpu))
+		t->prev_misses++;
+}
+
+/*
  * Choose a CPU for the task described by @t, whose previous CPU (on fork:
  * the parent's CPU) is @prev_cpu. Fills @out; out->idle tells whether an
  * idle CPU was claimed (otherwise the task should be queued).
@@ -443,7 +567,9 @@ static s32 search_all(const struct nest_ctx *ctx, struct nest_task *t,
 static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 			    s32 prev_cpu, struct nest_choice *out)
 {
-	bool impatient = task_impatient(ctx->cfg, t);
+	/* A fork has no previous CPU of its own: no impatience either way. */
+	bool fork = plat_is_fork(ctx->env);
+	bool impatient = !fork && task_impatient(ctx->cfg, t);
 	u32 how = NEST_STAT_NO_IDLE;
 	s32 cpu;
 
@@ -458,10 +584,8 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 		mark_running(ctx->st, cpu);
 	count(ctx, how);
 
-	if (cpu == prev_cpu)
-		t->prev_misses = 0;
-	else
-		t->prev_misses++;
+	if (!fork)
+		count_prev_miss(ctx, t, prev_cpu, cpu, impatient);
 
 	out->idle = cpu >= 0;
 	out->cpu = cpu >= 0 ? cpu : prev_cpu;

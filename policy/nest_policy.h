@@ -36,6 +36,12 @@
  *   bool plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
  *	The host's run queues, for the scheduler around the placement: see
  *	nest_sched.c.
+ *   bool plat_is_fork(nest_env_t env);
+ *	Is the task being placed a new one (fork), whose previous CPU is
+ *	its parent's rather than its own?
+ *   bool plat_cpu_idle(nest_env_t env, s32 cpu);
+ *	Is @cpu idle now? Nothing is claimed. (Impatience: did the task
+ *	find its previous CPU busy?)
  */
 #ifndef __NEST_POLICY_H
 #define __NEST_POLICY_H
@@ -63,7 +69,7 @@ enum nest_mechanism {
 	NEST_MECH_ATTACH = 1 << 0,
 	/* The reserve nest exists (off: fallback CPUs join the primary). */
 	NEST_MECH_RESERVE = 1 << 1,
-	/* Tasks that keep missing their previous CPU become impatient. */
+	/* Tasks that keep finding their previous CPU busy become impatient. */
 	NEST_MECH_IMPATIENCE = 1 << 2,
 	/* Primary CPUs idle longer than P_remove are demoted. */
 	NEST_MECH_COMPACTION = 1 << 3,
@@ -191,7 +197,7 @@ struct nest_config {
 	u64 smove_delay_ns;
 	/* Capacity of the reserve nest (R_max). */
 	u32 r_max;
-	/* Previous-CPU misses before a task is impatient (R_impatient). */
+	/* Busy previous CPUs before a task is impatient (R_impatient). */
 	u32 r_impatient;
 	/* Number of possible CPUs (<= NEST_MAX_CPUS). */
 	u32 nr_cpus;
@@ -276,7 +282,10 @@ struct nest_state {
 struct nest_task {
 	/* The last two CPUs the task ran on, most recent first (-1: none). */
 	s32 recent_cpu[2];
-	/* Consecutive placements that did not get the previous CPU. */
+	/*
+	 * Placements in a row that found the previous CPU busy (impatience;
+	 * see nest_select_cpu()).
+	 */
 	u32 prev_misses;
 	/* S_move: where to move the task if it has not run by move_at (-1). */
 	s32 move_to;

@@ -28,6 +28,8 @@ void nest_plat_count(nest_env_t env, u32 stat, u64 amount);
 bool nest_plat_cpu_above_min(nest_env_t env, s32 cpu);
 u32 nest_plat_llc_queued(nest_env_t env, u32 llc);
 bool nest_plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
+bool nest_plat_is_fork(nest_env_t env);
+bool nest_plat_cpu_idle(nest_env_t env, s32 cpu);
 
 #define plat_claim_idle nest_plat_claim_idle
 #define plat_task_allowed nest_plat_task_allowed
@@ -37,6 +39,8 @@ bool nest_plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
 #define plat_cpu_above_min nest_plat_cpu_above_min
 #define plat_llc_queued nest_plat_llc_queued
 #define plat_queue_head nest_plat_queue_head
+#define plat_is_fork nest_plat_is_fork
+#define plat_cpu_idle nest_plat_cpu_idle
 
 #include "nest_policy.c"
 #include "nest_sched.c"

@@ -53,6 +53,14 @@ pub trait Platform {
     fn queue_head(&self, _queue: Queue) -> Option<u64> {
         None
     }
+    /// Is the task being placed a new one (a fork), whose previous CPU is
+    /// its parent's? Forks do not count for impatience.
+    fn is_fork(&self) -> bool {
+        false
+    }
+    /// Is `cpu` idle now (nothing is claimed)? Impatience asks whether a
+    /// placement found the task's previous CPU busy.
+    fn cpu_idle(&self, cpu: u32) -> bool;
 }
 
 /// A run queue of the scheduler around the placement.
@@ -472,7 +480,8 @@ impl NestPolicy {
     }
 
     /// Place a forked or woken task whose previous CPU (on fork: the
-    /// parent's) is `prev_cpu`.
+    /// parent's) is `prev_cpu`. The platform says which
+    /// ([`Platform::is_fork`]).
     pub fn select_cpu(
         &self,
         plat: &mut dyn Platform,
@@ -1107,4 +1116,14 @@ extern "C" fn nest_plat_queue_head(env: *mut c_void, queue: i32, vtime: *mut u64
         }
         None => false,
     }
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_is_fork(env: *mut c_void) -> bool {
+    plat_of(env).is_fork()
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_cpu_idle(env: *mut c_void, cpu: i32) -> bool {
+    plat_of(env).cpu_idle(cpu as u32)
 }

@@ -1,6 +1,12 @@
 //! Each Nest mechanism, driven through the real C policy on a modelled
 //! 2 sockets x 4 cores x 2 threads machine (CPUs 0-3 and 8-11 on socket 0,
 //! 4-7 and 12-15 on socket 1).
+//!
+//! Not here: sync wakeups. The kernel's default placement may answer a
+//! WAKE_SYNC wakeup with the busy waker's CPU as if it were idle; only the
+//! BPF host has that default placement, and it never passes the flag on
+//! (`default_wake_flags()` in crates/scx_nest/src/bpf/platform.bpf.h). The
+//! native platform interface has no wake flags.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -69,6 +75,8 @@ struct Plat<'a> {
     machine: &'a Machine,
     now: u64,
     allowed: Option<Vec<u32>>,
+    /// The placement is a fork.
+    fork: bool,
 }
 
 impl<'a> Plat<'a> {
@@ -77,6 +85,14 @@ impl<'a> Plat<'a> {
             machine,
             now,
             allowed: None,
+            fork: false,
+        }
+    }
+
+    fn fork(machine: &'a Machine, now: u64) -> Self {
+        Self {
+            fork: true,
+            ..Self::new(machine, now)
         }
     }
 }
@@ -111,6 +127,14 @@ impl Platform for Plat<'_> {
 
     fn now_ns(&self) -> u64 {
         self.now
+    }
+
+    fn is_fork(&self) -> bool {
+        self.fork
+    }
+
+    fn cpu_idle(&self, cpu: u32) -> bool {
+        self.machine.idle[cpu as usize].load(Ordering::SeqCst)
     }
 }
 
@@ -293,11 +317,60 @@ fn a_task_that_keeps_missing_its_cpu_becomes_impatient_and_grows_the_primary() {
     assert_eq!(p.primary(), vec![1, 4]);
     assert_eq!(p.stat(Stat::JoinedPrimary), 1);
 
-    // Getting the previous CPU back resets the count.
+    // Impatient for that one placement only: the count starts again, and
+    // the next placement searches the primary nest.
+    assert_eq!(task.prev_misses(), 0);
+    let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut task, 5);
+    assert_eq!((choice.cpu, choice.how), (1, Stat::Primary));
+    assert_eq!(p.stat(Stat::Impatient), 1);
+    assert_eq!(task.prev_misses(), 1);
+
+    // Getting the previous CPU back resets the count (1 and 4 are busy).
     m.set_idle(&[5]);
     let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut task, 5);
     assert_eq!(choice.cpu, 5);
     assert_eq!(task.prev_misses(), 0);
+}
+
+#[test]
+fn a_fork_is_not_a_miss() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1], 0);
+    // The parent runs on CPU 5; its children are placed elsewhere, which
+    // never counts: CPU 5 is the parent's, not theirs. (One task state for
+    // every fork, so that a count would show.)
+    m.set_busy(&[5]);
+    let mut child = TaskState::new();
+    for _ in 0..3 {
+        let choice = p.select_cpu(&mut Plat::fork(&m, 0), &mut child, 5);
+        assert!(choice.idle && choice.cpu != 5, "{choice:?}");
+        m.set_idle(&[choice.cpu]);
+    }
+    assert_eq!(child.prev_misses(), 0);
+    assert_eq!(p.stat(Stat::Impatient), 0);
+    // The same placement as a wakeup found the previous CPU busy.
+    p.select_cpu(&mut Plat::new(&m, 0), &mut child, 5);
+    assert_eq!(child.prev_misses(), 1);
+}
+
+#[test]
+fn only_a_busy_previous_cpu_is_a_miss_not_an_idle_one_whose_sibling_runs() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 9, 2], 0);
+    // CPU 9 is idle, but its sibling runs: whole cores first gives CPU 2.
+    run_on(&p, &m, &[sibling(9)], MS);
+    let mut task = TaskState::new();
+    let choice = p.select_cpu(&mut Plat::new(&m, MS), &mut task, 9);
+    assert_eq!(choice.cpu, 2);
+    assert_eq!(task.prev_misses(), 0, "the previous CPU was idle");
+    m.set_idle(&[2]);
+    // CPU 9 busy: a miss.
+    m.set_busy(&[9]);
+    let choice = p.select_cpu(&mut Plat::new(&m, MS), &mut task, 9);
+    assert_eq!(choice.cpu, 2);
+    assert_eq!(task.prev_misses(), 1, "the previous CPU was busy");
 }
 
 #[test]
@@ -738,6 +811,38 @@ fn cpus_above_64_join_the_nests_and_are_found_again() {
     assert_eq!(p.stat(Stat::Attached), 1);
 }
 
+/// `cpus` ran a task until `now` and went idle then: not due for
+/// compaction before `now` + P_remove.
+fn ran_until(p: &NestPolicy, cpus: &[u32], now: u64) {
+    for &cpu in cpus {
+        p.task_running(&mut TaskState::new(), cpu, now);
+        p.cpu_idle(cpu, now);
+    }
+}
+
+#[test]
+fn whole_cores_first_compacts_no_more_than_the_published_scan() {
+    let p_remove = Params::default().p_remove_ns;
+    let now = p_remove + MS;
+    // The scan from busy CPU 0 meets CPUs 1, 2, 3 in that order. `stale`
+    // has been idle since 0; of the others, `paired` is idle with a busy
+    // sibling and `whole` is a whole idle core. The published scan stops
+    // at the first idle CPU, so it compacts `stale` only when it comes
+    // before `paired`; the restricted pass takes `whole` either way.
+    for (stale, paired, whole, compacted) in [(1, 2, 3, 1), (2, 1, 3, 0)] {
+        let m = Machine::new();
+        let p = policy(&m, Params::default());
+        grow_primary(&p, &m, &[1, 2, 3], 0);
+        ran_until(&p, &[paired, whole], now - MS);
+        run_on(&p, &m, &[0, sibling(paired)], now);
+        let mut t = TaskState::new();
+        let cpu = place_and_run(&p, &m, &mut t, 0, now);
+        assert_eq!(cpu, whole);
+        assert_eq!(p.stat(Stat::Compacted), compacted, "stale CPU {stale}");
+        assert_eq!(p.primary().contains(&stale), compacted == 0);
+    }
+}
+
 #[test]
 fn a_task_sharing_its_core_for_two_ticks_is_moved_then_counting_restarts() {
     for (params, moves) in [(Params::default(), true), (smt_blind(), false)] {
@@ -758,4 +863,86 @@ fn a_task_sharing_its_core_for_two_ticks_is_moved_then_counting_restarts() {
     run_on(&p, &m, &[3], MS);
     assert!(!p.tick_unpair(3));
     assert!(p.tick_unpair(3));
+}
+
+/// Records the CPUs a placement tries to claim, in order; nothing is idle.
+struct Recorder {
+    tried: Vec<u32>,
+}
+
+impl Platform for Recorder {
+    fn claim_idle(&mut self, cpu: u32) -> bool {
+        self.tried.push(cpu);
+        false
+    }
+
+    fn task_allowed(&self, _cpu: u32) -> bool {
+        true
+    }
+
+    fn default_cpu(&mut self, prev: u32, _whole_core: bool) -> (u32, bool) {
+        (prev, false)
+    }
+
+    fn pick_any_idle(&mut self) -> Option<u32> {
+        None
+    }
+
+    fn now_ns(&self) -> u64 {
+        0
+    }
+
+    fn cpu_idle(&self, _cpu: u32) -> bool {
+        false
+    }
+}
+
+#[test]
+fn nest_scans_visit_members_from_the_start_cpu_wrapping_its_llc_first() {
+    // 4 sockets x 20 cores x 2 threads: 160 CPUs, 3 mask words, 4 LLCs.
+    let topo = Topology::regular(4, 20, 2);
+    let m = Machine::with(topo.clone());
+    let p = policy(&m, smt_blind());
+    let n = topo.nr_cpus() as u32;
+    let primary: Vec<u32> = (0..n).filter(|c| c * 37 % 11 < 3).collect();
+    let reserve: Vec<u32> = (0..n)
+        .filter(|c| !primary.contains(c))
+        .step_by(31)
+        .collect();
+    let only_idle = |cpu: u32| {
+        let others: Vec<u32> = (0..n).filter(|&c| c != cpu).collect();
+        m.set_busy(&others);
+        m.set_idle(&[cpu]);
+        let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut TaskState::new(), cpu);
+        assert_eq!((choice.cpu, choice.idle), (cpu, true));
+    };
+    for &cpu in &primary {
+        only_idle(cpu); // the fallback: reserve
+        only_idle(cpu); // found in the reserve: promoted
+    }
+    for &cpu in &reserve {
+        only_idle(cpu);
+    }
+    assert_eq!(p.primary(), primary);
+    assert_eq!(p.reserve(), reserve);
+
+    // From `start`, wrapping: `llc`'s members first, then the others.
+    let order = |members: &[u32], start: u32, llc: u32| -> Vec<u32> {
+        let from_start = (0..n)
+            .map(|i| (start + i) % n)
+            .filter(|c| members.contains(c));
+        let in_llc = |&c: &u32| topo.place(c).unwrap().llc == llc;
+        let (mut first, rest): (Vec<u32>, Vec<u32>) = from_start.partition(in_llc);
+        first.extend(rest);
+        first
+    };
+    for prev in [0, 5, 63, 64, 65, 100, 127, 128, 159] {
+        let mut rec = Recorder { tried: Vec::new() };
+        let choice = p.select_cpu(&mut rec, &mut TaskState::new(), prev);
+        assert!(!choice.idle);
+        let llc = topo.place(prev).unwrap().llc;
+        let mut want = order(&primary, prev, llc);
+        want.extend(order(&reserve, 0, llc));
+        assert_eq!(rec.tried, want, "prev {prev}");
+    }
 }

@@ -150,6 +150,9 @@ fn cpu0_in_primary(p: &NestPolicy) {
         fn now_ns(&self) -> u64 {
             MS
         }
+        fn cpu_idle(&self, cpu: u32) -> bool {
+            self.0[cpu as usize]
+        }
     }
     let mut task = TaskState::new();
     for _ in 0..2 {

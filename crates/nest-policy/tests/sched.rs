@@ -34,6 +34,9 @@ impl Platform for Queues {
     fn pick_any_idle(&mut self) -> Option<u32> {
         None
     }
+    fn cpu_idle(&self, _cpu: u32) -> bool {
+        false
+    }
     fn now_ns(&self) -> u64 {
         0
     }

@@ -50,6 +50,11 @@ impl Platform for Plat {
     fn cpu_above_min(&self, cpu: u32) -> bool {
         self.above_min.contains(&cpu)
     }
+
+    /// Every CPU can be claimed.
+    fn cpu_idle(&self, _cpu: u32) -> bool {
+        true
+    }
 }
 
 fn policy() -> NestPolicy {

@@ -193,6 +193,14 @@ impl Platform for SimPlatform<'_, '_> {
     fn cpu_above_min(&self, cpu: u32) -> bool {
         self.cx.last_tick_mhz(cpu) > self.cx.machine().frequency.min_mhz
     }
+
+    fn is_fork(&self) -> bool {
+        self.why == Wake::Fork
+    }
+
+    fn cpu_idle(&self, cpu: u32) -> bool {
+        self.free(cpu)
+    }
 }
 
 impl Policy for Nest {

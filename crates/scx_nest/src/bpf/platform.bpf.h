@@ -56,6 +56,26 @@ static bool plat_task_allowed(nest_env_t env, s32 cpu)
 }
 
 /*
+ * The wake flags the kernel's default placement gets: without SCX_WAKE_SYNC.
+ *
+ * For a WAKE_SYNC wakeup, scx_select_cpu_dfl() (kernel/sched/ext_idle.c;
+ * ext.c before 6.15) returns the waker's CPU, smp_processor_id(), whenever
+ * that CPU's local DSQ is empty and some CPU is idle, without claiming it:
+ * scx_bpf_select_cpu_dfl() then reports it as idle (*is_idle = true), and
+ * scx_bpf_select_cpu_and() returns it even with SCX_PICK_IDLE_CORE. The
+ * waker is running, so the wakee would be inserted behind it while idle
+ * CPUs, primary ones included, wait. Without the flag every CPU returned
+ * was taken with scx_idle_test_and_clear_cpu(): really idle, and ours. The
+ * only other use of the flag there, keeping an idle prev_cpu that shares
+ * the waker's LLC, is covered by the later "prev_cpu if idle" steps and by
+ * the nest scans, which start at prev_cpu.
+ */
+static u64 default_wake_flags(nest_env_t env)
+{
+	return env->wake_flags & ~(u64)SCX_WAKE_SYNC;
+}
+
+/*
  * The kernel's default placement restricted to whole idle cores: prev's
  * core, then prev's LLC, node, anywhere (kernels >= 6.16); before that, any
  * whole idle core.
@@ -65,7 +85,8 @@ static s32 default_whole_core(nest_env_t env, s32 prev_cpu)
 	struct task_struct *p = env->p;
 
 	if (__COMPAT_HAS_scx_bpf_select_cpu_and)
-		return scx_bpf_select_cpu_and(p, prev_cpu, env->wake_flags,
+		return scx_bpf_select_cpu_and(p, prev_cpu,
+					      default_wake_flags(env),
 					      p->cpus_ptr, SCX_PICK_IDLE_CORE);
 	return scx_bpf_pick_idle_cpu(p->cpus_ptr, SCX_PICK_IDLE_CORE);
 }
@@ -83,7 +104,7 @@ static s32 plat_default_cpu(nest_env_t env, s32 prev_cpu, bool whole_core,
 		*idle = cpu >= 0;
 		return cpu >= 0 ? cpu : prev_cpu;
 	}
-	cpu = scx_bpf_select_cpu_dfl(env->p, prev_cpu, env->wake_flags,
+	cpu = scx_bpf_select_cpu_dfl(env->p, prev_cpu, default_wake_flags(env),
 				     &is_idle);
 	*idle = is_idle;
 	return cpu;
@@ -132,6 +153,21 @@ static bool plat_queue_head(nest_env_t env, s32 queue, u64 *vtime)
 		return true;
 	}
 	return false;
+}
+
+/* SCX_WAKE_FORK: ops.select_cpu() of a new task, prev_cpu its parent's. */
+static bool plat_is_fork(nest_env_t env)
+{
+	return env->wake_flags & SCX_WAKE_FORK;
+}
+
+static bool plat_cpu_idle(nest_env_t env, s32 cpu)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	bool ret = cpu >= 0 && bpf_cpumask_test_cpu(cpu, idle);
+
+	scx_bpf_put_idle_cpumask(idle);
+	return ret;
 }
 
 static s32 plat_pick_any_idle(nest_env_t env)
