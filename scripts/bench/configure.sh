@@ -143,9 +143,9 @@ analyse() {
 		[ -e "$trace" ] || continue
 		found=true
 		name=$(basename "$trace" .trace)
-		figures=$("$BIN/nest" trace tree --interval-ms 100 "$trace" | tr '\n' ' ') ||
-			die "cannot measure $trace"
-		echo "${name%-*} run=${name##*-} $figures"
+		figures=$("$BIN/nest" trace tree --interval-ms 100 "$trace") ||
+			die "cannot measure $trace (is $BIN/nest up to date?)"
+		echo "${name%-*} run=${name##*-}" $figures
 	done >"$OUT/figures.txt"
 	$found || die "no traces in $OUT"
 	sort -k2 "$OUT/figures.txt"
