@@ -40,6 +40,10 @@ pub enum TraceCommand {
     Export(ExportArgs),
     /// Print every metric table, or write them as CSV files.
     Metrics(MetricsArgs),
+    /// Placement of one process tree (the recorded command and everything
+    /// it started, by default) over its lifetime, as key=value lines:
+    /// CPUs and sockets per interval, migrations, cross-socket migrations.
+    Tree(TreeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +183,19 @@ pub struct MetricsArgs {
     pub analysis: AnalysisArgs,
 }
 
+#[derive(Debug, Args)]
+pub struct TreeArgs {
+    /// Trace file.
+    pub trace: PathBuf,
+    /// Root of the process tree (default: the recorded command, meta
+    /// `command_pid`).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Interval length, in milliseconds.
+    #[arg(long, default_value_t = 100.0, value_name = "MS")]
+    pub interval_ms: f64,
+}
+
 /// Run a `nest trace` subcommand.
 pub fn run(args: TraceArgs) -> anyhow::Result<()> {
     match args.command {
@@ -188,6 +205,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Compare(a) => run_compare(a),
         TraceCommand::Export(a) => run_export(a),
         TraceCommand::Metrics(a) => run_metrics(a),
+        TraceCommand::Tree(a) => run_tree(a),
     }
 }
 
@@ -296,6 +314,55 @@ fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
             print(&text.join("\n"))
         }
     }
+}
+
+fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
+    use crate::model::EventKind;
+    let trace = format::load(&a.trace)?;
+    let root = match a.pid {
+        Some(pid) => pid,
+        None => trace
+            .meta_get("command_pid")
+            .and_then(|p| p.parse().ok())
+            .context("the trace has no command_pid: give the root with --pid")?,
+    };
+    let interval_ns = ms_to_ns(a.interval_ms);
+    if interval_ns == 0 || trace.end_ns() / interval_ns > MAX_INTERVALS {
+        bail!("--interval-ms {} is too short", a.interval_ms);
+    }
+    // The root's lifetime: from its first exec (or the trace's start) to
+    // its exit (or the trace's end).
+    let mut from = None;
+    let mut to = trace.end_ns();
+    for e in &trace.events {
+        match &e.kind {
+            EventKind::Exec { pid, .. } if *pid == root => {
+                from.get_or_insert(e.ts_ns);
+            }
+            EventKind::Exit { pid } if *pid == root => to = e.ts_ns,
+            _ => {}
+        }
+    }
+    let from = from.unwrap_or(0);
+    let tl = crate::timeline::Timeline::build(&trace);
+    let pids = trace.descendants(root);
+    let p = crate::metrics::tasks_placement(&trace, &tl, &pids, from, to, interval_ns);
+    let meta = |key: &str| trace.meta_get(key).unwrap_or("unknown").to_string();
+    let lines = [
+        format!("root={root}"),
+        format!("tasks={}", p.tasks),
+        format!("seconds={:.3}", p.window_ns as f64 / 1e9),
+        format!("intervals={}", p.intervals),
+        format!("cpus_per_interval={:.3}", p.mean_cpus),
+        format!("sockets_per_interval={:.3}", p.mean_sockets),
+        format!("migrations={}", p.migrations),
+        format!("cross_socket_migrations={}", p.cross_socket_migrations),
+        format!("cpus_used={}", p.cpus_used),
+        format!("run_seconds={:.3}", p.run_ns as f64 / 1e9),
+        format!("lost_events={}", meta("lost_events")),
+        format!("overrun_events={}", meta("overrun_events")),
+    ];
+    print(&(lines.join("\n") + "\n"))
 }
 
 /// Print to stdout; a closed pipe (`| head`) is not an error.

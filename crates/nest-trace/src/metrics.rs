@@ -278,6 +278,107 @@ pub fn migrations(tl: &Timeline) -> Table {
     t
 }
 
+/// Placement of a set of tasks (e.g. a process tree, see
+/// [`Trace::descendants`]) over the window `[from, to)`, cut into intervals
+/// as in [`interval_stats_between`]. Only the set's own tasks count: other
+/// tasks of the machine are left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TasksPlacement {
+    pub window_ns: u64,
+    pub intervals: usize,
+    /// Distinct CPUs that ran one of the tasks, per interval, averaged
+    /// over the intervals (those where none ran count as 0).
+    pub mean_cpus: f64,
+    /// Distinct sockets of those CPUs, per interval, averaged likewise.
+    pub mean_sockets: f64,
+    /// `sched_migrate_task` events of the tasks within the window (at
+    /// wakeup placement or by load balancing).
+    pub migrations: u64,
+    /// Those between CPUs of different sockets.
+    pub cross_socket_migrations: u64,
+    /// Distinct CPUs that ran one of the tasks in the window.
+    pub cpus_used: usize,
+    /// Tasks of the set that ran in the window.
+    pub tasks: usize,
+    /// Their total running time in the window.
+    pub run_ns: u64,
+}
+
+/// The [`TasksPlacement`] of `pids` in `trace` (replayed as `tl`).
+pub fn tasks_placement(
+    trace: &Trace,
+    tl: &Timeline,
+    pids: &BTreeSet<Pid>,
+    from: u64,
+    to: u64,
+    interval_ns: u64,
+) -> TasksPlacement {
+    let end = to.min(tl.end_ns).max(from);
+    let span = end - from;
+    let len = if interval_ns == 0 {
+        span.max(1)
+    } else {
+        interval_ns
+    };
+    let count = span.div_ceil(len).max(1) as usize;
+    let mut per_interval = vec![BTreeSet::<Cpu>::new(); count];
+    let mut cpus = BTreeSet::new();
+    let mut tasks = BTreeSet::new();
+    let mut run_ns = 0;
+    for run in tl.runs.iter().filter(|r| pids.contains(&r.pid)) {
+        let (start, stop) = (run.start.max(from), run.end.min(end));
+        if start >= stop {
+            continue;
+        }
+        cpus.insert(run.cpu);
+        tasks.insert(run.pid);
+        run_ns += stop - start;
+        let first = ((start - from) / len) as usize;
+        let last = (((stop - 1 - from) / len) as usize).min(count - 1);
+        for set in &mut per_interval[first..=last] {
+            set.insert(run.cpu);
+        }
+    }
+    let (mut migrations, mut cross_socket_migrations) = (0, 0);
+    for e in &trace.events {
+        if let crate::model::EventKind::Migrate {
+            pid,
+            from: a,
+            to: b,
+        } = e.kind
+            && pids.contains(&pid)
+            && e.ts_ns >= from
+            && e.ts_ns < end.max(from + 1)
+        {
+            migrations += 1;
+            if tl.socket(a) != tl.socket(b) {
+                cross_socket_migrations += 1;
+            }
+        }
+    }
+    let n = count as f64;
+    TasksPlacement {
+        window_ns: span,
+        intervals: count,
+        mean_cpus: per_interval.iter().map(|s| s.len() as f64).sum::<f64>() / n,
+        mean_sockets: per_interval
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .map(|&c| tl.socket(c))
+                    .collect::<BTreeSet<_>>()
+                    .len() as f64
+            })
+            .sum::<f64>()
+            / n,
+        migrations,
+        cross_socket_migrations,
+        cpus_used: cpus.len(),
+        tasks: tasks.len(),
+        run_ns,
+    }
+}
+
 /// Nearest-rank percentile of sorted values: the smallest value with at
 /// least `p`% of the values at or below it.
 pub fn percentile(sorted: &[u64], p: u32) -> u64 {
@@ -508,6 +609,81 @@ mod tests {
         assert_eq!(percentile(&v, 99), 10);
         assert_eq!(percentile(&[7], 1), 7);
         assert_eq!(percentile(&[], 50), 0);
+    }
+
+    #[test]
+    fn tasks_placement_counts_only_the_set_per_interval() {
+        use crate::model::{Event, EventKind, PrevState, Topology};
+        const MS: u64 = 1_000_000;
+        let ev = |ms: u64, cpu, kind| Event {
+            ts_ns: ms * MS,
+            cpu,
+            kind,
+        };
+        let sw = |prev, next| EventKind::Switch {
+            prev,
+            prev_state: PrevState::Blocked,
+            next,
+        };
+        // 2 sockets x 2 CPUs (CPUs 0, 1 on socket 0; 2, 3 on socket 1).
+        // Task 10 runs on CPU 0 for 0-5 ms, migrates to CPU 2 (another
+        // socket), runs there 12-15 ms; task 11 runs on CPU 1 2-4 ms, moves
+        // to CPU 0 (same socket); task 99 (not in the set) runs on CPU 3.
+        let events = vec![
+            ev(0, 0, sw(0, 10)),
+            ev(1, 3, sw(0, 99)),
+            ev(2, 1, sw(0, 11)),
+            ev(4, 1, sw(11, 0)),
+            ev(5, 0, sw(10, 0)),
+            ev(
+                6,
+                0,
+                EventKind::Migrate {
+                    pid: 10,
+                    from: 0,
+                    to: 2,
+                },
+            ),
+            ev(
+                7,
+                0,
+                EventKind::Migrate {
+                    pid: 11,
+                    from: 1,
+                    to: 0,
+                },
+            ),
+            ev(
+                8,
+                0,
+                EventKind::Migrate {
+                    pid: 99,
+                    from: 3,
+                    to: 1,
+                },
+            ),
+            ev(12, 2, sw(0, 10)),
+            ev(15, 2, sw(10, 0)),
+            ev(20, 3, sw(99, 0)),
+        ];
+        let trace = Trace {
+            topology: Topology::regular(2, 2, 1),
+            meta: Vec::new(),
+            events,
+        };
+        let tl = Timeline::build(&trace);
+        let pids = BTreeSet::from([10, 11]);
+        let p = tasks_placement(&trace, &tl, &pids, 0, 20 * MS, 10 * MS);
+        assert_eq!((p.intervals, p.window_ns), (2, 20 * MS));
+        // Interval 0: CPUs 0 and 1 (socket 0); interval 1: CPU 2 (socket 1).
+        assert!((p.mean_cpus - 1.5).abs() < 1e-9, "{p:?}");
+        assert!((p.mean_sockets - 1.0).abs() < 1e-9, "{p:?}");
+        assert_eq!((p.migrations, p.cross_socket_migrations), (2, 1));
+        assert_eq!((p.cpus_used, p.tasks, p.run_ns), (3, 2, 10 * MS));
+        // A window that leaves out the second interval and the moves.
+        let early = tasks_placement(&trace, &tl, &pids, 0, 5 * MS, 0);
+        assert_eq!((early.intervals, early.migrations), (1, 0));
+        assert!((early.mean_cpus - 2.0).abs() < 1e-9, "{early:?}");
     }
 
     #[test]

@@ -188,11 +188,70 @@ impl Trace {
             None => self.meta.push((key.to_string(), value)),
         }
     }
+
+    /// The process tree of `root`: `root` and every task it or one of its
+    /// descendants forked (processes and threads), transitively, from the
+    /// trace's `NewTask` events. A pid reused after an exit is followed
+    /// only while it belongs to the tree (forks seen after its exit are
+    /// not counted).
+    pub fn descendants(&self, root: Pid) -> std::collections::BTreeSet<Pid> {
+        let mut tree = std::collections::BTreeSet::from([root]);
+        let mut exited = std::collections::BTreeSet::new();
+        for e in &self.events {
+            match &e.kind {
+                EventKind::NewTask { parent, child, .. }
+                    if tree.contains(parent) && !exited.contains(parent) =>
+                {
+                    tree.insert(*child);
+                    exited.remove(child);
+                }
+                EventKind::Exit { pid } if tree.contains(pid) => {
+                    exited.insert(*pid);
+                }
+                _ => {}
+            }
+        }
+        tree
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descendants_follow_forks_transitively_and_stop_at_exits() {
+        let ev = |ts_ns, kind| Event {
+            ts_ns,
+            cpu: 0,
+            kind,
+        };
+        let fork = |parent, child| EventKind::NewTask {
+            parent,
+            child,
+            comm: "x".into(),
+        };
+        let trace = Trace {
+            topology: Topology::regular(1, 1, 1),
+            meta: Vec::new(),
+            events: vec![
+                ev(1, fork(1, 2)), // outside the tree
+                ev(2, fork(10, 11)),
+                ev(3, fork(11, 12)), // grandchild
+                ev(4, fork(12, 13)), // great-grandchild (a thread, say)
+                ev(5, EventKind::Exit { pid: 11 }),
+                ev(6, fork(11, 14)), // pid 11 reused outside the tree
+                ev(7, fork(2, 15)),
+            ],
+        };
+        let tree: Vec<Pid> = trace.descendants(10).into_iter().collect();
+        assert_eq!(tree, vec![10, 11, 12, 13]);
+        assert_eq!(
+            trace.descendants(2).into_iter().collect::<Vec<_>>(),
+            vec![2, 15]
+        );
+        assert_eq!(trace.descendants(99).len(), 1);
+    }
 
     #[test]
     fn regular_topology_numbers_smt_siblings_last() {

@@ -11,6 +11,7 @@ use nest_vm::{VmOutcome, VmSpec, scan_console};
 
 pub mod compare;
 pub mod placement;
+pub mod sched;
 pub mod strategies;
 pub mod trace;
 

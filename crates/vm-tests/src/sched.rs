@@ -1,0 +1,551 @@
+//! Verdicts of issue 10 ("scx_nest as a scheduler people can run"): a
+//! process tree's placement against the default scheduler's, CPU-time
+//! shares by weight, migrations and work conservation of hogs, hackbench
+//! throughput, wake-up latency, partial mode beside fair tasks, and a
+//! migration-disabled stress. Each limit is next to its constant with why.
+//! The guest scripts (`tests/vm/sched.sh`, `tests/vm/partial.sh`) only
+//! report facts and traces.
+
+use std::collections::BTreeSet;
+
+use nest_trace::metrics::{TasksPlacement, percentile, tasks_placement};
+use nest_trace::timeline::Timeline;
+use nest_trace::{Cpu, EventKind, Pid, Trace};
+
+use crate::Report;
+
+/// The placement of the process tree rooted at `root` over `[from, to)`
+/// in 100 ms intervals.
+pub fn tree_placement(
+    trace: &Trace,
+    tl: &Timeline,
+    root: Pid,
+    from: u64,
+    to: u64,
+) -> TasksPlacement {
+    tasks_placement(trace, tl, &trace.descendants(root), from, to, 100_000_000)
+}
+
+/// `(name, value)` rows of a [`TasksPlacement`], for printing side by side.
+pub fn tree_rows(p: &TasksPlacement) -> Vec<(&'static str, String)> {
+    vec![
+        ("window (ms)", format!("{:.1}", p.window_ns as f64 / 1e6)),
+        ("tasks", p.tasks.to_string()),
+        ("distinct CPUs / 100 ms", format!("{:.2}", p.mean_cpus)),
+        ("sockets / 100 ms", format!("{:.2}", p.mean_sockets)),
+        ("migrations", p.migrations.to_string()),
+        (
+            "cross-socket migrations",
+            p.cross_socket_migrations.to_string(),
+        ),
+        ("CPUs used", p.cpus_used.to_string()),
+    ]
+}
+
+/// Nest may migrate at most this many times as often as the default
+/// scheduler (issue 10: "at most 2x the default's migrations").
+pub const MAX_MIGRATIONS_FACTOR: u64 = 2;
+/// Below this many migrations the default scheduler's count is taken as
+/// this many, so that a default run with none does not demand none.
+pub const MIGRATIONS_FLOOR: u64 = 1;
+
+/// The most migrations allowed given the default scheduler's.
+pub fn migrations_limit(default: u64) -> u64 {
+    MAX_MIGRATIONS_FACTOR * default.max(MIGRATIONS_FLOOR)
+}
+
+/// Everything wrong with a process tree's placement under Nest against the
+/// default scheduler's (issue 10, for a configure script and for the
+/// fork/wait chain): no more distinct CPUs per 100 ms, fewer sockets per
+/// 100 ms (equal is accepted only when both are at most one socket: one
+/// cannot do better), and at most [`MAX_MIGRATIONS_FACTOR`] times the
+/// migrations.
+pub fn tree_problems(nest: &TasksPlacement, default: &TasksPlacement) -> Vec<String> {
+    const EPS: f64 = 1e-9;
+    let mut problems = Vec::new();
+    if nest.mean_cpus > default.mean_cpus + EPS {
+        problems.push(format!(
+            "distinct CPUs per 100 ms: {:.2} > the default scheduler's {:.2}",
+            nest.mean_cpus, default.mean_cpus
+        ));
+    }
+    let one_socket = nest.mean_sockets <= 1.0 + EPS && default.mean_sockets <= 1.0 + EPS;
+    if nest.mean_sockets >= default.mean_sockets - EPS && !one_socket {
+        problems.push(format!(
+            "sockets per 100 ms: {:.2}, not fewer than the default scheduler's {:.2}",
+            nest.mean_sockets, default.mean_sockets
+        ));
+    }
+    let limit = migrations_limit(default.migrations);
+    if nest.migrations > limit {
+        problems.push(format!(
+            "migrations: {} > {limit} ({MAX_MIGRATIONS_FACTOR} x the default scheduler's {})",
+            nest.migrations, default.migrations
+        ));
+    }
+    problems
+}
+
+/// Weight of a nice 0 task (the kernel's `sched_prio_to_weight`).
+pub const WEIGHT_NICE_0: f64 = 1024.0;
+/// Weight of a nice 10 task.
+pub const WEIGHT_NICE_10: f64 = 110.0;
+/// Issue 10: the CPU-time ratio of two hogs sharing one CPU must be within
+/// 15% of their weights' ratio (nice 0 vs 10: 9.31, so 7.91-10.71;
+/// cpu.weight 400 vs 100: 4, so 3.4-4.6) ...
+pub const WEIGHT_TOLERANCE: f64 = 0.15;
+/// ... and within 10% of 1 for two equal hogs (0.9-1.1).
+pub const EQUAL_TOLERANCE: f64 = 0.10;
+
+/// CPU time (ns) of the six hogs of the weight phase, from facts
+/// `{prefix}_ns_{nice0,nice10,same_a,same_b,cg100,cg400}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Weights {
+    pub nice0: u64,
+    pub nice10: u64,
+    pub same_a: u64,
+    pub same_b: u64,
+    pub cg100: u64,
+    pub cg400: u64,
+}
+
+impl Weights {
+    /// The figures of run `prefix`, or `None` if a fact is missing.
+    pub fn of(report: &Report, prefix: &str) -> Option<Self> {
+        let ns = |key: &str| {
+            report
+                .get(&format!("{prefix}_ns_{key}"))?
+                .parse::<u64>()
+                .ok()
+        };
+        Some(Self {
+            nice0: ns("nice0")?,
+            nice10: ns("nice10")?,
+            same_a: ns("same_a")?,
+            same_b: ns("same_b")?,
+            cg100: ns("cg100")?,
+            cg400: ns("cg400")?,
+        })
+    }
+
+    pub fn nice_ratio(&self) -> f64 {
+        ratio(self.nice0, self.nice10)
+    }
+    pub fn same_ratio(&self) -> f64 {
+        ratio(self.same_a, self.same_b)
+    }
+    pub fn cgroup_ratio(&self) -> f64 {
+        ratio(self.cg400, self.cg100)
+    }
+
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
+        let ms = |ns: u64| format!("{:.0}", ns as f64 / 1e6);
+        vec![
+            (
+                "nice 0 / nice 10 CPU ms",
+                format!("{} / {}", ms(self.nice0), ms(self.nice10)),
+            ),
+            (
+                "  ratio (weights: 9.31)",
+                format!("{:.2}", self.nice_ratio()),
+            ),
+            (
+                "nice 0 / nice 0 CPU ms",
+                format!("{} / {}", ms(self.same_a), ms(self.same_b)),
+            ),
+            ("  ratio (1)", format!("{:.2}", self.same_ratio())),
+            (
+                "cpu.weight 400 / 100 CPU ms",
+                format!("{} / {}", ms(self.cg400), ms(self.cg100)),
+            ),
+            (
+                "  ratio (weights: 4)",
+                format!("{:.2}", self.cgroup_ratio()),
+            ),
+        ]
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        f64::INFINITY
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Everything wrong with the CPU-time shares of the weight phase.
+pub fn weight_problems(w: &Weights) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut within = |what: &str, got: f64, want: f64, tolerance: f64| {
+        let deviation = (got / want - 1.0).abs();
+        if deviation.is_nan() || deviation > tolerance {
+            problems.push(format!(
+                "{what}: CPU-time ratio {got:.2}, not within {:.0}% of {want:.2}",
+                tolerance * 100.0
+            ));
+        }
+    };
+    within(
+        "nice 0 vs nice 10",
+        w.nice_ratio(),
+        WEIGHT_NICE_0 / WEIGHT_NICE_10,
+        WEIGHT_TOLERANCE,
+    );
+    within("nice 0 vs nice 0", w.same_ratio(), 1.0, EQUAL_TOLERANCE);
+    within(
+        "cpu.weight 400 vs 100",
+        w.cgroup_ratio(),
+        4.0,
+        WEIGHT_TOLERANCE,
+    );
+    problems
+}
+
+/// Issue 10: hackbench's throughput under Nest must be at least this share
+/// of the default scheduler's ("within 10%"): Nest's median time at most
+/// the default's divided by it.
+pub const HACKBENCH_MIN_THROUGHPUT: f64 = 0.90;
+
+/// The median of the times hackbench reported under run `prefix` (facts
+/// `{prefix}_hackbench_s`), with a problem if a run failed or none ran.
+pub fn hackbench_median(report: &Report, prefix: &str) -> Result<f64, String> {
+    let exit_key = format!("{prefix}_hackbench_exit");
+    let time_key = format!("{prefix}_hackbench_s");
+    let exits: Vec<&str> = report.all(&exit_key).collect();
+    if exits.is_empty() || exits.iter().any(|e| *e != "0") {
+        return Err(format!("{prefix}: hackbench exit statuses {exits:?}"));
+    }
+    let mut times: Vec<f64> = report
+        .all(&time_key)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    if times.len() != exits.len() {
+        return Err(format!(
+            "{prefix}: hackbench reported {} times for {} runs",
+            times.len(),
+            exits.len()
+        ));
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// Everything wrong with Nest's hackbench time against the default's.
+pub fn hackbench_problems(nest_s: f64, default_s: f64) -> Vec<String> {
+    let limit = default_s / HACKBENCH_MIN_THROUGHPUT;
+    if nest_s <= limit {
+        return Vec::new();
+    }
+    vec![format!(
+        "hackbench: median {nest_s:.3} s > {limit:.3} s (throughput below {:.0}% of the default scheduler's {default_s:.3} s)",
+        HACKBENCH_MIN_THROUGHPUT * 100.0
+    )]
+}
+
+/// Issue 10: wake-up latency p99 under Nest at most this factor of the
+/// default scheduler's.
+pub const MAX_WAKEUP_P99_FACTOR: f64 = 1.5;
+/// Fewer measured wake-ups than this cannot give a p99.
+pub const MIN_WAKEUPS: usize = 200;
+
+/// Wake-ups of a process tree in a trace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub wakeups: usize,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Latency {
+    /// The wake-up latencies (wakeup to switch-in) of the tasks of `pids`.
+    pub fn of(tl: &Timeline, pids: &BTreeSet<Pid>) -> Self {
+        let mut lat: Vec<u64> = tl
+            .wakeup_latencies
+            .iter()
+            .filter(|(pid, _)| pids.contains(pid))
+            .map(|&(_, ns)| ns)
+            .collect();
+        lat.sort_unstable();
+        Self {
+            wakeups: lat.len(),
+            p50_ns: percentile(&lat, 50),
+            p99_ns: percentile(&lat, 99),
+            max_ns: lat.last().copied().unwrap_or(0),
+        }
+    }
+
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
+        let us = |ns: u64| format!("{:.0}", ns as f64 / 1e3);
+        vec![
+            ("wake-ups", self.wakeups.to_string()),
+            ("p50 (us)", us(self.p50_ns)),
+            ("p99 (us)", us(self.p99_ns)),
+            ("max (us)", us(self.max_ns)),
+        ]
+    }
+}
+
+/// The first process that exec'd `comm` in `trace`, and its tree.
+pub fn tree_of_comm(trace: &Trace, comm: &str) -> Option<BTreeSet<Pid>> {
+    let pid = trace.events.iter().find_map(|e| match &e.kind {
+        EventKind::Exec { pid, comm: c } if c == comm => Some(*pid),
+        _ => None,
+    })?;
+    Some(trace.descendants(pid))
+}
+
+/// Everything wrong with Nest's wake-up latency against the default's.
+pub fn latency_problems(nest: &Latency, default: &Latency) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (name, l) in [("nest", nest), ("default", default)] {
+        if l.wakeups < MIN_WAKEUPS {
+            problems.push(format!(
+                "{name}: only {} wake-ups measured (at least {MIN_WAKEUPS})",
+                l.wakeups
+            ));
+        }
+    }
+    let limit = default.p99_ns as f64 * MAX_WAKEUP_P99_FACTOR;
+    if nest.p99_ns as f64 > limit {
+        problems.push(format!(
+            "wake-up latency p99 {:.0} us > {MAX_WAKEUP_P99_FACTOR} x the default scheduler's {:.0} us",
+            nest.p99_ns as f64 / 1e3,
+            default.p99_ns as f64 / 1e3
+        ));
+    }
+    problems
+}
+
+/// Everything wrong with the facts of a scx_nest run `prefix` that must
+/// not have been ejected: enabled under our ops before and after (same
+/// `enable_seq`), exit 0 on SIGINT, disabled afterwards.
+pub fn no_ejection_problems(report: &Report, prefix: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let fact = |key: &str| {
+        report
+            .get(&format!("{prefix}_{key}"))
+            .unwrap_or("nothing")
+            .to_string()
+    };
+    let mut expect = |what: &str, ok: bool, got: String| {
+        if !ok {
+            problems.push(format!("{prefix}: {what} (got {got})"));
+        }
+    };
+    expect(
+        "enabled before the load",
+        fact("state_before") == "enabled",
+        fact("state_before"),
+    );
+    expect(
+        "enabled after the load",
+        fact("state_after") == "enabled",
+        fact("state_after"),
+    );
+    expect(
+        "scx_nest's ops attached",
+        fact("ops").starts_with("nest"),
+        fact("ops"),
+    );
+    let (before, after) = (fact("enable_seq_before"), fact("enable_seq_after"));
+    expect(
+        "never ejected nor re-enabled (enable_seq unchanged)",
+        before == after && before.parse::<u64>().is_ok(),
+        format!("{before} -> {after}"),
+    );
+    expect(
+        "scx_nest exits 0 on SIGINT",
+        fact("sched_exit") == "0",
+        fact("sched_exit"),
+    );
+    expect(
+        "disabled after scx_nest exits",
+        fact("state_after_exit") == "disabled",
+        fact("state_after_exit"),
+    );
+    problems
+}
+
+/// Placements (wake-ups) of tasks of a set onto a CPU that was running a
+/// task outside the set while some CPU ran nothing (partial mode: a
+/// SCHED_EXT task put behind a fair task although a CPU was idle).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BusyPlacements {
+    /// Wake-ups of the set's tasks in the window.
+    pub wakeups: usize,
+    /// Those onto a CPU busy with another task while a CPU was idle.
+    pub onto_busy: usize,
+    /// Examples: (ts, pid, target CPU, the other task running there).
+    pub examples: Vec<(u64, Pid, Cpu, Pid)>,
+}
+
+impl BusyPlacements {
+    /// The placements of `pids` in `[from, to)` of `trace` (replayed as
+    /// `tl`).
+    pub fn of(trace: &Trace, tl: &Timeline, pids: &BTreeSet<Pid>, from: u64, to: u64) -> Self {
+        let mut per_cpu = vec![Vec::new(); tl.nr_cpus];
+        for r in &tl.runs {
+            if let Some(v) = per_cpu.get_mut(r.cpu as usize) {
+                v.push(*r);
+            }
+        }
+        for v in &mut per_cpu {
+            v.sort_by_key(|r| r.start);
+        }
+        // The task running on `cpu` at `ts`, if any.
+        let running = |cpu: usize, ts: u64| -> Option<Pid> {
+            let runs = per_cpu.get(cpu)?;
+            let i = runs.partition_point(|r| r.start <= ts);
+            runs[..i].last().filter(|r| r.end > ts).map(|r| r.pid)
+        };
+        let mut out = Self::default();
+        for e in &trace.events {
+            let EventKind::Wakeup { pid, target_cpu } = e.kind else {
+                continue;
+            };
+            if e.ts_ns < from || e.ts_ns >= to || !pids.contains(&pid) {
+                continue;
+            }
+            out.wakeups += 1;
+            let Some(other) = running(target_cpu as usize, e.ts_ns) else {
+                continue;
+            };
+            if pids.contains(&other) {
+                continue;
+            }
+            let idle_exists = (0..tl.nr_cpus).any(|c| running(c, e.ts_ns).is_none());
+            if idle_exists {
+                out.onto_busy += 1;
+                if out.examples.len() < 5 {
+                    out.examples.push((e.ts_ns, pid, target_cpu, other));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placement(cpus: f64, sockets: f64, migrations: u64) -> TasksPlacement {
+        TasksPlacement {
+            mean_cpus: cpus,
+            mean_sockets: sockets,
+            migrations,
+            ..TasksPlacement::default()
+        }
+    }
+
+    #[test]
+    fn a_tree_must_use_no_more_cpus_fewer_sockets_and_few_migrations() {
+        let default = placement(3.0, 1.6, 10);
+        assert!(tree_problems(&placement(2.0, 1.1, 20), &default).is_empty());
+        let bad = tree_problems(&placement(3.5, 1.6, 21), &default);
+        assert_eq!(bad.len(), 3, "{bad:?}");
+        // One socket against one socket cannot be fewer: accepted.
+        assert!(tree_problems(&placement(1.0, 1.0, 2), &placement(1.0, 1.0, 0)).is_empty());
+        // A default without migrations allows two.
+        assert_eq!(
+            tree_problems(&placement(1.0, 1.0, 3), &placement(1.0, 1.0, 0)).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn weights_are_judged_by_their_ratios() {
+        let report = Report::parse(
+            "nest_ns_nice0=930\nnest_ns_nice10=100\nnest_ns_same_a=105\nnest_ns_same_b=100\n\
+             nest_ns_cg100=100\nnest_ns_cg400=420\n",
+        );
+        let w = Weights::of(&report, "nest").unwrap();
+        assert!(weight_problems(&w).is_empty(), "{:?}", weight_problems(&w));
+        assert!(Weights::of(&report, "default").is_none());
+        let fifo = Weights {
+            nice0: 500,
+            nice10: 500,
+            same_a: 500,
+            same_b: 300,
+            cg100: 1,
+            cg400: 0,
+        };
+        assert_eq!(weight_problems(&fifo).len(), 3);
+    }
+
+    #[test]
+    fn hackbench_uses_the_median_and_allows_ten_percent() {
+        let report = Report::parse(
+            "d_hackbench_exit=0\nd_hackbench_s=1.0\nd_hackbench_exit=0\nd_hackbench_s=9.0\n\
+             d_hackbench_exit=0\nd_hackbench_s=1.2\nn_hackbench_exit=1\n",
+        );
+        assert_eq!(hackbench_median(&report, "d"), Ok(1.2));
+        assert!(hackbench_median(&report, "n").is_err());
+        assert!(hackbench_problems(1.3, 1.2).is_empty());
+        assert_eq!(hackbench_problems(1.4, 1.2).len(), 1);
+    }
+
+    #[test]
+    fn latency_allows_half_again_the_default_p99() {
+        let l = |p99_ns| Latency {
+            wakeups: 1000,
+            p50_ns: 1,
+            p99_ns,
+            max_ns: p99_ns,
+        };
+        assert!(latency_problems(&l(150), &l(100)).is_empty());
+        assert_eq!(latency_problems(&l(151), &l(100)).len(), 1);
+        let few = Latency {
+            wakeups: 10,
+            ..l(1)
+        };
+        assert_eq!(latency_problems(&few, &l(100)).len(), 1);
+    }
+
+    #[test]
+    fn an_ejection_is_seen_in_the_facts() {
+        let good = "x_state_before=enabled\nx_state_after=enabled\nx_ops=nest_1\n\
+                    x_enable_seq_before=1\nx_enable_seq_after=1\nx_sched_exit=0\n\
+                    x_state_after_exit=disabled\n";
+        assert!(no_ejection_problems(&Report::parse(good), "x").is_empty());
+        let ejected = good.replace("x_enable_seq_after=1", "x_enable_seq_after=2");
+        assert_eq!(no_ejection_problems(&Report::parse(&ejected), "x").len(), 1);
+    }
+
+    #[test]
+    fn a_wakeup_behind_another_task_while_a_cpu_idles_counts() {
+        use nest_trace::{Event, PrevState, Topology};
+        let ev = |ts_ns, cpu, kind| Event { ts_ns, cpu, kind };
+        let sw = |prev, next| EventKind::Switch {
+            prev,
+            prev_state: PrevState::Blocked,
+            next,
+        };
+        let wake = |pid, target_cpu| EventKind::Wakeup { pid, target_cpu };
+        // CPU 0 runs fair task 50 throughout; CPU 1 runs the set's task 10
+        // from 10 to 20, then idles. Task 11 (in the set) is woken onto
+        // CPU 0 at 5 (CPU 1 idle: counts), at 15 (CPU 1 busy: no idle
+        // CPU, does not count), onto CPU 1 at 25 (idle: fine), and task 10
+        // wakes onto CPU 0 at 30 (counts).
+        let trace = Trace {
+            topology: Topology::regular(1, 2, 1),
+            meta: Vec::new(),
+            events: vec![
+                ev(0, 0, sw(0, 50)),
+                ev(5, 0, wake(11, 0)),
+                ev(10, 1, sw(0, 10)),
+                ev(15, 1, wake(11, 0)),
+                ev(20, 1, sw(10, 0)),
+                ev(25, 1, wake(11, 1)),
+                ev(30, 1, wake(10, 0)),
+                ev(40, 0, sw(50, 0)),
+            ],
+        };
+        let tl = Timeline::build(&trace);
+        let b = BusyPlacements::of(&trace, &tl, &BTreeSet::from([10, 11]), 0, 100);
+        assert_eq!((b.wakeups, b.onto_busy), (4, 2), "{b:?}");
+        assert_eq!(b.examples[0], (5, 11, 0, 50));
+    }
+}

@@ -1,0 +1,186 @@
+//! Issue 10, "scx_nest as a scheduler people can run": fairness by weight,
+//! migrations and work conservation under overload, hackbench throughput
+//! and wake-up latency, against the kernel's default scheduler in the same
+//! boot of a 2 sockets x 4 cores x 2 threads NUMA guest (16 vCPUs).
+//! tests/vm/sched.sh runs every phase under the default scheduler, then
+//! under `scx_nest --disable warm-spin` (a spinning vCPU takes the single
+//! emulation thread from the others), and reports facts and traces; the
+//! verdicts are in `vm_tests::sched` (unit-tested). Asserted for Nest:
+//!
+//! - weights, two CPU hogs pinned to one CPU, CPU time from
+//!   /proc/PID/schedstat over 4 s after a 1 s warm-up: nice 0 vs nice 10
+//!   within 15% of the weights' ratio (1024/110 = 9.31), nice 0 vs nice 0
+//!   within 10% of 1, a cgroup with cpu.weight 400 vs one with 100 within
+//!   15% of 4 (the issue's bounds; a 4 s window holds hundreds of 4 ms
+//!   ticks, so rounding is not the limit);
+//! - 32 CPU hogs (`nest-load hogs`) on the 16 vCPUs for 5 s, from the
+//!   trace: migrations of the hogs at most 2x the default scheduler's
+//!   (floor: a default with none allows 2), and no CPU idle for more than
+//!   8 ms (two 4 ms ticks) while one of the hogs waited;
+//! - hackbench (rt-tests, processes, 2 groups of 5 fds, 200 loops: small,
+//!   emulation is slow), median of 3: throughput at least 90% of the
+//!   default's;
+//! - cyclictest (no -p: SCHED_OTHER, so it goes through sched_ext; 2 ms
+//!   interval, 1500 loops) pinned beside a CPU hog on CPU 5: p99 of its
+//!   wake-up latency (wakeup to switch-in, from the trace) at most 1.5x
+//!   the default scheduler's, over at least 200 wake-ups;
+//! - no ejection: enabled from before the first phase to after the last
+//!   (enable_seq unchanged), exit 0 on SIGINT, no kernel problem.
+//!
+//! The default scheduler's figures are printed, not asserted. Ignored by
+//! default (boots a guest); scripts/test.sh runs it. Fails, never skips,
+//! when a binary, the kernel, QEMU, hackbench or cyclictest is missing.
+//! `NEST_VM_OUT=DIR` keeps the traces.
+
+use std::time::Duration;
+
+use nest_trace::timeline::Timeline;
+use nest_vm::{VmSpec, shell_quote};
+use vm_tests::compare::{Comparison, guest_bin};
+use vm_tests::placement::{BatchFigures, work_conservation_problems};
+use vm_tests::sched::{
+    Latency, Weights, hackbench_median, hackbench_problems, latency_problems, migrations_limit,
+    no_ejection_problems, tree_of_comm, weight_problems,
+};
+use vm_tests::trace::{Workload, columns};
+use vm_tests::{Report, kernel_problems, repo_root, run_ok};
+
+/// scx_nest's options (see the module documentation).
+const SCX_ARGS: &str = "--disable warm-spin";
+
+fn hogs(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> BatchFigures {
+    let trace = cmp.trace(&format!("{name}-hogs"));
+    if trace.meta_get("exit_status") != Some("exit status: 0") {
+        problems.push(format!(
+            "{name}: the hogs exited with {:?}",
+            trace.meta_get("exit_status")
+        ));
+    }
+    let tl = Timeline::build(&trace);
+    let w = Workload::find(&trace).expect("the hogs trace names its command");
+    BatchFigures::of(&trace, &tl, &w)
+}
+
+fn latency(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> Latency {
+    let trace = cmp.trace(&format!("{name}-cyclic"));
+    if trace.meta_get("exit_status") != Some("exit status: 0") {
+        problems.push(format!(
+            "{name}: cyclictest exited with {:?}",
+            trace.meta_get("exit_status")
+        ));
+    }
+    let Some(pids) = tree_of_comm(&trace, "cyclictest") else {
+        problems.push(format!("{name}: no cyclictest in the trace"));
+        return Latency::default();
+    };
+    Latency::of(&Timeline::build(&trace), &pids)
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn nest_shares_by_weight_conserves_work_and_keeps_throughput_and_latency() {
+    let cmp = Comparison::new("nest-vm-sched-");
+    let spec = VmSpec {
+        numa: true,
+        memory_mb: 2048,
+        timeout: Duration::from_secs(600),
+        workdir: Some(repo_root()),
+        output_dir: Some(cmp.out.clone()),
+        ..VmSpec::with_topology(2, 4, 2)
+    };
+    let command = format!(
+        "NEST_BIN={} tests/vm/sched.sh {} {SCX_ARGS}",
+        guest_bin(),
+        shell_quote(&cmp.out.to_string_lossy())
+    );
+    let outcome = run_ok(&spec, "sched.sh", &command);
+    let report = Report::parse(&outcome.stdout);
+    for line in report
+        .output
+        .iter()
+        .filter(|l| l.contains("T: 0") || l.starts_with("record "))
+    {
+        eprintln!("  {line}");
+    }
+    let mut problems = no_ejection_problems(&report, "nest");
+    problems.extend(kernel_problems(&outcome.console_log));
+    problems.extend(
+        kernel_problems(&report.dmesg)
+            .into_iter()
+            .map(|p| format!("dmesg: {p}")),
+    );
+    for key in [
+        "default_hogs_record_exit",
+        "nest_hogs_record_exit",
+        "default_cyclic_record_exit",
+        "nest_cyclic_record_exit",
+    ] {
+        if report.get(key) != Some("0") {
+            problems.push(format!("{key} = {:?}", report.get(key)));
+        }
+    }
+    eprintln!(
+        "cgroup controllers: {:?}; cpu.weight {:?} / {:?}",
+        report.get("cgroup_controllers"),
+        report.get("cgroup_w100_weight"),
+        report.get("cgroup_w400_weight")
+    );
+
+    let headers = ["default", "nest"];
+    // Weights.
+    let weights = ["default", "nest"].map(|n| {
+        Weights::of(&report, n).unwrap_or_else(|| panic!("{n}: weight facts missing: {report:?}"))
+    });
+    eprintln!(
+        "weights, CPU time over 4 s:\n{}",
+        columns(&headers, &weights.map(|w| w.rows()))
+    );
+    problems.extend(
+        weight_problems(&weights[1])
+            .into_iter()
+            .map(|p| format!("nest: {p}")),
+    );
+    let default_weights = weight_problems(&weights[0]);
+    eprintln!("the default scheduler's weight checks (not asserted): {default_weights:?}");
+
+    // 32 hogs.
+    let batches = ["default", "nest"].map(|n| hogs(&cmp, n, &mut problems));
+    eprintln!(
+        "32 hogs, 5 s:\n{}",
+        columns(&headers, &batches.each_ref().map(|b| b.rows()))
+    );
+    let limit = migrations_limit(batches[0].migrations);
+    if batches[1].migrations > limit {
+        problems.push(format!(
+            "nest: 32 hogs migrated {} times, more than {limit} (2x the default's {})",
+            batches[1].migrations, batches[0].migrations
+        ));
+    }
+    problems.extend(
+        work_conservation_problems(&batches[1])
+            .into_iter()
+            .map(|p| format!("nest: 32 hogs: {p}")),
+    );
+
+    // hackbench.
+    match (
+        hackbench_median(&report, "default"),
+        hackbench_median(&report, "nest"),
+    ) {
+        (Ok(d), Ok(n)) => {
+            eprintln!("hackbench median (s): default {d:.3}, nest {n:.3}");
+            problems.extend(hackbench_problems(n, d));
+        }
+        (d, n) => problems.push(format!("hackbench: default {d:?}, nest {n:?}")),
+    }
+
+    // Wake-up latency.
+    let lat = ["default", "nest"].map(|n| latency(&cmp, n, &mut problems));
+    eprintln!(
+        "cyclictest beside a hog, wake-up latency from the trace:\n{}",
+        columns(&headers, &lat.map(|l| l.rows()))
+    );
+    problems.extend(latency_problems(&lat[1], &lat[0]));
+
+    assert!(problems.is_empty(), "problems: {problems:#?}");
+}

@@ -1,0 +1,178 @@
+#!/bin/sh
+# Benchmark: a real configure script (GNU hello's ./configure, from its
+# Debian source package) under the kernel's default scheduler and under
+# scx_nest, in a 2 sockets x 4 cores x 2 threads NUMA guest, recorded with
+# `nest trace record`. Prints, per run and as means, the figures of the
+# configure process tree (the script and every process it started) over
+# its lifetime in 100 ms intervals: distinct CPUs per interval, sockets per
+# interval, migrations and cross-socket migrations (`nest trace tree`).
+#
+# Issue 10 asks for Nest: CPUs per 100 ms <= the default's, fewer sockets
+# per 100 ms, migrations <= 2x the default's. Not run in CI: configure
+# runs 25-35x slower under emulation than natively (minutes per run).
+#
+# Usage: scripts/bench/configure.sh [--runs N] [--out DIR] [--scx-args ARGS]
+#                                   [--analyse-only]
+#   --runs N        guest boots, each recording default and scx_nest (3)
+#   --out DIR       traces and logs (default out/bench-configure)
+#   --scx-args ARGS scx_nest options (default "--disable warm-spin")
+#   --analyse-only  do not record: print the figures of the traces in DIR
+#
+# Environment: NEST_CACHE (default /var/cache/nest; the source package is
+# cached in $NEST_CACHE/src), NEST_BIN (binaries, default target/debug;
+# build them with `cargo build -p nest -p scx_nest -p nest-load`),
+# NEST_DEBIAN_MIRROR (default http://deb.debian.org/debian).
+#
+# The source is fetched with a private apt configuration in
+# $NEST_CACHE/apt-src with a deb-src entry for bookworm; the system's apt
+# sources are never touched. Idempotent: a cached source is reused.
+set -eu
+cd "$(dirname "$0")/../.."
+
+CACHE=${NEST_CACHE:-/var/cache/nest}
+MIRROR=${NEST_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+BIN=${NEST_BIN:-target/debug}
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+APT=$CACHE/apt-src
+SRC=$CACHE/src
+PACKAGE=hello
+RUNS=3
+OUT=out/bench-configure
+SCX_ARGS="--disable warm-spin"
+ANALYSE_ONLY=false
+
+say() { echo "configure-bench: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+usage() { sed -n '2,27s/^# \{0,1\}//p' "$0"; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
+	--out) OUT=${2:?--out needs a directory}; shift 2 ;;
+	--scx-args) SCX_ARGS=${2?--scx-args needs a value}; shift 2 ;;
+	--analyse-only) ANALYSE_ONLY=true; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown argument '$1' (try --help)" ;;
+	esac
+done
+
+write_apt_conf() {
+	cat <<CONF
+#clear APT::Update::Post-Invoke;
+#clear APT::Update::Post-Invoke-Success;
+#clear DPkg::Post-Invoke;
+Dir::Etc::SourceList "$APT/etc/sources.list";
+Dir::Etc::SourceParts "$APT/etc/sources.list.d";
+Dir::Etc::Preferences "$APT/etc/preferences";
+Dir::Etc::PreferencesParts "$APT/etc/preferences.d";
+Dir::State::Lists "$APT/lists";
+Dir::State::status "/dev/null";
+Dir::Cache "$APT/cache";
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+Acquire::Languages "none";
+Acquire::IndexTargets::deb::DEP-11::DefaultEnabled "false";
+APT::Architectures { "amd64"; };
+CONF
+}
+
+# The unpacked source tree of $PACKAGE in $SRC/$PACKAGE (fetched once).
+fetch_source() {
+	if [ -e "$SRC/$PACKAGE/.complete" ]; then
+		say "step 1: source of $PACKAGE cached in $SRC/$PACKAGE"
+		return
+	fi
+	say "step 1: fetching the source of $PACKAGE (private apt config in $APT)"
+	for tool in apt-get dpkg-source; do
+		command -v "$tool" >/dev/null || die "'$tool' not found (apt-get install dpkg-dev)"
+	done
+	[ -r "$KEYRING" ] || die "$KEYRING missing: apt-get install debian-archive-keyring"
+	mkdir -p "$APT/etc/sources.list.d" "$APT/etc/preferences.d" \
+		"$APT/lists/partial" "$APT/cache/archives/partial" "$SRC" ||
+		die "cannot write to $CACHE; run as root or set NEST_CACHE"
+	echo "deb-src [signed-by=$KEYRING] $MIRROR bookworm main" >"$APT/etc/sources.list"
+	write_apt_conf >"$APT/apt.conf"
+	apt-get -q -c "$APT/apt.conf" update >&2 || die "cannot update the private source index"
+	work=$SRC/.work-$PACKAGE
+	rm -rf "$work"
+	mkdir -p "$work"
+	id _apt >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && chown _apt "$work"
+	(cd "$work" && apt-get -q -c "$APT/apt.conf" source --download-only "$PACKAGE" >&2) ||
+		die "cannot download the source of $PACKAGE"
+	(cd "$work" && dpkg-source -x ./"$PACKAGE"_*.dsc tree >&2) || die "cannot unpack $PACKAGE"
+	[ -x "$work/tree/configure" ] || die "$PACKAGE has no configure script"
+	rm -rf "${SRC:?}/$PACKAGE"
+	mv "$work/tree" "$SRC/$PACKAGE"
+	mv "$work"/*.dsc "$SRC/" 2>/dev/null || true
+	rm -rf "$work"
+	touch "$SRC/$PACKAGE/.complete"
+	say "source cached in $SRC/$PACKAGE"
+}
+
+check_binaries() {
+	for b in nest scx_nest nest-load; do
+		[ -x "$BIN/$b" ] ||
+			die "$BIN/$b missing: run 'cargo build -p nest -p scx_nest -p nest-load' (or set NEST_BIN)"
+	done
+}
+
+record_runs() {
+	mkdir -p "$OUT"
+	out=$(cd "$OUT" && pwd)
+	src=$(cd "$SRC/$PACKAGE" && pwd)
+	i=1
+	while [ "$i" -le "$RUNS" ]; do
+		say "step 3: run $i of $RUNS: booting the 2x4x2 guest (default, then scx_nest $SCX_ARGS; alternating order)"
+		"$BIN/nest" vm run --sockets 2 --cores 4 --threads 2 --numa --mem 3072 \
+			--timeout 3600 --out "$out" -- \
+			scripts/bench/configure-guest.sh "$out" "$src" "$i" "$BIN" "$SCX_ARGS" \
+			>"$out/guest-$i.log" 2>&1 || {
+			tail -n 40 "$out/guest-$i.log" >&2
+			die "run $i failed (log: $out/guest-$i.log)"
+		}
+		grep -E '^[a-z_0-9]+=' "$out/guest-$i.log" | sed "s/^/  run $i: /" >&2
+		i=$((i + 1))
+	done
+}
+
+# One line per trace: run, scheduler, then the key=value figures.
+analyse() {
+	say "step 4: figures of the configure process tree (100 ms intervals)"
+	found=false
+	for trace in "$OUT"/default-*.trace "$OUT"/nest-*.trace; do
+		[ -e "$trace" ] || continue
+		found=true
+		name=$(basename "$trace" .trace)
+		figures=$("$BIN/nest" trace tree --interval-ms 100 "$trace") ||
+			die "cannot measure $trace (is $BIN/nest up to date?)"
+		echo "${name%-*} run=${name##*-}" $figures
+	done >"$OUT/figures.txt"
+	$found || die "no traces in $OUT"
+	sort -k2 "$OUT/figures.txt"
+	awk '
+		{
+			s = $1; n[s]++
+			for (i = 2; i <= NF; i++) {
+				split($i, kv, "=")
+				if (kv[2] ~ /^[0-9.]+$/) { sum[s, kv[1]] += kv[2]; keys[kv[1]] = 1 }
+			}
+		}
+		END {
+			split("seconds cpus_per_interval sockets_per_interval migrations cross_socket_migrations cpus_used tasks lost_events", order, " ")
+			printf "\nmeans over runs:\n%-26s %12s %12s\n", "figure", "default", "nest"
+			for (k = 1; k in order; k++) {
+				key = order[k]
+				if (!(key in keys)) continue
+				printf "%-26s %12.2f %12.2f\n", key, (n["default"] ? sum["default", key] / n["default"] : 0), (n["nest"] ? sum["nest", key] / n["nest"] : 0)
+			}
+			printf "(runs: default %d, nest %d)\n", n["default"], n["nest"]
+		}' "$OUT/figures.txt"
+}
+
+check_binaries
+if ! $ANALYSE_ONLY; then
+	fetch_source
+	say "step 2: guest kernel: $(scripts/guest-kernel.sh | tail -n 1)"
+	record_runs
+fi
+analyse

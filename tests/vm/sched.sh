@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Guest side of the scheduler-quality test (crates/vm-tests/tests/sched.rs,
+# issue 10). Runs the same phases under the kernel's default scheduler
+# (facts prefixed default_) and then under `scx_nest OPTIONS` (prefixed
+# nest_), and reports facts and traces for the host to judge:
+#   1. weights: three pairs of CPU hogs, each pair pinned to one CPU: nice 0
+#      vs nice 10 (CPU 1), nice 0 vs nice 0 (CPU 2), a cgroup with
+#      cpu.weight 100 vs one with 400 (CPU 3); CPU time (ns, from
+#      /proc/PID/schedstat) each got over WEIGHT_S seconds after a warm-up;
+#   2. 32 hogs (nest-load hogs) for 5 s, recorded into OUT/NAME-hogs.trace;
+#   3. hackbench (rt-tests), 3 runs: the time each reports;
+#   4. cyclictest (SCHED_OTHER: no -p) beside a CPU hog on the same CPU,
+#      recorded into OUT/NAME-cyclic.trace; its own summary line.
+# Under scx_nest also: state and enable_seq before and after, exit status.
+#
+# Usage: sched.sh OUTDIR [SCX_NEST_OPTIONS...]
+set -u
+# shellcheck source=tests/vm/lib.sh
+. "$(dirname "$0")/lib.sh"
+out=${1:?usage: sched.sh OUTDIR [SCX_NEST_OPTIONS...]}
+shift
+bin=${NEST_BIN:-target/debug}
+weight_s=${WEIGHT_S:-4}
+cg=/sys/fs/cgroup
+state() { cat $sysfs/state 2>/dev/null || echo none; }
+enable_seq() { cat $sysfs/enable_seq 2>/dev/null || echo none; }
+# Nanoseconds task PID has run (first field of /proc/PID/schedstat).
+ran_ns() { awk '{ print $1 }' "/proc/$1/schedstat" 2>/dev/null || echo missing; }
+spin='while :; do :; done'
+
+# The cgroups of the weight phase: cpu controller enabled in the root.
+setup_cgroups() {
+	mountpoint -q $cg || mount -t cgroup2 cgroup2 $cg
+	echo +cpu >$cg/cgroup.subtree_control 2>/dev/null
+	fact cgroup_controllers "$(cat $cg/cgroup.subtree_control)"
+	for w in 100 400; do
+		mkdir -p $cg/nest-w$w
+		echo $w >$cg/nest-w$w/cpu.weight
+		fact cgroup_w${w}_weight "$(cat $cg/nest-w$w/cpu.weight 2>/dev/null || echo missing)"
+	done
+}
+
+weights() {
+	local name=$1 pids=() i before=() after=()
+	taskset -c 1 sh -c "$spin" & pids+=($!)
+	taskset -c 1 nice -n 10 sh -c "$spin" & pids+=($!)
+	taskset -c 2 sh -c "$spin" & pids+=($!)
+	taskset -c 2 sh -c "$spin" & pids+=($!)
+	for w in 100 400; do
+		sh -c "echo \$\$ >$cg/nest-w$w/cgroup.procs && exec taskset -c 3 sh -c '$spin'" &
+		pids+=($!)
+	done
+	sleep 1
+	for i in "${!pids[@]}"; do before[i]=$(ran_ns "${pids[i]}"); done
+	sleep "$weight_s"
+	for i in "${!pids[@]}"; do after[i]=$(ran_ns "${pids[i]}"); done
+	fact "${name}_cgroup_of_w400" "$(cat "/proc/${pids[5]}/cgroup")"
+	fact "${name}_policy_of_nice10" "$(awk '{ print $41 }' "/proc/${pids[1]}/stat")"
+	kill "${pids[@]}"
+	wait "${pids[@]}" 2>/dev/null
+	local keys=(nice0 nice10 same_a same_b cg100 cg400)
+	for i in "${!pids[@]}"; do
+		fact "${name}_ns_${keys[i]}" $((after[i] - before[i]))
+	done
+}
+
+record() {
+	local name=$1
+	shift
+	"$bin/nest" trace record --buffer-kb 8192 --out "$out/$name.trace" -- "$@" \
+		>"/tmp/record-$name.out" 2>&1
+	fact "${name//-/_}_record_exit" $?
+	sed "s/^/record $name: /" "/tmp/record-$name.out"
+}
+
+phases() {
+	local name=$1
+	weights "$name"
+	record "$name-hogs" "$bin/nest-load" hogs --threads 32 --seconds 5
+	for _ in 1 2 3; do
+		hackbench -g 2 -f 5 -l 200 >/tmp/hackbench.out 2>&1
+		fact "${name}_hackbench_exit" $?
+		fact "${name}_hackbench_s" "$(awk '/^Time:/ { print $2 }' /tmp/hackbench.out)"
+	done
+	record "$name-cyclic" sh -c "taskset -c 5 sh -c '$spin' & hog=\$!
+		cyclictest -q -m -t 1 -a 5 -i 2000 -l 1500 >/tmp/cyclic.out 2>&1
+		status=\$?; kill \$hog; cat /tmp/cyclic.out; exit \$status"
+}
+
+fact cpus "$(nproc)"
+mkdir -p "$out"
+setup_cgroups
+fact default_state "$(state)"
+phases default
+
+"$bin/scx_nest" "$@" >/tmp/scx_nest.log 2>&1 &
+sched=$!
+wait_enabled $sched
+fact nest_scx_args "$*"
+fact nest_state_before "$(state)"
+fact nest_ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
+fact nest_enable_seq_before "$(enable_seq)"
+phases nest
+fact nest_state_after "$(state)"
+fact nest_enable_seq_after "$(enable_seq)"
+stop_scheduler $sched nest_sched_exit
+fact nest_state_after_exit "$(state)"
+sed 's/^/scx_nest: /' /tmp/scx_nest.log | tail -n 20
+ls -l "$out"
+echo "--- dmesg"
+dmesg
