@@ -6,14 +6,15 @@
  * what happens to a task that found no idle CPU follows the fair scheduler:
  *
  *   - Weighted virtual time. A task is charged its running time scaled by
- *     NEST_WEIGHT_DFL / weight (p->scx.weight: nice and cgroup cpu.weight),
+ *     NEST_WEIGHT_DFL / weight (p->scx.weight: nice; times its share of
+ *     its cgroup's cpu.weight, nest_task_weight()),
  *     and waiting tasks run in virtual-time order, so CPU shares under
  *     contention follow the weights (update_curr() / calc_delta_fair() in
  *     kernel/sched/fair.c).
- *   - Bounded credit. A task that slept joins a queue no earlier than one
- *     slice (scaled by its weight) before the earliest task waiting there,
- *     as place_entity() bounds a sleeper's lag relative to min_vruntime; a
- *     new task starts there.
+ *   - Bounded credit. A task that wakes up is placed no earlier than one
+ *     slice (scaled by its weight) before the earliest task waiting where
+ *     it would wait, as place_entity() bounds a sleeper's lag relative to
+ *     min_vruntime; a new task starts there (nest_task_woken()).
  *   - One queue per last-level cache (LLC), with its own virtual time. A
  *     task joins its previous CPU's LLC queue; its virtual time moves from
  *     one queue's frame to another's keeping its lag, as
@@ -72,6 +73,27 @@ static u64 scale_by_weight(u64 ns, u32 weight)
 	return ns * NEST_WEIGHT_DFL / (weight ? weight : 1);
 }
 
+/*
+ * The weight a task of weight @weight runs with when it belongs to a
+ * cgroup (other than the root) of cpu.weight @cg_weight whose runnable
+ * tasks weigh @cg_runnable in all: its share of the group's weight, as the
+ * fair scheduler's group entity shares a group's weight among its tasks
+ * (calc_group_shares() in kernel/sched/fair.c). Flat: only the task's own
+ * cgroup counts, not its ancestors. Tasks of the root cgroup (@cg_weight
+ * 0) keep their own weight.
+ */
+static u32 nest_task_weight(u32 weight, u32 cg_weight, u64 cg_runnable)
+{
+	u64 w;
+
+	if (!cg_weight || !cg_runnable)
+		return weight;
+	w = (u64)cg_weight * weight / cg_runnable;
+	if (w < 1)
+		return 1;
+	return w > 10000 ? 10000 : w;
+}
+
 /* Is virtual time @a before @b? (Wraps like the kernel's vruntime.) */
 static bool vtime_before(u64 a, u64 b)
 {
@@ -84,23 +106,19 @@ static u64 llc_vtime(const struct nest_ctx *ctx, u32 llc)
 }
 
 /*
- * Express @t's virtual time in LLC @llc's frame (keeping its lag), and
- * bound its credit: no earlier than one slice, scaled by @weight, before
- * @ref. A task seen for the first time starts at @ref.
+ * Express @t's virtual time in LLC @llc's frame, keeping its lag (as
+ * migrate_task_rq_fair() renormalises vruntime). A task seen for the
+ * first time starts at @ref.
  */
-static void place_vtime(const struct nest_ctx *ctx, struct nest_task *t,
-			u32 llc, u32 weight, u64 ref)
+static void rebase_vtime(const struct nest_ctx *ctx, struct nest_task *t,
+			 u32 llc, u64 ref)
 {
-	u64 lag = scale_by_weight(ctx->cfg->slice_ns, weight);
-
 	if (t->vtime_llc == NEST_LLC_NONE)
 		t->vtime = ref;
 	else if (t->vtime_llc != llc)
 		t->vtime = t->vtime - llc_vtime(ctx, t->vtime_llc) +
 			   llc_vtime(ctx, llc);
 	t->vtime_llc = llc;
-	if (vtime_before(t->vtime, ref - lag))
-		t->vtime = ref - lag;
 }
 
 /* Lower *@ref to the virtual time of @queue's first task, if earlier. */
@@ -112,26 +130,48 @@ static void earliest_of(const struct nest_ctx *ctx, s32 queue, u64 *ref)
 		*ref = head;
 }
 
+/* The LLC whose frame the virtual times of @queue are in. */
+static u32 queue_frame(const struct nest_ctx *ctx, s32 queue)
+{
+	if (queue >= 0)
+		return llc_index(queue);
+	return llc_index(cpu_llc(ctx->cfg, NEST_QUEUE_PINNED - queue));
+}
+
 /*
- * The virtual time with which @t, of weight @weight, joins @queue (an LLC
- * index, or NEST_QUEUE_PINNED - cpu). Its credit is bounded relative to
- * the earliest task waiting where it will (its LLC's queue, and its CPU's
- * own queue if pinned), or the LLC's virtual time if that is earlier: as
- * the fair scheduler places a woken task relative to min_vruntime, so that
- * a task that slept runs before the tasks that kept running.
+ * @t, of weight @weight, woke up (or is new) and will wait in @queue (an
+ * LLC index, or NEST_QUEUE_PINNED - cpu) unless it gets an idle CPU. Its
+ * credit is bounded: no earlier than one slice, scaled by its weight,
+ * before the earliest task waiting where it would (its LLC's queue, and
+ * its CPU's own queue if pinned), or the LLC's virtual time if that is
+ * earlier. As the fair scheduler's place_entity() at a wakeup, relative to
+ * min_vruntime: a task that slept runs before the tasks that kept running,
+ * but a long sleep earns no more than a slice. Only at wakeups: a task
+ * preempted or at the end of its slice keeps its virtual time, or weights
+ * would not hold.
  */
-static u64 nest_queue_vtime(const struct nest_ctx *ctx, struct nest_task *t,
+static void nest_task_woken(const struct nest_ctx *ctx, struct nest_task *t,
 			    s32 queue, u32 weight)
 {
-	u32 llc = queue >= 0 ? llc_index(queue) :
-			       llc_index(cpu_llc(ctx->cfg,
-						 NEST_QUEUE_PINNED - queue));
+	u32 llc = queue_frame(ctx, queue);
 	u64 ref = llc_vtime(ctx, llc);
+	u64 lag = scale_by_weight(ctx->cfg->slice_ns, weight);
 
 	earliest_of(ctx, llc, &ref);
 	if (queue < 0)
 		earliest_of(ctx, queue, &ref);
-	place_vtime(ctx, t, llc, weight, ref);
+	rebase_vtime(ctx, t, llc, ref);
+	if (vtime_before(t->vtime, ref - lag))
+		t->vtime = ref - lag;
+}
+
+/* The virtual time with which @t joins @queue. */
+static u64 nest_queue_vtime(const struct nest_ctx *ctx, struct nest_task *t,
+			    s32 queue)
+{
+	u32 llc = queue_frame(ctx, queue);
+
+	rebase_vtime(ctx, t, llc, llc_vtime(ctx, llc));
 	return t->vtime;
 }
 
@@ -164,7 +204,7 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 	u32 llc = llc_index(cpu_llc(ctx->cfg, cpu));
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 
-	place_vtime(ctx, t, llc, weight, llc_vtime(ctx, llc));
+	rebase_vtime(ctx, t, llc, llc_vtime(ctx, llc));
 	if (vtime_before(llc_vtime(ctx, llc), t->vtime))
 		WRITE_ONCE(ctx->st->llc_vtime[llc], t->vtime);
 	t->run_start = ctx->now;

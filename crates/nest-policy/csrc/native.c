@@ -160,6 +160,11 @@ void nest_native_smove_task_running(struct nest_task *t)
 	nest_smove_task_running(t);
 }
 
+u32 nest_native_task_weight(u32 weight, u32 cg_weight, u64 cg_runnable)
+{
+	return nest_task_weight(weight, cg_weight, cg_runnable);
+}
+
 u32 nest_native_queue_llc(const struct nest_config *cfg, s32 prev_cpu)
 {
 	struct nest_ctx ctx = { .cfg = cfg };
@@ -167,13 +172,22 @@ u32 nest_native_queue_llc(const struct nest_config *cfg, s32 prev_cpu)
 	return nest_queue_llc(&ctx, prev_cpu);
 }
 
-u64 nest_native_queue_vtime(struct nest_state *st,
+void nest_native_task_woken(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
 			    u64 now, struct nest_task *t, s32 queue, u32 weight)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
 
-	return nest_queue_vtime(&ctx, t, queue, weight);
+	nest_task_woken(&ctx, t, queue, weight);
+}
+
+u64 nest_native_queue_vtime(struct nest_state *st,
+			    const struct nest_config *cfg, nest_env_t env,
+			    struct nest_task *t, s32 queue)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
+
+	return nest_queue_vtime(&ctx, t, queue);
 }
 
 u64 nest_native_slice(struct nest_state *st, const struct nest_config *cfg,

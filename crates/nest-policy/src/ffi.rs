@@ -247,8 +247,9 @@ unsafe extern "C" {
         t: *mut NestTask,
     ) -> i32;
     pub fn nest_native_smove_task_running(t: *mut NestTask);
+    pub fn nest_native_task_weight(weight: u32, cg_weight: u32, cg_runnable: u64) -> u32;
     pub fn nest_native_queue_llc(cfg: *const NestConfig, prev_cpu: i32) -> u32;
-    pub fn nest_native_queue_vtime(
+    pub fn nest_native_task_woken(
         st: *mut NestState,
         cfg: *const NestConfig,
         env: *mut std::ffi::c_void,
@@ -256,6 +257,13 @@ unsafe extern "C" {
         t: *mut NestTask,
         queue: i32,
         weight: u32,
+    );
+    pub fn nest_native_queue_vtime(
+        st: *mut NestState,
+        cfg: *const NestConfig,
+        env: *mut std::ffi::c_void,
+        t: *mut NestTask,
+        queue: i32,
     ) -> u64;
     pub fn nest_native_slice(
         st: *mut NestState,

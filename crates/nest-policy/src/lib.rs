@@ -90,6 +90,14 @@ impl Queue {
     }
 }
 
+/// The weight a task of weight `weight` runs with in a cgroup (not the
+/// root: `cg_weight` 0) of cpu.weight `cg_weight` whose runnable tasks
+/// weigh `cg_runnable` in all: its share of the cgroup's weight.
+pub fn task_weight(weight: u32, cg_weight: u32, cg_runnable: u64) -> u32 {
+    // SAFETY: a pure function of its arguments.
+    unsafe { ffi::nest_native_task_weight(weight, cg_weight, cg_runnable) }
+}
+
 /// The shortest slice when tasks wait: a quarter of the slice, at least
 /// 100 us.
 pub fn slice_min_ns(slice_ns: u64) -> u64 {
@@ -712,20 +720,21 @@ impl NestPolicy {
         unsafe { ffi::nest_native_queue_llc(&*self.cfg, prev_cpu as i32) }
     }
 
-    /// The virtual time with which `task`, of weight `weight` (100: nice
-    /// 0), joins `queue` at `now_ns`.
-    pub fn queue_vtime(
+    /// `task`, of weight `weight` (100: nice 0), woke up (or is new) at
+    /// `now_ns` and would wait in `queue`: its virtual time is placed,
+    /// with at most a slice of credit.
+    pub fn task_woken(
         &self,
         plat: &mut dyn Platform,
         task: &mut TaskState,
         queue: Queue,
         weight: u32,
         now_ns: u64,
-    ) -> u64 {
+    ) {
         let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
-            ffi::nest_native_queue_vtime(
+            ffi::nest_native_task_woken(
                 self.state_ptr(),
                 &*self.cfg,
                 Self::env_ptr(&mut env),
@@ -733,6 +742,21 @@ impl NestPolicy {
                 &mut task.0,
                 queue.to_c(),
                 weight,
+            )
+        }
+    }
+
+    /// The virtual time with which `task` joins `queue`.
+    pub fn queue_vtime(&self, plat: &mut dyn Platform, task: &mut TaskState, queue: Queue) -> u64 {
+        let mut env = self.env(Some(plat));
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_queue_vtime(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                &mut task.0,
+                queue.to_c(),
             )
         }
     }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use nest_policy::{NestPolicy, Params, Platform, Queue, TaskState};
+use nest_policy::{NestPolicy, Params, Platform, Queue, TaskState, task_weight};
 use nest_trace::Topology;
 
 const MS: u64 = 1_000_000;
@@ -69,7 +69,7 @@ fn cpu_shares_follow_the_weights() {
         (TaskState::new(), NICE_10, 0),
     ];
     for (task, weight, _) in &mut tasks {
-        p.queue_vtime(&mut plat, task, Queue::Pinned(1), *weight, 0);
+        p.task_woken(&mut plat, task, Queue::Pinned(1), *weight, 0);
     }
     let mut now = 0;
     for _ in 0..2000 {
@@ -82,6 +82,15 @@ fn cpu_shares_follow_the_weights() {
         run(&p, task, 1, *weight, now, SLICE);
         *ran += SLICE;
         now += SLICE;
+        // Back in the CPU's queue, behind or before the other one: a
+        // task at the end of its slice keeps its virtual time.
+        let other = tasks[1 - next].0.vtime();
+        plat.heads.insert(Queue::Pinned(1), other);
+        let before = tasks[next].0.vtime();
+        assert_eq!(
+            p.queue_vtime(&mut plat, &mut tasks[next].0, Queue::Pinned(1)),
+            before
+        );
     }
     let ratio = tasks[0].2 as f64 / tasks[1].2 as f64;
     let weights = NICE_0 as f64 / NICE_10 as f64;
@@ -97,13 +106,14 @@ fn a_sleeper_keeps_at_most_a_slice_of_credit() {
     let mut plat = Queues::default();
     let mut hog = TaskState::new();
     let mut sleeper = TaskState::new();
-    p.queue_vtime(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
     // The hog runs 1 s while the sleeper sleeps.
-    p.queue_vtime(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
     for i in 0..250 {
         run(&p, &mut hog, 0, NICE_0, i * SLICE, SLICE);
     }
-    let woken = p.queue_vtime(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 1000 * MS);
+    p.task_woken(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 1000 * MS);
+    let woken = sleeper.vtime();
     let hog_vtime = hog.vtime();
     assert!(woken < hog_vtime, "a sleeper goes before the hog");
     assert!(
@@ -118,13 +128,14 @@ fn a_sleeper_is_placed_against_the_earliest_waiting_task() {
     let p = policy();
     let mut plat = Queues::default();
     let mut hog = TaskState::new();
-    p.queue_vtime(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
     run(&p, &mut hog, 0, NICE_0, 0, 100 * SLICE);
     // Tasks wait in LLC 0 far behind the queue's virtual time.
     plat.queued.insert(0, 3);
     plat.heads.insert(Queue::Llc(0), 10 * SLICE);
     let mut sleeper = TaskState::new();
-    let vtime = p.queue_vtime(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
+    let vtime = sleeper.vtime();
     assert!(
         vtime <= 10 * SLICE,
         "new task at {vtime}, first waiting at {}",
@@ -137,7 +148,7 @@ fn a_woken_task_preempts_a_task_far_ahead_in_virtual_time_only() {
     let p = policy();
     let mut plat = Queues::default();
     let mut hog = TaskState::new();
-    p.queue_vtime(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
     p.sched_running(&mut hog, 2, NICE_0, 0);
     let start = hog.vtime();
     // Just started: a woken task at the same virtual time does not preempt.
@@ -197,7 +208,7 @@ fn a_cpu_takes_back_a_task_that_ran_there_within_the_locality_window() {
     let p = policy();
     let mut plat = Queues::default();
     let mut task = TaskState::new();
-    p.queue_vtime(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
     p.task_running(&mut task, 2, 0);
     run(&p, &mut task, 2, NICE_0, 0, SLICE);
     let head = task.vtime() - SLICE;
@@ -229,15 +240,15 @@ fn virtual_time_keeps_its_lag_when_a_task_changes_llc() {
     let mut plat = Queues::default();
     let mut a = TaskState::new();
     let mut b = TaskState::new();
-    p.queue_vtime(&mut plat, &mut a, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut a, Queue::Llc(0), NICE_0, 0);
     for i in 0..50 {
         run(&p, &mut a, 0, NICE_0, i * SLICE, SLICE);
     }
-    p.queue_vtime(&mut plat, &mut b, Queue::Llc(1), NICE_0, 0);
+    p.task_woken(&mut plat, &mut b, Queue::Llc(1), NICE_0, 0);
     run(&p, &mut b, 4, NICE_0, 0, SLICE);
     // a (LLC 0's clock is 50 slices on) moves to LLC 1: it lands near
     // LLC 1's time, a slice ahead as it was in LLC 0, not 50 slices ahead.
-    let moved = p.queue_vtime(&mut plat, &mut a, Queue::Llc(1), NICE_0, 0);
+    let moved = p.queue_vtime(&mut plat, &mut a, Queue::Llc(1));
     assert!(moved <= b.vtime() + 2 * SLICE, "{moved} vs {}", b.vtime());
 }
 
@@ -252,4 +263,21 @@ fn a_cpu_taken_by_another_class_is_busy_for_its_smt_sibling() {
     assert!(p.tick_unpair(11), "two ticks beside a busy sibling");
     p.cpu_idle(3, 2 * MS);
     assert!(!p.tick_unpair(11) && !p.tick_unpair(11));
+}
+
+#[test]
+fn a_task_runs_with_its_share_of_its_cgroups_weight() {
+    // Root cgroup: the task's own weight.
+    assert_eq!(task_weight(NICE_0, 0, 0), NICE_0);
+    // One task alone in a cgroup of cpu.weight 400 and one in 100: 4:1.
+    assert_eq!(task_weight(NICE_0, 400, 100), 400);
+    assert_eq!(task_weight(NICE_0, 100, 100), 100);
+    // Four equal tasks share their cgroup's weight.
+    assert_eq!(task_weight(NICE_0, 400, 4 * 100), 100);
+    // Nice still counts inside the cgroup: 100 / (100 + 11) and 11 / 111.
+    assert_eq!(task_weight(NICE_0, 100, 111), 90);
+    assert_eq!(task_weight(NICE_10, 100, 111), 9);
+    // Bounded to sched_ext's weight range.
+    assert_eq!(task_weight(1, 1, 10_000), 1);
+    assert_eq!(task_weight(10_000, 10_000, 1), 10_000);
 }

@@ -104,6 +104,13 @@ struct task_ctx {
 	u32 placed_on_spinning;
 	/* Preempted at a tick to be re-placed on a whole idle core. */
 	u32 unpair;
+	/*
+	 * The weight the task runs with (nest_task_weight(): nice and its
+	 * cgroup's share), set when it is queued and when it starts running.
+	 */
+	u32 weight;
+	/* What the task adds to its cgroup's runnable weight (0: nothing). */
+	u32 cg_runnable;
 };
 
 /* Per-CPU counters, summed by user space. */

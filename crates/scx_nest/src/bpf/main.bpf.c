@@ -107,6 +107,146 @@ static struct task_ctx *lookup_task(struct task_struct *p)
 	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
 }
 
+/*
+ * Cgroup weights
+ * --------------
+ * A task of a cgroup other than the root runs with its share of the
+ * cgroup's cpu.weight (nest_task_weight()). Each cgroup keeps its weight
+ * (ops.cgroup_init(), ops.cgroup_set_weight()) and the weight of its
+ * runnable tasks (ops.runnable(), ops.quiescent(), ops.cgroup_move()).
+ * scx_bpf_task_cgroup() may only be asked about the task an op is called
+ * for, so ops.dispatch() uses the weight saved in the task's context.
+ */
+struct cgrp_ctx {
+	/* Sum of p->scx.weight of its runnable tasks. */
+	u64 runnable;
+	/* cpu.weight. */
+	u32 weight;
+	u32 __pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CGRP_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct cgrp_ctx);
+} cgrp_ctxs SEC(".maps");
+
+/* The context of @cgrp; NULL for the root cgroup, whose tasks stand alone. */
+static struct cgrp_ctx *cgrp_ctx_of(struct cgroup *cgrp)
+{
+	if (!cgrp || !cgrp->level)
+		return NULL;
+	return bpf_cgrp_storage_get(&cgrp_ctxs, cgrp, 0, 0);
+}
+
+/* The context of @p's cgroup; only for the task the op is called for. */
+static struct cgrp_ctx *task_cgrp_ctx(struct task_struct *p)
+{
+	struct cgroup *cgrp = scx_bpf_task_cgroup(p);
+	struct cgrp_ctx *c;
+
+	if (!cgrp)
+		return NULL;
+	c = cgrp_ctx_of(cgrp);
+	bpf_cgroup_release(cgrp);
+	return c;
+}
+
+/* Save and return the weight @p runs with; as task_cgrp_ctx(). */
+static u32 refresh_weight(struct task_struct *p, struct task_ctx *t)
+{
+	struct cgrp_ctx *c = task_cgrp_ctx(p);
+
+	t->weight = c ? nest_task_weight(p->scx.weight, READ_ONCE(c->weight),
+					 READ_ONCE(c->runnable)) :
+			p->scx.weight;
+	return t->weight;
+}
+
+static void cgrp_add_runnable(struct cgrp_ctx *c, struct task_ctx *t,
+			      u32 weight)
+{
+	if (c && weight) {
+		t->cg_runnable = weight;
+		__sync_fetch_and_add(&c->runnable, weight);
+	}
+}
+
+static void cgrp_sub_runnable(struct cgrp_ctx *c, struct task_ctx *t)
+{
+	if (c && t->cg_runnable)
+		__sync_fetch_and_sub(&c->runnable, t->cg_runnable);
+	t->cg_runnable = 0;
+}
+
+static bool task_pinned(const struct task_struct *p);
+
+/*
+ * @p became runnable (woke up, or is new): count it in its cgroup, and
+ * place its virtual time against the queue it would wait in
+ * (nest_task_woken()), whether it gets an idle CPU or not.
+ */
+void BPF_STRUCT_OPS(nest_runnable, struct task_struct *p, u64 enq_flags)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+	struct task_ctx *t = lookup_task(p);
+	s32 cpu = scx_bpf_task_cpu(p);
+
+	if (!t)
+		return;
+	if (!t->cg_runnable)
+		cgrp_add_runnable(task_cgrp_ctx(p), t, p->scx.weight);
+	nest_task_woken(&pctx, &t->nest,
+			task_pinned(p) ? NEST_QUEUE_PINNED - cpu :
+					 (s32)nest_queue_llc(&pctx, cpu),
+			refresh_weight(p, t));
+}
+
+void BPF_STRUCT_OPS(nest_quiescent, struct task_struct *p, u64 deq_flags)
+{
+	struct task_ctx *t = lookup_task(p);
+
+	if (t && t->cg_runnable)
+		cgrp_sub_runnable(task_cgrp_ctx(p), t);
+}
+
+void BPF_STRUCT_OPS(nest_cgroup_move, struct task_struct *p,
+		    struct cgroup *from, struct cgroup *to)
+{
+	struct task_ctx *t = lookup_task(p);
+	bool runnable;
+
+	if (!t)
+		return;
+	runnable = t->cg_runnable || (p->scx.flags & SCX_TASK_QUEUED);
+	cgrp_sub_runnable(cgrp_ctx_of(from), t);
+	if (runnable)
+		cgrp_add_runnable(cgrp_ctx_of(to), t, p->scx.weight);
+}
+
+s32 BPF_STRUCT_OPS(nest_cgroup_init, struct cgroup *cgrp,
+		   struct scx_cgroup_init_args *args)
+{
+	struct cgrp_ctx *c;
+
+	c = bpf_cgrp_storage_get(&cgrp_ctxs, cgrp, 0,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c)
+		return -ENOMEM;
+	c->weight = args->weight;
+	return 0;
+}
+
+void BPF_STRUCT_OPS(nest_cgroup_set_weight, struct cgroup *cgrp, u32 weight)
+{
+	struct cgrp_ctx *c = bpf_cgrp_storage_get(&cgrp_ctxs, cgrp, 0, 0);
+
+	if (c)
+		WRITE_ONCE(c->weight, weight);
+}
+
 /* The slice of a task about to run on @cpu (policy/nest_sched.c). */
 static u64 slice_on(s32 cpu)
 {
@@ -504,7 +644,7 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	struct nest_ctx pctx = policy_ctx(&env);
 	u32 llc = nest_queue_llc(&pctx, cpu);
 	s32 queue = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
-	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue, p->scx.weight);
+	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue);
 
 	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
 				 vtime, enq_flags);
@@ -615,7 +755,7 @@ static bool prev_keeps_cpu(struct nest_ctx *pctx, struct task_struct *prev,
 	if (queue >= 0 && queue != (s32)nest_queue_llc(pctx, cpu))
 		return false;
 	return plat_queue_head(pctx->env, queue, &head) &&
-	       nest_prev_keeps_cpu(pctx, &t->nest, prev->scx.weight, head);
+	       nest_prev_keeps_cpu(pctx, &t->nest, t->weight, head);
 }
 
 /*
@@ -706,7 +846,7 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 	perf_running(p, t);
 	if (!t)
 		return;
-	nest_sched_running(&pctx, &t->nest, cpu, p->scx.weight);
+	nest_sched_running(&pctx, &t->nest, cpu, refresh_weight(p, t));
 	if (policy_kind == POLICY_SMOVE)
 		nest_smove_task_running(&t->nest);
 	if (policy_kind != POLICY_NEST)
@@ -724,7 +864,7 @@ void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 	s32 cpu = scx_bpf_task_cpu(p);
 
 	if (t)
-		nest_sched_stopping(&pctx, &t->nest, cpu, p->scx.weight);
+		nest_sched_stopping(&pctx, &t->nest, cpu, t->weight);
 	perf_stopping(p, runnable);
 	if (policy_kind == POLICY_NEST && (p->flags & PF_EXITING))
 		nest_task_exiting(&nest_state, cpu);
@@ -795,6 +935,8 @@ s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 		return -ENOMEM;
 	nest_task_init(&t->nest);
 	t->placed_ns = 0;
+	t->weight = p->scx.weight;
+	t->cg_runnable = 0;
 	return 0;
 }
 
@@ -861,13 +1003,18 @@ SCX_OPS_DEFINE(nest_ops,
 	       .enqueue = (void *)nest_enqueue,
 	       .dispatch = (void *)nest_dispatch,
 	       .tick = (void *)nest_tick,
+	       .runnable = (void *)nest_runnable,
 	       .running = (void *)nest_running,
 	       .stopping = (void *)nest_stopping,
+	       .quiescent = (void *)nest_quiescent,
 	       .update_idle = (void *)nest_update_idle,
 	       .cpu_release = (void *)nest_cpu_release,
 	       .cpu_online = (void *)nest_cpu_online_op,
 	       .cpu_offline = (void *)nest_cpu_offline_op,
 	       .init_task = (void *)nest_init_task,
+	       .cgroup_init = (void *)nest_cgroup_init,
+	       .cgroup_move = (void *)nest_cgroup_move,
+	       .cgroup_set_weight = (void *)nest_cgroup_set_weight,
 	       .init = (void *)nest_init,
 	       .exit = (void *)nest_exit,
 	       .name = "nest");
