@@ -14,6 +14,8 @@
 # Usage: scripts/bench/configure.sh [--runs N] [--out DIR] [--scx-args ARGS]
 #                                   [--analyse-only]
 #   --runs N        guest boots, each recording default and scx_nest (3)
+#   --first N       number the runs from N (default 1; odd runs record the
+#                   default scheduler first, even runs scx_nest first)
 #   --out DIR       traces and logs (default out/bench-configure)
 #   --scx-args ARGS scx_nest options (default "--disable warm-spin")
 #   --analyse-only  do not record: print the figures of the traces in DIR
@@ -37,17 +39,19 @@ APT=$CACHE/apt-src
 SRC=$CACHE/src
 PACKAGE=hello
 RUNS=3
+FIRST=1
 OUT=out/bench-configure
 SCX_ARGS="--disable warm-spin"
 ANALYSE_ONLY=false
 
 say() { echo "configure-bench: $*" >&2; }
 die() { say "error: $*"; exit 1; }
-usage() { sed -n '2,27s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,29s/^# \{0,1\}//p' "$0"; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
 	--runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
+	--first) FIRST=${2:?--first needs a number}; shift 2 ;;
 	--out) OUT=${2:?--out needs a directory}; shift 2 ;;
 	--scx-args) SCX_ARGS=${2?--scx-args needs a value}; shift 2 ;;
 	--analyse-only) ANALYSE_ONLY=true; shift ;;
@@ -120,9 +124,9 @@ record_runs() {
 	mkdir -p "$OUT"
 	out=$(cd "$OUT" && pwd)
 	src=$(cd "$SRC/$PACKAGE" && pwd)
-	i=1
-	while [ "$i" -le "$RUNS" ]; do
-		say "step 3: run $i of $RUNS: booting the 2x4x2 guest (default, then scx_nest $SCX_ARGS; alternating order)"
+	i=$FIRST
+	while [ "$i" -lt $((FIRST + RUNS)) ]; do
+		say "step 3: run $i (runs $FIRST-$((FIRST + RUNS - 1))): booting the 2x4x2 guest (default, then scx_nest $SCX_ARGS; alternating order)"
 		"$BIN/nest" vm run --sockets 2 --cores 4 --threads 2 --numa --mem 3072 \
 			--timeout 3600 --out "$out" -- \
 			scripts/bench/configure-guest.sh "$out" "$src" "$i" "$BIN" "$SCX_ARGS" \

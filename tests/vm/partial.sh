@@ -73,7 +73,7 @@ fact stress_state_before "$(state)"
 fact stress_ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 fact stress_enable_seq_before "$(enable_seq)"
 fact stress_events_before "$(events)"
-stress-ng --seccomp 2 --switch 2 --race-sched 2 --affinity 2 --yield 2 \
+stress-ng --temp-path /tmp --seccomp 2 --switch 2 --race-sched 2 --affinity 2 --yield 2 \
 	--timeout "${stress_s}s" --metrics-brief >/tmp/stress.out 2>&1 &
 stress=$!
 "$bin/nest-load" affinity --seconds "$stress_s" >/tmp/affinity.out 2>&1 &
