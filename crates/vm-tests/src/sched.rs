@@ -193,25 +193,13 @@ pub fn weight_problems(w: &Weights) -> Vec<String> {
         WEIGHT_TOLERANCE,
     );
     within("nice 0 vs nice 0", w.same_ratio(), 1.0, EQUAL_TOLERANCE);
+    within(
+        "cpu.weight 400 vs 100",
+        w.cgroup_ratio(),
+        4.0,
+        WEIGHT_TOLERANCE,
+    );
     problems
-}
-
-/// The cgroup half of issue 10's weight check: a cgroup with cpu.weight
-/// 400 against one with 100, within the same tolerance of 4. scx_nest does
-/// not implement cgroup weights yet (no ops.cgroup_* callbacks: p->scx.weight
-/// carries only nice), so tests/sched.rs prints this instead of asserting
-/// it.
-pub fn cgroup_weight_problems(w: &Weights) -> Vec<String> {
-    let deviation = (w.cgroup_ratio() / 4.0 - 1.0).abs();
-    if deviation.is_nan() || deviation > WEIGHT_TOLERANCE {
-        vec![format!(
-            "cpu.weight 400 vs 100: CPU-time ratio {:.2}, not within {:.0}% of 4.00",
-            w.cgroup_ratio(),
-            WEIGHT_TOLERANCE * 100.0
-        )]
-    } else {
-        Vec::new()
-    }
 }
 
 /// Issue 10: hackbench's throughput under Nest must be at least this share
@@ -475,7 +463,6 @@ mod tests {
         );
         let w = Weights::of(&report, "nest").unwrap();
         assert!(weight_problems(&w).is_empty(), "{:?}", weight_problems(&w));
-        assert!(cgroup_weight_problems(&w).is_empty());
         assert!(Weights::of(&report, "default").is_none());
         let fifo = Weights {
             nice0: 500,
@@ -485,8 +472,7 @@ mod tests {
             cg100: 1,
             cg400: 0,
         };
-        assert_eq!(weight_problems(&fifo).len(), 2);
-        assert_eq!(cgroup_weight_problems(&fifo).len(), 1);
+        assert_eq!(weight_problems(&fifo).len(), 3);
     }
 
     #[test]
