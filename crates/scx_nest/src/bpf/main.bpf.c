@@ -765,7 +765,10 @@ static bool prev_keeps_cpu(struct nest_ctx *pctx, struct task_struct *prev,
 
 /*
  * Take the next task from the queue the policy names; false if there is
- * none, or if @prev keeps the CPU.
+ * none, or if @prev keeps the CPU. When the named queue holds nothing this
+ * CPU may run (affinity), its own queues are tried whatever their order:
+ * a CPU must never go idle while its pinned queue holds tasks, which only
+ * it can run.
  */
 static bool consume(s32 cpu, struct task_struct *prev)
 {
@@ -776,14 +779,19 @@ static bool consume(s32 cpu, struct task_struct *prev)
 
 	if (queue == NEST_QUEUE_NONE || prev_keeps_cpu(&pctx, prev, cpu, queue))
 		return false;
-	if (queue < 0)
-		return scx_bpf_dsq_move_to_local(queue_dsq(queue), 0);
-	if (queue == own)
-		return consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own);
-	if (!scx_bpf_dsq_move_to_local(LLC_DSQ_BASE + llc_index(queue), 0))
-		return consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own);
-	count_event(NEST_EV_STOLEN, 1);
-	return true;
+	if (queue < 0) {
+		if (scx_bpf_dsq_move_to_local(queue_dsq(queue), 0))
+			return true;
+	} else if (queue == own) {
+		if (consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own))
+			return true;
+	} else if (scx_bpf_dsq_move_to_local(LLC_DSQ_BASE + llc_index(queue),
+					     0)) {
+		count_event(NEST_EV_STOLEN, 1);
+		return true;
+	}
+	return scx_bpf_dsq_move_to_local(PINNED_DSQ_BASE + cpu_index(cpu), 0) ||
+	       consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own);
 }
 
 /*
