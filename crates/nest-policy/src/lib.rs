@@ -721,13 +721,16 @@ impl NestPolicy {
     }
 
     /// `task`, of weight `weight` (100: nice 0), woke up (or is new) at
-    /// `now_ns` and would wait in `queue`: its virtual time is placed,
-    /// with at most a slice of credit.
+    /// `now_ns` on `cpu` and would wait in `cpu`'s own queue if `pinned`,
+    /// else in its LLC's: its virtual time is placed, with at most a slice
+    /// of credit.
+    #[allow(clippy::too_many_arguments)]
     pub fn task_woken(
         &self,
         plat: &mut dyn Platform,
         task: &mut TaskState,
-        queue: Queue,
+        cpu: u32,
+        pinned: bool,
         weight: u32,
         now_ns: u64,
     ) {
@@ -740,7 +743,8 @@ impl NestPolicy {
                 Self::env_ptr(&mut env),
                 now_ns,
                 &mut task.0,
-                queue.to_c(),
+                cpu as i32,
+                pinned,
                 weight,
             )
         }
