@@ -340,7 +340,7 @@ impl SchedConfig {
 
         let ops = skel.struct_ops.nest_ops_mut();
         // ENQ_EXITING: exiting tasks go through ops.enqueue() like any
-        // other, to the shared queue when nothing is idle. By default the
+        // other, to their LLC queue when nothing is idle. By default the
         // kernel puts them on their previous CPU's local queue, where they
         // wait behind its task even when another CPU goes idle. (The flag
         // exists for schedulers that look tasks up by pid; we do not.)

@@ -290,7 +290,7 @@ static bool is_stall_target(const struct task_struct *p)
  * cancel, ever; timers only fire and look. One timer per CPU (a bpf_timer
  * lives in an array map value, not in task storage). The timer keeps coming
  * back while its DSQ holds tasks; if its CPU went offline (it will never
- * dispatch), it hands them to the shared queue.
+ * dispatch), it hands them to its LLC queue.
  */
 static void kick_idle_near(s32 cpu, struct task_struct *p);
 
@@ -431,7 +431,7 @@ static s32 select_cpu_smove(struct task_struct *p, struct task_ctx *t,
 		nest_slocal_select(&pctx, waker, prev_cpu, &choice);
 	else
 		nest_smove_select(&pctx, &t->nest, waker, prev_cpu, &choice);
-	/* Not usable: ops.enqueue() puts the task on the shared queue. */
+	/* Not usable: ops.enqueue() queues the task. */
 	if (!cpu_valid(&nest_cfg, choice.cpu) ||
 	    !bpf_cpumask_test_cpu(choice.cpu, p->cpus_ptr))
 		return prev_cpu;
