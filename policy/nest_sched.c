@@ -141,31 +141,27 @@ static u32 queue_frame(const struct nest_ctx *ctx, s32 queue)
 }
 
 /*
- * @t, of weight @weight, woke up (or is new) on @cpu and will wait in
- * @cpu's own queue if @pinned, else in @cpu's LLC queue, unless it gets an
- * idle CPU. Its credit is bounded: no earlier than one slice, scaled by
- * its weight, before the earliest of the LLC's virtual time, the first
- * task waiting where it would, and the task running on @cpu. As the fair
- * scheduler's place_entity() at a wakeup, relative to min_vruntime: a task
- * that slept runs before the tasks that kept running (and so preempts the
- * one on @cpu: nest_wakeup_preempts()), but a long sleep earns no more than
- * a slice. Only at wakeups: a task preempted or at the end of its slice
- * keeps its virtual time, or weights would not hold.
+ * @t, of weight @weight, woke up (or is new) and will wait in @queue (an
+ * LLC index, or NEST_QUEUE_PINNED - cpu) unless it gets an idle CPU. Its
+ * credit is bounded: no earlier than one slice, scaled by its weight,
+ * before the earliest task waiting where it would (its LLC's queue, and
+ * its CPU's own queue if pinned), or the LLC's virtual time if that is
+ * earlier. As the fair scheduler's place_entity() at a wakeup, relative to
+ * min_vruntime: a task that slept runs before the tasks that kept running,
+ * but a long sleep earns no more than a slice. Only at wakeups: a task
+ * preempted or at the end of its slice keeps its virtual time, or weights
+ * would not hold.
  */
 static void nest_task_woken(const struct nest_ctx *ctx, struct nest_task *t,
-			    s32 cpu, bool pinned, u32 weight)
+			    s32 queue, u32 weight)
 {
-	u32 llc = llc_index(cpu_llc(ctx->cfg, cpu));
-	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+	u32 llc = queue_frame(ctx, queue);
 	u64 ref = llc_vtime(ctx, llc);
 	u64 lag = scale_by_weight(ctx->cfg->slice_ns, weight);
 
 	earliest_of(ctx, llc, &ref);
-	if (pinned)
-		earliest_of(ctx, NEST_QUEUE_PINNED - cpu, &ref);
-	if (c && READ_ONCE(c->curr_weight) &&
-	    vtime_before(READ_ONCE(c->curr_vtime), ref))
-		ref = READ_ONCE(c->curr_vtime);
+	if (queue < 0)
+		earliest_of(ctx, queue, &ref);
 	rebase_vtime(ctx, t, llc, ref);
 	if (vtime_before(t->vtime, ref - lag))
 		t->vtime = ref - lag;

@@ -174,12 +174,11 @@ u32 nest_native_queue_llc(const struct nest_config *cfg, s32 prev_cpu)
 
 void nest_native_task_woken(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
-			    u64 now, struct nest_task *t, s32 cpu, bool pinned,
-			    u32 weight)
+			    u64 now, struct nest_task *t, s32 queue, u32 weight)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
 
-	nest_task_woken(&ctx, t, cpu, pinned, weight);
+	nest_task_woken(&ctx, t, queue, weight);
 }
 
 u64 nest_native_queue_vtime(struct nest_state *st,

@@ -249,15 +249,13 @@ unsafe extern "C" {
     pub fn nest_native_smove_task_running(t: *mut NestTask);
     pub fn nest_native_task_weight(weight: u32, cg_weight: u32, cg_runnable: u64) -> u32;
     pub fn nest_native_queue_llc(cfg: *const NestConfig, prev_cpu: i32) -> u32;
-    #[allow(clippy::too_many_arguments)]
     pub fn nest_native_task_woken(
         st: *mut NestState,
         cfg: *const NestConfig,
         env: *mut std::ffi::c_void,
         now: u64,
         t: *mut NestTask,
-        cpu: i32,
-        pinned: bool,
+        queue: i32,
         weight: u32,
     );
     pub fn nest_native_queue_vtime(

@@ -721,16 +721,13 @@ impl NestPolicy {
     }
 
     /// `task`, of weight `weight` (100: nice 0), woke up (or is new) at
-    /// `now_ns` on `cpu` and would wait in `cpu`'s own queue if `pinned`,
-    /// else in its LLC's: its virtual time is placed, with at most a slice
-    /// of credit.
-    #[allow(clippy::too_many_arguments)]
+    /// `now_ns` and would wait in `queue`: its virtual time is placed,
+    /// with at most a slice of credit.
     pub fn task_woken(
         &self,
         plat: &mut dyn Platform,
         task: &mut TaskState,
-        cpu: u32,
-        pinned: bool,
+        queue: Queue,
         weight: u32,
         now_ns: u64,
     ) {
@@ -743,8 +740,7 @@ impl NestPolicy {
                 Self::env_ptr(&mut env),
                 now_ns,
                 &mut task.0,
-                cpu as i32,
-                pinned,
+                queue.to_c(),
                 weight,
             )
         }

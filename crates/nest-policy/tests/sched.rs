@@ -69,7 +69,7 @@ fn cpu_shares_follow_the_weights() {
         (TaskState::new(), NICE_10, 0),
     ];
     for (task, weight, _) in &mut tasks {
-        p.task_woken(&mut plat, task, 1, true, *weight, 0);
+        p.task_woken(&mut plat, task, Queue::Pinned(1), *weight, 0);
     }
     let mut now = 0;
     for _ in 0..2000 {
@@ -106,13 +106,13 @@ fn a_sleeper_keeps_at_most_a_slice_of_credit() {
     let mut plat = Queues::default();
     let mut hog = TaskState::new();
     let mut sleeper = TaskState::new();
-    p.task_woken(&mut plat, &mut sleeper, 0, false, NICE_0, 0);
+    p.task_woken(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
     // The hog runs 1 s while the sleeper sleeps.
-    p.task_woken(&mut plat, &mut hog, 0, false, NICE_0, 0);
+    p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
     for i in 0..250 {
         run(&p, &mut hog, 0, NICE_0, i * SLICE, SLICE);
     }
-    p.task_woken(&mut plat, &mut sleeper, 0, false, NICE_0, 1000 * MS);
+    p.task_woken(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 1000 * MS);
     let woken = sleeper.vtime();
     let hog_vtime = hog.vtime();
     assert!(woken < hog_vtime, "a sleeper goes before the hog");
@@ -128,13 +128,13 @@ fn a_sleeper_is_placed_against_the_earliest_waiting_task() {
     let p = policy();
     let mut plat = Queues::default();
     let mut hog = TaskState::new();
-    p.task_woken(&mut plat, &mut hog, 0, false, NICE_0, 0);
+    p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
     run(&p, &mut hog, 0, NICE_0, 0, 100 * SLICE);
     // Tasks wait in LLC 0 far behind the queue's virtual time.
     plat.queued.insert(0, 3);
     plat.heads.insert(Queue::Llc(0), 10 * SLICE);
     let mut sleeper = TaskState::new();
-    p.task_woken(&mut plat, &mut sleeper, 0, false, NICE_0, 0);
+    p.task_woken(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
     let vtime = sleeper.vtime();
     assert!(
         vtime <= 10 * SLICE,
@@ -148,7 +148,7 @@ fn a_woken_task_preempts_a_task_far_ahead_in_virtual_time_only() {
     let p = policy();
     let mut plat = Queues::default();
     let mut hog = TaskState::new();
-    p.task_woken(&mut plat, &mut hog, 0, false, NICE_0, 0);
+    p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
     p.sched_running(&mut hog, 2, NICE_0, 0);
     let start = hog.vtime();
     // Just started: a woken task at the same virtual time does not preempt.
@@ -208,7 +208,7 @@ fn a_cpu_takes_back_a_task_that_ran_there_within_the_locality_window() {
     let p = policy();
     let mut plat = Queues::default();
     let mut task = TaskState::new();
-    p.task_woken(&mut plat, &mut task, 0, false, NICE_0, 0);
+    p.task_woken(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
     p.task_running(&mut task, 2, 0);
     run(&p, &mut task, 2, NICE_0, 0, SLICE);
     let head = task.vtime() - SLICE;
@@ -240,11 +240,11 @@ fn virtual_time_keeps_its_lag_when_a_task_changes_llc() {
     let mut plat = Queues::default();
     let mut a = TaskState::new();
     let mut b = TaskState::new();
-    p.task_woken(&mut plat, &mut a, 0, false, NICE_0, 0);
+    p.task_woken(&mut plat, &mut a, Queue::Llc(0), NICE_0, 0);
     for i in 0..50 {
         run(&p, &mut a, 0, NICE_0, i * SLICE, SLICE);
     }
-    p.task_woken(&mut plat, &mut b, 4, false, NICE_0, 0);
+    p.task_woken(&mut plat, &mut b, Queue::Llc(1), NICE_0, 0);
     run(&p, &mut b, 4, NICE_0, 0, SLICE);
     // a (LLC 0's clock is 50 slices on) moves to LLC 1: it lands near
     // LLC 1's time, a slice ahead as it was in LLC 0, not 50 slices ahead.
@@ -289,34 +289,14 @@ fn a_lowest_weight_task_leads_by_at_most_twenty_slices() {
     let p = policy();
     let mut plat = Queues::default();
     let mut idle_task = TaskState::new();
-    p.task_woken(&mut plat, &mut idle_task, 0, false, 1, 0);
+    p.task_woken(&mut plat, &mut idle_task, Queue::Llc(0), 1, 0);
     let start = idle_task.vtime();
     run(&p, &mut idle_task, 0, 1, 0, 10 * SLICE);
     assert_eq!(idle_task.vtime() - start, 20 * SLICE);
     // A nice 10 task's slice leads by far less: unchanged.
     let mut nice10 = TaskState::new();
-    p.task_woken(&mut plat, &mut nice10, 4, false, NICE_10, 0);
+    p.task_woken(&mut plat, &mut nice10, Queue::Llc(1), NICE_10, 0);
     let start = nice10.vtime();
     run(&p, &mut nice10, 4, NICE_10, 0, SLICE);
     assert_eq!(nice10.vtime() - start, SLICE * 100 / 11);
-}
-
-#[test]
-fn a_woken_task_is_placed_against_the_task_running_on_its_cpu() {
-    // The LLC's virtual time has moved far ahead (tasks on CPU 0) of the
-    // hog that keeps CPU 2: a task waking on CPU 2 must still preempt it,
-    // not wait until the hog catches up with the others.
-    let p = policy();
-    let mut plat = Queues::default();
-    let mut hog = TaskState::new();
-    p.task_woken(&mut plat, &mut hog, 2, false, NICE_0, 0);
-    p.sched_running(&mut hog, 2, NICE_0, 0);
-    let mut other = TaskState::new();
-    p.task_woken(&mut plat, &mut other, 0, false, NICE_0, 0);
-    for i in 0..100 {
-        run(&p, &mut other, 0, NICE_0, i * SLICE, SLICE);
-    }
-    let mut sleeper = TaskState::new();
-    p.task_woken(&mut plat, &mut sleeper, 2, true, NICE_0, SLICE);
-    assert!(p.wakeup_preempts(2, sleeper.vtime(), SLICE));
 }

@@ -198,7 +198,9 @@ void BPF_STRUCT_OPS(nest_runnable, struct task_struct *p, u64 enq_flags)
 		return;
 	if (!t->cg_runnable)
 		cgrp_add_runnable(task_cgrp_ctx(p), t, p->scx.weight);
-	nest_task_woken(&pctx, &t->nest, cpu, task_pinned(p),
+	nest_task_woken(&pctx, &t->nest,
+			task_pinned(p) ? NEST_QUEUE_PINNED - cpu :
+					 (s32)nest_queue_llc(&pctx, cpu),
 			refresh_weight(p, t));
 }
 
