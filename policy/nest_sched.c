@@ -61,8 +61,8 @@
  */
 #define NEST_LOCALITY_SCAN 16
 #define NEST_LOCALITY_SLICES 8
-/* How far a task's virtual time may lead its LLC's (nest_sched_stopping()). */
-#define NEST_MAX_LEAD_SLICES 20
+/* The least weight a task is charged with (nest_sched_stopping()). */
+#define NEST_CHARGE_WEIGHT_MIN 5
 
 static u32 llc_index(u32 llc)
 {
@@ -218,25 +218,23 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 }
 
 /*
- * The task described by @t, of weight @weight, stops running on @cpu. Its
- * virtual time may lead its LLC's by at most NEST_MAX_LEAD_SLICES slices:
- * a task of the lowest weight (SCHED_IDLE, nice 19: 1) that ran past its
- * slice (a tick late, or under emulation) would otherwise wait longer than
- * sched_ext's watchdog allows (30 s) and get the scheduler ejected. Such
- * tasks then get somewhat more than their weight's share.
+ * The task described by @t, of weight @weight, stops running on @cpu. The
+ * charge uses a weight of at least NEST_CHARGE_WEIGHT_MIN: a task of the
+ * lowest weight (SCHED_IDLE, nice 19, a crowded low-weight cgroup: 1) that
+ * ran past its slice (a tick late, or under emulation) would otherwise
+ * lead by seconds of virtual time and wait longer than sched_ext's
+ * watchdog allows (30 s), which ejects the scheduler. Such tasks get up to
+ * five times their weight's share.
  */
 static void nest_sched_stopping(const struct nest_ctx *ctx,
 				struct nest_task *t, s32 cpu, u32 weight)
 {
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
-	u64 most;
 
+	if (weight < NEST_CHARGE_WEIGHT_MIN)
+		weight = NEST_CHARGE_WEIGHT_MIN;
 	if (ctx->now > t->run_start)
 		t->vtime += scale_by_weight(ctx->now - t->run_start, weight);
-	most = llc_vtime(ctx, t->vtime_llc) +
-	       NEST_MAX_LEAD_SLICES * ctx->cfg->slice_ns;
-	if (t->vtime_llc != NEST_LLC_NONE && vtime_before(most, t->vtime))
-		t->vtime = most;
 	if (c)
 		WRITE_ONCE(c->curr_weight, 0);
 }
