@@ -33,9 +33,9 @@
  *     when its own is empty (nearest LLC first), or when the other queue is
  *     longer by more than one task and a quarter, per CPU (a load
  *     balance).
- *     Idle CPUs are woken when a task is queued by a wakeup, and at every
- *     tick of a CPU whose LLC queue holds waiting tasks (as the fair
- *     scheduler's nohz_balancer_kick()).
+ *     Idle CPUs are woken when a task is queued, and at every tick of a CPU
+ *     whose LLC queue holds waiting tasks (as the fair scheduler's
+ *     nohz_balancer_kick()).
  *   - Latency. A woken task whose virtual time is more than a quarter
  *     slice before that of the task running on its previous CPU preempts
  *     it (check_preempt_wakeup() / wakeup_preempt_entity()); slices shrink
