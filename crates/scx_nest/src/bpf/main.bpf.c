@@ -586,10 +586,9 @@ static s32 claim_cpu_for_queued(struct task_struct *p, struct task_ctx *t)
  * last task (SCX_OPS_ENQ_LAST), and the claim there takes a whole idle
  * core.
  *
- * Work conservation: a task preempted by another (rather than woken) is
- * queued without waking anybody, so that its own CPU takes it back; when
- * tasks still wait at a tick, an idle CPU is woken to take one (as the
- * fair scheduler's nohz_balancer_kick()).
+ * Work conservation: when tasks still wait in a CPU's LLC queue at its
+ * tick, an idle CPU is woken to take one (as the fair scheduler's
+ * nohz_balancer_kick()), beside the kick of queue_task().
  */
 static void tick_unpair(struct task_struct *p, struct nest_ctx *pctx)
 {
@@ -692,8 +691,8 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 	/*
 	 * A task placed by ops.select_cpu() found nothing idle a moment ago.
 	 * A task woken without it, or leaving a shared core, gets an idle
-	 * CPU if there is one; a task preempted by another stays queued for
-	 * its own CPU.
+	 * CPU if there is one; a task preempted by another is queued (and
+	 * an idle CPU kicked to take it: queue_task()).
 	 */
 	if (!__COMPAT_is_enq_cpu_selected(enq_flags) &&
 	    ((enq_flags & SCX_ENQ_WAKEUP) || unpair)) {
