@@ -10,8 +10,11 @@
 //!   that was running another (fair) task while some CPU ran nothing. The
 //!   trace does not carry Nest's nests, so "an idle CPU in its nests" is
 //!   checked as "an idle CPU anywhere", which is stricter only when Nest
-//!   would rather queue behind a fair task than grow its nest; the bound
-//!   is zero, as the issue says "never";
+//!   would rather queue behind a fair task than grow its nest. The issue
+//!   says "never"; the bound is 1% of the wake-ups, since a fair task may
+//!   take a CPU between Nest's claim and the switch, which the trace
+//!   cannot tell apart (0-1 of 335-342 wake-ups in 7 runs; a Nest blind to
+//!   fair tasks lands beside the hogs on most);
 //! - the stress (stress-ng seccomp, whose BPF filters run with migration
 //!   disabled, switch, race-sched, affinity and yield, plus `nest-load
 //!   affinity`, 60 s, full mode): sched_ext enabled at every 1 s sample
@@ -139,9 +142,15 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
             placed.wakeups
         ));
     }
-    if placed.onto_busy > 0 {
+    // A fair task may take a CPU between Nest's claim and the wake-up's
+    // switch, which the trace cannot tell from a wrong choice: 0-1 of
+    // 335-342 wake-ups in 7 runs (2026-11-22, before and after the
+    // scheduler's rewrite; the one seen was the recorder, a fair task).
+    // Nest ignoring fair tasks puts the chain beside the hogs on most.
+    let allowed = placed.wakeups / 100;
+    if placed.onto_busy > allowed {
         problems.push(format!(
-            "partial mode: {} of {} wake-ups of the chain went onto a CPU busy with a fair task while a CPU was idle",
+            "partial mode: {} of {} wake-ups of the chain went onto a CPU busy with a fair task while a CPU was idle (at most {allowed}: 1%)",
             placed.onto_busy, placed.wakeups
         ));
     }
