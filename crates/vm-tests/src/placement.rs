@@ -439,9 +439,9 @@ mod tests {
     #[test]
     fn a_batch_must_use_every_cpu_soon_finish_in_time_and_conserve_work() {
         let default = batch(Some(100), 400, 20);
-        let ok = batch(Some(40), 419, 6);
+        let ok = batch(Some(40), 439, 6);
         assert_eq!(batch_problems(&ok, &default), Vec::<String>::new());
-        let bad = batch_problems(&batch(Some(1500), 421, 9), &default);
+        let bad = batch_problems(&batch(Some(1500), 441, 9), &default);
         assert_eq!(bad.len(), 3, "{bad:?}");
         let never = batch_problems(&batch(None, 400, 0), &default);
         assert!(never[0].contains("only 12 CPUs"), "{never:?}");
