@@ -48,7 +48,7 @@ cargo test -p nest-trace -- --ignored --skip throughput
 if ! $host_only; then
 	step "VM suite (QEMU guests, software emulation)"
 	cargo build -p scx_nest -p nest-load -p nest
-	cargo test -p nest-vm -p vm-tests -- --ignored --test-threads=1
+	cargo test -p nest-vm -p vm-tests --no-fail-fast -- --ignored --test-threads=1
 fi
 
 step "all tests passed in $((SECONDS - started)) s"

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use nest_trace::timeline::Timeline;
-use nest_trace::{Cpu, EventKind, Pid, Trace};
+use nest_trace::{Cpu, EventKind, Pid, PrevState, Trace};
 
 use crate::trace::{Figures, Workload};
 
@@ -84,7 +84,7 @@ pub const TICK_NS: u64 = 4_000_000;
 
 /// A batch of CPU-bound threads (`nest-load batch`), measured from the
 /// creation of its first thread (`start_ns`) to the exit of its last one.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct BatchFigures {
     /// Threads the batch created.
     pub tasks: usize,
@@ -99,6 +99,14 @@ pub struct BatchFigures {
     pub completion_ns: u64,
     /// Migrations of the threads.
     pub migrations: u64,
+    /// Migrations of the threads while all of them were alive (from the
+    /// creation of the last to the exit of the first): the overload's
+    /// steady state, without the spreading at the start and the reshuffle
+    /// of the ragged end.
+    pub steady_migrations: u64,
+    /// Preemptions of the threads (switched out still runnable) in the
+    /// same window: the chances to migrate.
+    pub steady_preemptions: u64,
     /// Violations of work conservation (lasting at least [`TICK_NS`]) by
     /// any waiting task. The trace does not say which CPUs a task may use,
     /// so this includes per-CPU kernel threads waiting on their own CPU,
@@ -142,6 +150,7 @@ impl BatchFigures {
                 .map_or(0, |t| t.saturating_sub(start))
         });
         let own = Timeline::build_counting(trace, |pid| threads.contains(&pid));
+        let (steady_migrations, steady_preemptions) = steady_state_counts(trace, threads);
         Self {
             tasks: threads.len(),
             start_ns: start,
@@ -149,6 +158,8 @@ impl BatchFigures {
             cpus_used: first_run.len(),
             completion_ns: end.saturating_sub(start),
             migrations: threads.iter().filter_map(|p| tl.migrations.get(p)).sum(),
+            steady_migrations,
+            steady_preemptions,
             any_task: Violations::of(tl, start, end, TICK_NS),
             batch_task: Violations::of(&own, start, end, TICK_NS),
         }
@@ -166,6 +177,10 @@ impl BatchFigures {
             ("completion (ms)", ms(self.completion_ns)),
             ("migrations", self.migrations.to_string()),
             (
+                "all alive: migrations / preemptions",
+                format!("{} / {}", self.steady_migrations, self.steady_preemptions),
+            ),
+            (
                 "idle >= 4 ms, any task waits (n/max/sum ms)",
                 self.any_task.row(),
             ),
@@ -175,6 +190,40 @@ impl BatchFigures {
             ),
         ]
     }
+}
+
+/// Migrations and preemptions of `threads` while all of them were alive
+/// (see [`BatchFigures::steady_migrations`]); zero if they never were.
+fn steady_state_counts(trace: &Trace, threads: &[Pid]) -> (u64, u64) {
+    let ours = |pid: &Pid| threads.contains(pid);
+    let last_created = trace.events.iter().filter_map(|e| match &e.kind {
+        EventKind::NewTask { child, .. } if ours(child) => Some(e.ts_ns),
+        _ => None,
+    });
+    let first_exit = trace.events.iter().filter_map(|e| match &e.kind {
+        EventKind::Exit { pid } if ours(pid) => Some(e.ts_ns),
+        _ => None,
+    });
+    let (Some(start), Some(end)) = (last_created.max(), first_exit.min()) else {
+        return (0, 0);
+    };
+    let window = trace
+        .events
+        .iter()
+        .filter(|e| (start..end).contains(&e.ts_ns));
+    let (mut migrations, mut preemptions) = (0, 0);
+    for e in window {
+        match &e.kind {
+            EventKind::Migrate { pid, .. } if ours(pid) => migrations += 1,
+            EventKind::Switch {
+                prev,
+                prev_state: PrevState::Runnable,
+                ..
+            } if ours(prev) => preemptions += 1,
+            _ => {}
+        }
+    }
+    (migrations, preemptions)
 }
 
 /// The chain (a serial fork/wait chain, one process at a time) may use at
@@ -427,6 +476,8 @@ mod tests {
             cpus_used: if every_cpu_ms.is_some() { 16 } else { 12 },
             completion_ns: completion_ms * MS,
             migrations: 0,
+            steady_migrations: 0,
+            steady_preemptions: 0,
             any_task: Violations::default(),
             batch_task: Violations {
                 count: usize::from(idle_ms > 0),
