@@ -38,6 +38,12 @@ cargo fmt --all --check
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "layering: the scheduler links nothing above the policy"
+if cargo tree -p scx_nest -e normal --prefix none | grep -E '^(nest-trace|nest-sim|resvg) '; then
+	echo "scx_nest depends on the crates above (see README, Layout)" >&2
+	exit 1
+fi
+
 step "host tests"
 cargo test --workspace
 

@@ -22,7 +22,7 @@
 use std::time::{Duration, Instant};
 
 use nest_policy::{NestPolicy, Params, Platform, TaskState};
-use nest_trace::Topology;
+use nest_topology::Topology;
 
 /// Idle states and a switch between set-up (a real default placement) and
 /// measurement (constant-time answers).

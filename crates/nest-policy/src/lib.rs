@@ -19,7 +19,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use ffi::MAX_CPUS;
-use nest_trace::Topology;
+use nest_topology::Topology;
 
 /// What the policy needs from its host. Mirrors the platform interface in
 /// `policy/nest_policy.h`.

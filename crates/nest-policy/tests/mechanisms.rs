@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nest_policy::{Mechanism, NestPolicy, Params, Platform, Stat, TaskState};
-use nest_trace::Topology;
+use nest_topology::Topology;
 
 const MS: u64 = 1_000_000;
 

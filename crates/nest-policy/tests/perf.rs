@@ -3,7 +3,7 @@
 //! modelled 2 sockets x 4 cores x 2 threads machine.
 
 use nest_policy::{NestPolicy, PERF_ONE, Params, PerfMode, Platform, TaskState, perf_freq};
-use nest_trace::Topology;
+use nest_topology::Topology;
 
 const MS: u64 = 1_000_000;
 /// The published 250 Hz tick.

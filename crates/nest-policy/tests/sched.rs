@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use nest_policy::{NestPolicy, Params, Platform, Queue, TaskState, task_weight};
-use nest_trace::Topology;
+use nest_topology::Topology;
 
 const MS: u64 = 1_000_000;
 const SLICE: u64 = 4 * MS;

@@ -2,7 +2,7 @@
 //! code on a 2 sockets x 4 cores x 2 threads machine.
 
 use nest_policy::{Deferred, NestPolicy, Params, Platform, SMOVE_DELAY_NS, Stat, TaskState};
-use nest_trace::Topology;
+use nest_topology::Topology;
 
 const US: u64 = 1_000;
 

@@ -15,7 +15,7 @@ use crate::perfetto;
 use crate::readers::{self, TextFormat};
 use crate::record::{self, RecordOptions, Workload};
 use crate::report::{self, ReportOptions};
-use crate::topology::read_sysfs_topology;
+use nest_topology::read_sysfs_topology;
 
 /// Record real schedules, measure placement and work conservation, draw
 /// them, export them to Perfetto.

@@ -4,7 +4,6 @@
 //! - [`model`]: the event model (a contract shared with the simulator).
 //! - [`format`](mod@format): the trace file (JSON Lines), save and load.
 //! - [`readers`]: `perf script`, `trace-cmd report` and tracefs text.
-//! - [`topology`]: the machine's topology from sysfs.
 //! - [`record`]: record a real schedule through a private tracefs instance.
 //! - [`timeline`]: the per-CPU, per-task state replayed from events.
 //! - [`metrics`]: placement, concurrency, work conservation, latency, frequency.
@@ -25,7 +24,6 @@ pub mod report;
 pub mod svg;
 pub mod table;
 pub mod timeline;
-pub mod topology;
 
 pub use cli::{TraceArgs, run};
 pub use error::ParseError;

@@ -26,7 +26,7 @@ use anyhow::{Context, bail};
 
 use crate::model::{Cpu, Event, EventKind, Trace};
 use crate::readers::read_tracefs;
-use crate::topology::read_sysfs_topology;
+use nest_topology::read_sysfs_topology;
 
 /// Required tracepoints.
 pub const SCHED_EVENTS: &[&str] = &[

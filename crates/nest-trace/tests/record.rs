@@ -47,7 +47,7 @@ fn records_a_fork_exec_workload_for_real() {
     assert!(switches > 10);
     assert!(trace.events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
     assert_eq!(trace.meta_get("exit_status"), Some("exit status: 0"));
-    let host = nest_trace::topology::read_sysfs_topology(Path::new("/")).unwrap();
+    let host = nest_topology::read_sysfs_topology(Path::new("/")).unwrap();
     assert_eq!(trace.topology, host);
     let tracefs = find_tracefs(None).unwrap();
     let instance = tracefs.join(format!("instances/nest-{}", std::process::id()));

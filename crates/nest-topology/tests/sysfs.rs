@@ -3,11 +3,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use nest_trace::Topology;
-use nest_trace::topology::read_sysfs_topology;
+use nest_topology::Topology;
+use nest_topology::read_sysfs_topology;
 
 fn tempdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nest-trace-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("nest-topology-{}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     dir

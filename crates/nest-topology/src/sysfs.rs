@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use crate::model::{Cpu, CpuPlace, Topology};
+use crate::{Cpu, CpuPlace, Topology};
 
 /// Read the topology of the machine whose filesystem root is `root`
 /// (`Path::new("/")` for this machine; a fake tree in tests).
