@@ -39,7 +39,6 @@ buffer_kb=${NEST_TRACE_BUFFER_KB:-8192}
 state() { cat $sysfs/state 2>/dev/null || echo none; }
 # Times sched_ext was enabled since boot: unchanged across the recording
 # and enabled at both ends means enabled during the whole recording.
-enable_seq() { cat $sysfs/enable_seq 2>/dev/null || echo none; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # record NAME COMMAND...: record the command into $out/NAME.trace.

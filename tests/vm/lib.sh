@@ -4,6 +4,11 @@
 
 sysfs=/sys/kernel/sched_ext
 
+# How many times a BPF scheduler has been enabled since boot ("none" on
+# kernels without the counter): unchanged across a phase means the
+# scheduler was not ejected (and re-attached) during it.
+enable_seq() { cat $sysfs/enable_seq 2>/dev/null || echo none; }
+
 # Print one fact for the host: KEY=VALUE.
 fact() { printf '%s=%s\n' "$1" "$2"; }
 

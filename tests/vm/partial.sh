@@ -24,7 +24,6 @@ bin=${NEST_BIN:-target/debug}
 stress_s=${STRESS_S:-60}
 hog_s=${HOG_S:-60}
 state() { cat $sysfs/state 2>/dev/null || echo none; }
-enable_seq() { cat $sysfs/enable_seq 2>/dev/null || echo none; }
 events() { cat $sysfs/root/events 2>/dev/null | tr -s ' \n' ' ' || echo none; }
 spin='while :; do :; done'
 

@@ -66,6 +66,7 @@ fact state_after_attach "$(cat $sysfs/state)"
 fact ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 fact restarts_before_load "$(grep -c 'restarting' $log)"
 fact enables_before_load "$(enables)"
+fact enable_seq_before_load "$(enable_seq)"
 
 # The loads. Each prints one summary line; statuses are collected below.
 run_load() {
@@ -103,6 +104,7 @@ fact load_exit $status
 fact state_after_load "$(cat $sysfs/state)"
 fact restarts_total "$(grep -c 'restarting' $log)"
 fact enables_after_load "$(enables)"
+fact enable_seq_after_load "$(enable_seq)"
 
 touch /tmp/hotplug.stop
 wait $hotplug

@@ -23,7 +23,6 @@ bin=${NEST_BIN:-target/debug}
 weight_s=${WEIGHT_S:-4}
 cg=/sys/fs/cgroup
 state() { cat $sysfs/state 2>/dev/null || echo none; }
-enable_seq() { cat $sysfs/enable_seq 2>/dev/null || echo none; }
 # Nanoseconds task PID has run (first field of /proc/PID/schedstat).
 ran_ns() { awk '{ print $1 }' "/proc/$1/schedstat" 2>/dev/null || echo missing; }
 spin='while :; do :; done'

@@ -129,9 +129,12 @@ pub fn kernel_problems(log: &str) -> Vec<String> {
 
 /// Everything wrong with a lifecycle run (tests/vm/lifecycle.sh): the
 /// scheduler must attach under our name, stay enabled through the whole
-/// load, leave on SIGINT with status 0, and the kernel must not complain.
-/// An empty list means the run passed.
-pub fn lifecycle_problems(report: &Report, min_samples: usize) -> Vec<String> {
+/// load (every state sample, however many the machine's speed allowed, and
+/// the state after the load said enabled, and sched_ext's enable_seq did
+/// not move: no ejection and re-attach in between), leave on SIGINT with
+/// status 0, and the kernel must not complain. An empty list means the run
+/// passed.
+pub fn lifecycle_problems(report: &Report) -> Vec<String> {
     let mut problems = Vec::new();
     let mut expect = |what: &str, ok: bool, got: String| {
         if !ok {
@@ -151,15 +154,20 @@ pub fn lifecycle_problems(report: &Report, min_samples: usize) -> Vec<String> {
         fact("ops"),
     );
     let samples: Vec<&str> = report.all("sample").collect();
-    expect(
-        "enough state samples during the load",
-        samples.len() >= min_samples,
-        format!("{} samples", samples.len()),
-    );
+    let seq_before = report.get("enable_seq_before_load");
     expect(
         "sched_ext enabled during the whole load",
-        samples.iter().all(|s| *s == "enabled"),
-        samples.join(","),
+        samples.iter().all(|s| *s == "enabled")
+            && report.get("state_after_load") == Some("enabled")
+            && seq_before.is_some_and(|seq| seq.parse::<u64>().is_ok())
+            && seq_before == report.get("enable_seq_after_load"),
+        format!(
+            "samples [{}], state after the load {}, enable_seq {} -> {}",
+            samples.join(","),
+            fact("state_after_load"),
+            fact("enable_seq_before_load"),
+            fact("enable_seq_after_load")
+        ),
     );
     expect(
         "the load exits with status 0",
@@ -189,12 +197,8 @@ pub fn lifecycle_problems(report: &Report, min_samples: usize) -> Vec<String> {
 /// restart) the scheduler once the loads started. Restarts while it was
 /// being loaded are allowed: that is what the kernel asks for when CPUs
 /// change during loading.
-pub fn robustness_problems(
-    report: &Report,
-    min_samples: usize,
-    min_transitions: u64,
-) -> Vec<String> {
-    let mut problems = lifecycle_problems(report, min_samples);
+pub fn robustness_problems(report: &Report, min_transitions: u64) -> Vec<String> {
+    let mut problems = lifecycle_problems(report);
     let mut expect = |what: &str, ok: bool, got: String| {
         if !ok {
             problems.push(format!("{what} (got {got})"));
@@ -238,11 +242,6 @@ pub fn robustness_problems(
             fact("restarts_total")
         ),
     );
-    expect(
-        "sched_ext enabled when the loads ended",
-        report.get("state_after_load") == Some("enabled"),
-        fact("state_after_load"),
-    );
     problems
 }
 
@@ -253,9 +252,12 @@ mod tests {
     const GOOD: &str = "\
 state_after_attach=enabled
 ops=nest_0.1.0_x86_64
+enable_seq_before_load=1
 sample=enabled
 sample=enabled
 load_exit=0
+state_after_load=enabled
+enable_seq_after_load=1
 load: hogs: threads=2
 sched_exit=0
 state_after_exit=disabled
@@ -271,7 +273,7 @@ scx_nest: EXIT: unregistered from user space
         assert_eq!(report.all("sample").count(), 2);
         assert!(report.output.iter().any(|l| l.starts_with("load: hogs")));
         assert!(report.dmesg.contains("enabled"));
-        assert_eq!(lifecycle_problems(&report, 2), Vec::<String>::new());
+        assert_eq!(lifecycle_problems(&report), Vec::<String>::new());
     }
 
     #[test]
@@ -284,7 +286,7 @@ scx_nest: EXIT: unregistered from user space
                 "[    5.0] sched_ext: BPF scheduler \"nest\" disabled (runtime error)\n\
                  [    5.0] sched_ext: nest: runnable task stall (nest-load[123] failed to run for 2.1s)",
             );
-        let problems = lifecycle_problems(&Report::parse(&ejected), 2);
+        let problems = lifecycle_problems(&Report::parse(&ejected));
         assert!(
             problems.iter().any(|p| p.contains("during the whole load")),
             "{problems:?}"
@@ -297,8 +299,28 @@ scx_nest: EXIT: unregistered from user space
     }
 
     #[test]
+    fn an_ejection_between_samples_fails_and_few_samples_do_not() {
+        let no_samples = GOOD.replace("sample=enabled\n", "");
+        assert_eq!(
+            lifecycle_problems(&Report::parse(&no_samples)),
+            Vec::<String>::new()
+        );
+        for ejected in [
+            no_samples.replace("state_after_load=enabled", "state_after_load=disabled"),
+            no_samples.replace("enable_seq_after_load=1", "enable_seq_after_load=2"),
+        ] {
+            let problems = lifecycle_problems(&Report::parse(&ejected));
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert!(
+                problems[0].contains("during the whole load"),
+                "{problems:?}"
+            );
+        }
+    }
+
+    #[test]
     fn missing_facts_fail() {
-        let problems = lifecycle_problems(&Report::parse(""), 1);
+        let problems = lifecycle_problems(&Report::parse(""));
         assert!(problems.len() >= 6, "{problems:?}");
     }
 
@@ -310,7 +332,6 @@ hotplug_online=40
 hotplug_errors=0
 restarts_before_load=1
 enables_before_load=2
-state_after_load=enabled
 restarts_total=1
 enables_after_load=2
 ";
@@ -322,7 +343,7 @@ enables_after_load=2
     #[test]
     fn a_clean_robustness_run_passes() {
         let report = robust(ROBUST_EXTRA);
-        assert_eq!(robustness_problems(&report, 2, 10), Vec::<String>::new());
+        assert_eq!(robustness_problems(&report, 10), Vec::<String>::new());
     }
 
     #[test]
@@ -330,9 +351,9 @@ enables_after_load=2
         let bad = ROBUST_EXTRA
             .replace("fifo:0", "fifo:1")
             .replace("hotplug_online=40", "hotplug_online=39");
-        let problems = robustness_problems(&robust(&bad), 2, 10);
+        let problems = robustness_problems(&robust(&bad), 10);
         assert_eq!(problems.len(), 2, "{problems:?}");
-        let problems = robustness_problems(&robust(ROBUST_EXTRA), 2, 41);
+        let problems = robustness_problems(&robust(ROBUST_EXTRA), 41);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("offline"), "{problems:?}");
     }
@@ -342,7 +363,7 @@ enables_after_load=2
         let restarted = ROBUST_EXTRA
             .replace("restarts_total=1", "restarts_total=2")
             .replace("enables_after_load=2", "enables_after_load=3");
-        let problems = robustness_problems(&robust(&restarted), 2, 10);
+        let problems = robustness_problems(&robust(&restarted), 10);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("not restarting"), "{problems:?}");
     }
@@ -350,7 +371,7 @@ enables_after_load=2
     #[test]
     fn kernel_warnings_fail() {
         let warned = format!("{GOOD}\n[    3.0] WARNING: CPU: 1 PID: 7 at kernel/sched/ext.c:123");
-        let problems = lifecycle_problems(&Report::parse(&warned), 2);
+        let problems = lifecycle_problems(&Report::parse(&warned));
         assert_eq!(problems.len(), 1, "{problems:?}");
     }
 }
