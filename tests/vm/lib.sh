@@ -34,14 +34,33 @@ wait_enabled() {
 	done
 }
 
-# Stop the scheduler process PID with SIGINT, waiting up to 60 s, and
-# report its exit status as KEY (default sched_exit; still-running if it
-# did not stop).
-# Under emulation, after a heavy load, the kernel took more than 10 s to
-# switch every task back (state "disabling") before the scheduler could
-# exit.
+# Stop the scheduler process PID with SIGINT, waiting up to 180 s (a
+# deadline that only catches hangs), and report its exit status as KEY
+# (default sched_exit; still-running if it did not stop) and how long it
+# took as KEY_seconds. Under emulation on a busy host the kernel took more
+# than 60 s to switch every task back (state "disabling") after the
+# hotplug test's load; if it never finishes, the scheduler's kernel stack
+# and sched_ext's state are printed to show where it waits.
 stop_scheduler() {
-	local pid=$1 key=${2:-sched_exit}
+	local pid=$1 key=${2:-sched_exit} start=$SECONDS
+	kill -INT "$pid" 2>/dev/null
+	while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt 180 ]; do
+		sleep 0.2
+	done
+	fact "${key}_seconds" $((SECONDS - start))
+	if kill -0 "$pid" 2>/dev/null; then
+		fact "$key" still-running
+		echo "--- still running after SIGINT: state $(cat $sysfs/state 2>/dev/null)"
+		sed 's/^/stack: /' "/proc/$pid/stack" 2>/dev/null
+		for task in /proc/"$pid"/task/*; do
+			echo "thread ${task##*/}: $(cat "$task/wchan" 2>/dev/null)"
+		done
+		kill -KILL "$pid"
+	else
+		wait "$pid"
+		fact "$key" $?
+	fi
+}
 	kill -INT "$pid" 2>/dev/null
 	for _ in $(seq 1 600); do
 		kill -0 "$pid" 2>/dev/null || break
