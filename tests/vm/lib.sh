@@ -61,16 +61,3 @@ stop_scheduler() {
 		fact "$key" $?
 	fi
 }
-	kill -INT "$pid" 2>/dev/null
-	for _ in $(seq 1 600); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		fact "$key" still-running
-		kill -KILL "$pid"
-	else
-		wait "$pid"
-		fact "$key" $?
-	fi
-}
