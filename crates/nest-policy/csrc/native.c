@@ -248,12 +248,14 @@ bool nest_native_prefer_queued(struct nest_state *st,
 
 bool nest_native_prev_keeps_cpu(struct nest_state *st,
 				const struct nest_config *cfg, nest_env_t env,
-				u64 now, const struct nest_task *t, u32 weight,
-				u64 head_vtime)
+				u64 now, s32 cpu, const struct nest_task *t,
+				u32 weight, u64 head_vtime,
+				bool others_preempted_only)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
 
-	return nest_prev_keeps_cpu(&ctx, t, weight, head_vtime);
+	return nest_prev_keeps_cpu(&ctx, cpu, t, weight, head_vtime,
+				   others_preempted_only);
 }
 
 bool nest_native_tick_kick(struct nest_state *st,

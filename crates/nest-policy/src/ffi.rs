@@ -316,9 +316,11 @@ unsafe extern "C" {
         cfg: *const NestConfig,
         env: *mut std::ffi::c_void,
         now: u64,
+        cpu: i32,
         t: *const NestTask,
         weight: u32,
         head_vtime: u64,
+        others_preempted_only: bool,
     ) -> bool;
     pub fn nest_native_tick_kick(
         st: *mut NestState,

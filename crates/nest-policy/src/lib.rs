@@ -854,17 +854,22 @@ impl NestPolicy {
         }
     }
 
-    /// `task`, of weight `weight`, reached the end of its slice at
+    /// `task`, of weight `weight`, reached the end of its slice on `cpu` at
     /// `now_ns` and is still runnable: should it keep its CPU rather than
     /// give it to a queued task of virtual time `head_vtime`?
+    /// `others_preempted_only`: the first tasks of the queue were all
+    /// preempted on other CPUs (none woken, none last ran here).
     pub fn prev_keeps_cpu(
         &self,
+        plat: &mut dyn Platform,
+        cpu: u32,
         task: &TaskState,
         weight: u32,
         head_vtime: u64,
+        others_preempted_only: bool,
         now_ns: u64,
     ) -> bool {
-        let mut env = self.env(None);
+        let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
             ffi::nest_native_prev_keeps_cpu(
@@ -872,9 +877,11 @@ impl NestPolicy {
                 &*self.cfg,
                 Self::env_ptr(&mut env),
                 now_ns,
+                cpu as i32,
                 &task.0,
                 weight,
                 head_vtime,
+                others_preempted_only,
             )
         }
     }

@@ -73,7 +73,15 @@ fn cpu_shares_follow_the_weights() {
     }
     let mut now = 0;
     for _ in 0..2000 {
-        let next = if p.prev_keeps_cpu(&tasks[0].0, NICE_0, tasks[1].0.vtime(), now) {
+        let next = if p.prev_keeps_cpu(
+            &mut plat,
+            1,
+            &tasks[0].0,
+            NICE_0,
+            tasks[1].0.vtime(),
+            false,
+            now,
+        ) {
             0
         } else {
             1
@@ -218,6 +226,39 @@ fn a_cpu_takes_back_a_task_that_ran_there_within_the_locality_window() {
     assert!(
         !p.prefer_queued(2, head, &task),
         "too far after the first task"
+    );
+}
+
+#[test]
+fn a_running_task_keeps_its_cpu_rather_than_take_tasks_preempted_elsewhere() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut task = TaskState::new();
+    p.task_woken(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
+    run(&p, &mut task, 2, NICE_0, 0, 3 * SLICE);
+    let head = task.vtime() - 3 * SLICE;
+    let now = 3 * SLICE;
+    let keeps = |plat: &mut Queues, task: &TaskState, front_preempted: bool, now: u64| {
+        p.prev_keeps_cpu(plat, 2, task, NICE_0, head, front_preempted, now)
+    };
+    assert!(
+        !keeps(&mut plat, &task, false, now),
+        "three slices after the head, which may be a woken task"
+    );
+    assert!(
+        keeps(&mut plat, &task, true, now),
+        "the head waits for its own CPU"
+    );
+    plat.heads.insert(Queue::Pinned(2), head + SLICE);
+    assert!(
+        !keeps(&mut plat, &task, true, now),
+        "a task only CPU 2 can run waits"
+    );
+    plat.heads.remove(&Queue::Pinned(2));
+    run(&p, &mut task, 2, NICE_0, now, 6 * SLICE);
+    assert!(
+        !keeps(&mut plat, &task, true, 9 * SLICE),
+        "nine slices after the head: fairness first"
     );
 }
 

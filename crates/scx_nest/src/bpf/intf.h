@@ -111,6 +111,8 @@ struct task_ctx {
 	u32 weight;
 	/* What the task adds to its cgroup's runnable weight (0: nothing). */
 	u32 cg_runnable;
+	/* Last queued by a wakeup (not after a preemption). */
+	u32 queued_woken;
 };
 
 /* Per-CPU counters, summed by user space. */

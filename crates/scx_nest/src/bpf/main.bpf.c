@@ -649,6 +649,7 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	s32 queue = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
 	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue);
 
+	t->queued_woken = !!(enq_flags & SCX_ENQ_WAKEUP);
 	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
 				 vtime, enq_flags);
 	if (!(enq_flags & SCX_ENQ_WAKEUP)) {
@@ -744,6 +745,26 @@ static bool consume_own_llc(struct nest_ctx *pctx, s32 cpu, u64 dsq)
 }
 
 /*
+ * Were the first tasks of LLC queue @dsq all preempted on CPUs other than
+ * @cpu: none woken, none last ran on @cpu (see nest_prev_keeps_cpu())?
+ */
+static bool front_preempted_elsewhere(s32 cpu, u64 dsq)
+{
+	struct task_struct *p;
+	u32 seen = 0;
+
+	bpf_for_each(scx_dsq, p, dsq, 0) {
+		struct task_ctx *t = lookup_task(p);
+
+		if (++seen > NEST_LOCALITY_SCAN)
+			break;
+		if (!t || t->queued_woken || t->nest.recent_cpu[0] == cpu)
+			return false;
+	}
+	return seen > 0;
+}
+
+/*
  * Should @prev, still runnable on @cpu at the end of its slice, keep the
  * CPU rather than give it to the first task of @queue (nest_prev_keeps_cpu())?
  * Only tasks of the same virtual-time frame compare: @cpu's own LLC queue
@@ -762,8 +783,14 @@ static bool prev_keeps_cpu(struct nest_ctx *pctx, struct task_struct *prev,
 		return false;
 	if (queue >= 0 && queue != (s32)nest_queue_llc(pctx, cpu))
 		return false;
-	return plat_queue_head(pctx->env, queue, &head) &&
-	       nest_prev_keeps_cpu(pctx, &t->nest, t->weight, head);
+	if (!plat_queue_head(pctx->env, queue, &head))
+		return false;
+	if (nest_prev_keeps_cpu(pctx, cpu, &t->nest, t->weight, head, false))
+		return true;
+	/* Only now the scan: most slice ends are decided without it. */
+	return queue >= 0 &&
+	       front_preempted_elsewhere(cpu, LLC_DSQ_BASE + queue) &&
+	       nest_prev_keeps_cpu(pctx, cpu, &t->nest, t->weight, head, true);
 }
 
 /*
