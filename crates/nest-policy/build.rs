@@ -41,7 +41,12 @@ fn main() {
         .expect("cannot write the policy bindings");
     std::fs::write(
         out_dir.join("stat.rs"),
-        stat_list::rust_enum("Stat", "crate::ffi", "NEST_STAT_", &stat_lists.take("NEST_STATS")),
+        stat_list::rust_enum(
+            "Stat",
+            "crate::ffi",
+            "NEST_STAT_",
+            &stat_lists.take("NEST_STATS"),
+        ),
     )
     .expect("cannot write the Stat enum");
 }

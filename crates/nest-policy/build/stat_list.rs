@@ -22,13 +22,16 @@ pub struct StatEntry {
     pub description_literal: String,
 }
 
+/// A list's entries, or why they could not be read.
+type ListResult = Result<Vec<StatEntry>, String>;
+
 /// A bindgen callback that records the lists named in `wanted`.
 #[derive(Debug, Clone)]
 pub struct StatLists {
     wanted: &'static [&'static str],
     /// Each list seen, or why it could not be read (a panic in a bindgen
     /// callback would abort without its message).
-    found: Arc<Mutex<BTreeMap<String, Result<Vec<StatEntry>, String>>>>,
+    found: Arc<Mutex<BTreeMap<String, ListResult>>>,
 }
 
 impl StatLists {
@@ -140,11 +143,9 @@ pub fn rust_enum(rust_name: &str, c_path: &str, c_prefix: &str, entries: &[StatE
         "name",
         &|e| format!("{:?}", e.c_name.to_ascii_lowercase()),
     );
-    out += &method(
-        "The monitor line it is printed on.",
-        "group",
-        &|e| format!("{:?}", e.group),
-    );
+    out += &method("The monitor line it is printed on.", "group", &|e| {
+        format!("{:?}", e.group)
+    });
     out += &method("What it counts.", "description", &|e| {
         e.description_literal.clone()
     });
