@@ -87,40 +87,52 @@ enum nest_mechanism {
 	NEST_MECH_WHOLE_CORES = 1 << 7,
 };
 
-/* How a placement was decided, and other countable policy events. */
+/*
+ * How a placement was decided, and other countable policy events: the one
+ * definition of the policy's statistics. Each entry is
+ * X(NAME, group, "description"): NAME gives NEST_STAT_NAME in enum
+ * nest_stat below and the statistic's name, lower-cased, in scx_nest's
+ * --stats, --monitor and --help-stats and in nest_policy::Stat (both
+ * generated from this list at build time); group is the line of the
+ * monitor it is printed on.
+ */
+#define NEST_STATS(X)							\
+	/* Placement outcomes: exactly one per nest_select_cpu() call. */ \
+	X(ATTACHED, place, "Placements on the task's attached CPU")	\
+	X(PREV, place, "Placements on the previous CPU, found in the primary nest") \
+	X(PRIMARY, place, "Placements on another idle primary CPU")	\
+	X(RESERVE, place, "Placements on an idle reserve CPU (promoted)") \
+	X(FALLBACK, place, "Placements by the default idle-CPU selection") \
+	X(FALLBACK_WIDE, place, "Placements on an idle CPU found on any socket") \
+	X(NO_IDLE, place, "Placements that found no idle CPU (task queued)") \
+	/* Nest membership changes. */					\
+	X(PROMOTED, nest, "Reserve CPUs promoted to the primary nest")	\
+	X(JOINED_RESERVE, nest, "Fallback CPUs that joined the reserve nest") \
+	X(JOINED_PRIMARY, nest, "Fallback CPUs that joined the primary nest directly") \
+	X(COMPACTED, nest, "Primary CPUs demoted after idling longer than P_remove") \
+	X(EXIT_DEMOTED, nest, "Primary CPUs demoted when their task exited") \
+	X(RESERVE_FULL, nest, "CPUs that could not join the full reserve") \
+	/* Also counted as one of the outcomes above. */		\
+	X(IMPATIENT, place, "Placements of impatient tasks")		\
+	/* Warm spinning. */						\
+	X(SPIN_STARTED, spin, "Idle primary CPUs that started warm spinning") \
+	X(SPIN_WORK, spin, "Warm spins ended by a task arriving")	\
+	X(SPIN_EXPIRED, spin, "Warm spins that lasted S_max")		\
+	X(SPIN_SIBLING, spin, "Warm spins ended because the SMT sibling ran a task") \
+	X(SPIN_DEMOTED, spin, "Warm spins ended because the CPU left the primary nest") \
+	X(SPIN_NS, spin, "Time spent warm spinning (ns)")		\
+	/* S_local and S_move (smove_policy.c). */			\
+	X(LOCAL, smove, "S_local/S_move: placements on the waker's CPU") \
+	X(DEFAULT, smove, "S_move: placements on the default CPU")	\
+	X(FREQ_ABOVE_MIN, smove, "S_move: default CPU above its minimum frequency") \
+	X(FREQ_AT_MIN, smove, "S_move: default CPU at its minimum frequency") \
+	X(TIMER_ARMED, smove, "S_move: deferred moves asked for (timers armed)") \
+	X(TIMER_FIRED, smove, "S_move: timers handled (nest_smove_timer)") \
+	X(MIGRATED, smove, "S_move: tasks moved to the default CPU after the delay")
+
+#define NEST_STAT_ENUMERATOR(name, group, description) NEST_STAT_##name,
 enum nest_stat {
-	/* Placement outcomes: exactly one per nest_select_cpu() call. */
-	NEST_STAT_ATTACHED,	/* the task's attached CPU */
-	NEST_STAT_PREV,		/* its previous CPU, found in the primary nest */
-	NEST_STAT_PRIMARY,	/* another idle CPU of the primary nest */
-	NEST_STAT_RESERVE,	/* an idle CPU of the reserve nest (promoted) */
-	NEST_STAT_FALLBACK,	/* the default placement's idle CPU */
-	NEST_STAT_FALLBACK_WIDE, /* an idle CPU found on any socket */
-	NEST_STAT_NO_IDLE,	/* nothing idle: the task is queued */
-	/* Nest membership changes. */
-	NEST_STAT_PROMOTED,	/* reserve -> primary */
-	NEST_STAT_JOINED_RESERVE, /* fallback CPU added to the reserve */
-	NEST_STAT_JOINED_PRIMARY, /* fallback CPU added straight to primary */
-	NEST_STAT_COMPACTED,	/* primary CPU idle > P_remove demoted */
-	NEST_STAT_EXIT_DEMOTED,	/* primary CPU demoted after a task exit */
-	NEST_STAT_RESERVE_FULL,	/* a CPU could not join the full reserve */
-	/* Other events. */
-	NEST_STAT_IMPATIENT,	/* placements of impatient tasks */
-	/* Warm spinning. */
-	NEST_STAT_SPIN_STARTED,	/* idle primary CPUs that started spinning */
-	NEST_STAT_SPIN_WORK,	/* spins ended by a task arriving */
-	NEST_STAT_SPIN_EXPIRED,	/* spins that lasted S_max */
-	NEST_STAT_SPIN_SIBLING,	/* spins ended because the SMT sibling ran */
-	NEST_STAT_SPIN_DEMOTED,	/* spins ended because the CPU left the primary nest */
-	NEST_STAT_SPIN_NS,	/* total time spent spinning, in ns */
-	/* S_local and S_move (smove_policy.c). */
-	NEST_STAT_LOCAL,	/* placements on the waker's CPU */
-	NEST_STAT_DEFAULT,	/* S_move: placements on the default CPU */
-	NEST_STAT_FREQ_ABOVE_MIN, /* S_move: default CPU above min frequency */
-	NEST_STAT_FREQ_AT_MIN,	/* S_move: default CPU at min frequency */
-	NEST_STAT_TIMER_ARMED,	/* S_move: deferred migrations asked for */
-	NEST_STAT_TIMER_FIRED,	/* S_move: timers handled (nest_smove_timer) */
-	NEST_STAT_MIGRATED,	/* S_move: timers that moved a waiting task */
+	NEST_STATS(NEST_STAT_ENUMERATOR)
 	NEST_NR_STATS,
 };
 

@@ -1,5 +1,9 @@
 //! Builds the BPF scheduler (src/bpf/main.bpf.c, which includes the shared
-//! policy from policy/) and its Rust skeleton and interface bindings.
+//! policy from policy/), its Rust skeleton and interface bindings, and the
+//! `Event` enum from the SCX_NEST_EVENTS list of src/bpf/intf.h.
+
+#[path = "../nest-policy/build/stat_list.rs"]
+mod stat_list;
 
 fn main() {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
@@ -11,4 +15,26 @@ fn main() {
         .enable_skel("src/bpf/main.bpf.c", "bpf")
         .build()
         .expect("BPF build failed");
+
+    // The bindings themselves come from scx_cargo above; this pass only
+    // reads the events list.
+    println!("cargo:rerun-if-changed=../nest-policy/build/stat_list.rs");
+    let stat_lists = stat_list::StatLists::new(&["SCX_NEST_EVENTS"]);
+    bindgen::Builder::default()
+        .header("src/bpf/intf.h")
+        .clang_arg(format!("-I{policy_dir}"))
+        .parse_callbacks(Box::new(stat_lists.clone()))
+        .generate()
+        .expect("bindgen cannot read src/bpf/intf.h");
+    let out_dir = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    std::fs::write(
+        format!("{out_dir}/event.rs"),
+        stat_list::rust_enum(
+            "Event",
+            "crate::bpf_intf",
+            "scx_nest_event_NEST_EV_",
+            &stat_lists.take("SCX_NEST_EVENTS"),
+        ),
+    )
+    .expect("cannot write the Event enum");
 }

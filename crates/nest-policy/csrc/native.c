@@ -4,15 +4,7 @@
  * in Rust (crates/nest-policy/src/lib.rs) and reached through `env`, and the
  * policy's static functions are exported under nest_native_* names.
  */
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
-typedef uint32_t u32;
-typedef int32_t s32;
-typedef uint64_t u64;
-typedef int64_t s64;
-typedef void *nest_env_t;
+#include "native.h"
 
 #define READ_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
@@ -325,20 +317,4 @@ u32 nest_native_perf_task_util(const struct nest_task *t)
 u32 nest_native_perf_freq(u32 level)
 {
 	return nest_perf_freq(level);
-}
-
-/* Sizes of the shared structures and the number of statistics, to check
- * the Rust mirrors against. */
-size_t nest_native_sizeof(u32 which)
-{
-	switch (which) {
-	case 0: return sizeof(struct nest_config);
-	case 1: return sizeof(struct nest_state);
-	case 2: return sizeof(struct nest_task);
-	case 3: return sizeof(struct nest_choice);
-	case 4: return NEST_NR_STATS;
-	case 5: return sizeof(struct nest_perf_cpu);
-	case 6: return sizeof(struct nest_perf_task);
-	default: return 0;
-	}
 }

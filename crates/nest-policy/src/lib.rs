@@ -76,16 +76,17 @@ impl Queue {
     fn to_c(self) -> i32 {
         match self {
             Queue::Llc(llc) => llc as i32,
-            Queue::Pinned(cpu) => -2 - cpu as i32,
+            Queue::Pinned(cpu) => ffi::NEST_QUEUE_PINNED - cpu as i32,
         }
     }
 
-    /// The C encoding (`NEST_QUEUE_*` in `nest_policy.h`); -1: none.
+    /// The C encoding (`NEST_QUEUE_*` in `nest_policy.h`); `None` for
+    /// `NEST_QUEUE_NONE`.
     fn from_c(queue: i32) -> Option<Self> {
         match queue {
             q if q >= 0 => Some(Queue::Llc(q as u32)),
-            -1 => None,
-            q => Some(Queue::Pinned((-2 - q) as u32)),
+            ffi::NEST_QUEUE_NONE => None,
+            q => Some(Queue::Pinned((ffi::NEST_QUEUE_PINNED - q) as u32)),
         }
     }
 }
@@ -104,19 +105,32 @@ pub fn slice_min_ns(slice_ns: u64) -> u64 {
     (slice_ns / 4).max(100_000)
 }
 
-/// A mechanism of Nest that can be switched off (ablation).
+/// What a CPU at the end of a slice sees at the front of the queue it
+/// would take from ([`NestPolicy::prev_keeps_cpu`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueFront {
+    /// Virtual time of the first queued task.
+    pub head_vtime: u64,
+    /// The first tasks were all preempted on other CPUs of the LLC: none
+    /// was woken, none last ran on this CPU.
+    pub others_preempted_only: bool,
+}
+
+/// A mechanism of Nest that can be switched off (ablation).
+/// The values are the bits of `enum nest_mechanism`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
 pub enum Mechanism {
-    Attach,
-    Reserve,
-    Impatience,
-    Compaction,
-    ExitDemotion,
-    WideFallback,
-    WarmSpin,
+    Attach = ffi::NEST_MECH_ATTACH,
+    Reserve = ffi::NEST_MECH_RESERVE,
+    Impatience = ffi::NEST_MECH_IMPATIENCE,
+    Compaction = ffi::NEST_MECH_COMPACTION,
+    ExitDemotion = ffi::NEST_MECH_EXIT_DEMOTION,
+    WideFallback = ffi::NEST_MECH_WIDE_FALLBACK,
+    WarmSpin = ffi::NEST_MECH_WARM_SPIN,
     /// Not in the published design: prefer CPUs whose SMT sibling is idle
     /// while the default placement can find a whole idle core.
-    WholeCores,
+    WholeCores = ffi::NEST_MECH_WHOLE_CORES,
 }
 
 impl Mechanism {
@@ -133,7 +147,7 @@ impl Mechanism {
 
     /// The bit of `enum nest_mechanism`.
     pub fn bit(self) -> u32 {
-        1 << (self as u32)
+        self as u32
     }
 
     /// The name users type, e.g. in `--disable compaction`.
@@ -180,24 +194,26 @@ pub struct Params {
 }
 
 /// The maximum performance level of a frequency request (SCX_CPUPERF_ONE).
-pub const PERF_ONE: u32 = 1024;
+pub const PERF_ONE: u32 = ffi::NEST_PERF_ONE;
 
 /// [`PerfMode::Nest`]'s floor: primary-nest CPUs ask for the maximum, the
 /// level every CPU asks for without requests (see docs/scheduler.md,
 /// "Frequency requests").
 pub const PERF_NEST_FLOOR: u32 = PERF_ONE;
 
-/// What frequency requests the policy makes (`enum nest_perf_mode`).
+/// What frequency requests the policy makes; the values are those of `enum
+/// nest_perf_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u32)]
 pub enum PerfMode {
     /// Each CPU asks for its PELT-like utilisation; schedutil adds its 25%
     /// headroom (schedutil's rule, as under the fair scheduler).
     #[default]
-    Util,
+    Util = ffi::NEST_PERF_UTIL,
     /// As `Util`, with a floor under the requests of primary-nest CPUs.
-    Nest,
+    Nest = ffi::NEST_PERF_NEST,
     /// No requests: the kernel's default, every CPU at the maximum.
-    Max,
+    Max = ffi::NEST_PERF_MAX,
 }
 
 impl PerfMode {
@@ -228,11 +244,7 @@ impl PerfMode {
 
     /// The value of `enum nest_perf_mode`.
     pub fn bpf_value(self) -> u32 {
-        match self {
-            PerfMode::Max => 0,
-            PerfMode::Util => 1,
-            PerfMode::Nest => 2,
-        }
+        self as u32
     }
 }
 
@@ -265,78 +277,19 @@ impl Default for Params {
 /// S_move's published default delay D.
 pub const SMOVE_DELAY_NS: u64 = 50_000;
 
-/// How a placement was decided, and other countable policy events
-/// (`enum nest_stat`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Stat {
-    Attached,
-    Prev,
-    Primary,
-    Reserve,
-    Fallback,
-    FallbackWide,
-    NoIdle,
-    Promoted,
-    JoinedReserve,
-    JoinedPrimary,
-    Compacted,
-    ExitDemoted,
-    ReserveFull,
-    Impatient,
-    SpinStarted,
-    SpinWork,
-    SpinExpired,
-    SpinSibling,
-    SpinDemoted,
-    /// Total time spent spinning, in ns.
-    SpinNs,
-    /// Placed on the waker's CPU (S_local, S_move).
-    Local,
-    /// S_move: placed on the default CPU.
-    DefaultCpu,
-    /// S_move: the default CPU ran above its minimum frequency.
-    FreqAboveMin,
-    /// S_move: the default CPU ran at its minimum frequency.
-    FreqAtMin,
-    /// S_move: deferred migrations asked for (timers armed).
-    TimerArmed,
-    /// S_move: timers handled by [`NestPolicy::smove_timer`].
-    TimerFired,
-    /// S_move: timers that moved a task still waiting.
-    Migrated,
+/// How a placement was decided, and other countable policy events: `enum
+/// nest_stat`, generated with its names, groups and descriptions from the
+/// NEST_STATS list of `policy/nest_policy.h` (build.rs).
+mod stat {
+    include!(concat!(env!("OUT_DIR"), "/stat.rs"));
 }
+pub use stat::Stat;
+
+/// Number of statistics (`NEST_NR_STATS`).
+const NR_STATS: usize = ffi::NEST_NR_STATS as usize;
+const _: () = assert!(Stat::ALL.len() == NR_STATS);
 
 impl Stat {
-    pub const ALL: [Stat; ffi::NR_STATS] = [
-        Stat::Attached,
-        Stat::Prev,
-        Stat::Primary,
-        Stat::Reserve,
-        Stat::Fallback,
-        Stat::FallbackWide,
-        Stat::NoIdle,
-        Stat::Promoted,
-        Stat::JoinedReserve,
-        Stat::JoinedPrimary,
-        Stat::Compacted,
-        Stat::ExitDemoted,
-        Stat::ReserveFull,
-        Stat::Impatient,
-        Stat::SpinStarted,
-        Stat::SpinWork,
-        Stat::SpinExpired,
-        Stat::SpinSibling,
-        Stat::SpinDemoted,
-        Stat::SpinNs,
-        Stat::Local,
-        Stat::DefaultCpu,
-        Stat::FreqAboveMin,
-        Stat::FreqAtMin,
-        Stat::TimerArmed,
-        Stat::TimerFired,
-        Stat::Migrated,
-    ];
-
     fn from_raw(raw: u32) -> Stat {
         Self::ALL[raw as usize]
     }
@@ -344,11 +297,11 @@ impl Stat {
 
 /// Per-task policy state; one per task, owned by the host.
 #[derive(Clone, Debug)]
-pub struct TaskState(ffi::NestTask);
+pub struct TaskState(ffi::nest_task);
 
 impl TaskState {
     pub fn new() -> Self {
-        let mut t = ffi::NestTask::default();
+        let mut t = ffi::nest_task::default();
         // SAFETY: `t` is a valid, exclusively borrowed nest_task.
         unsafe { ffi::nest_native_task_init(&mut t) };
         Self(t)
@@ -405,8 +358,8 @@ pub struct Deferred {
     pub delay_ns: u64,
 }
 
-impl From<&ffi::NestChoice> for Choice {
-    fn from(out: &ffi::NestChoice) -> Self {
+impl From<&ffi::nest_choice> for Choice {
+    fn from(out: &ffi::nest_choice) -> Self {
         Choice {
             cpu: out.cpu as u32,
             idle: out.idle != 0,
@@ -437,9 +390,9 @@ impl std::error::Error for ConfigError {}
 /// CPUs may run at the same time; the C code updates shared state with
 /// atomic operations.
 pub struct NestPolicy {
-    cfg: Box<ffi::NestConfig>,
-    state: Box<UnsafeCell<ffi::NestState>>,
-    stats: [AtomicU64; ffi::NR_STATS],
+    cfg: Box<ffi::nest_config>,
+    state: Box<UnsafeCell<ffi::nest_state>>,
+    stats: [AtomicU64; NR_STATS],
 }
 
 // SAFETY: the C policy only touches shared state through atomic operations
@@ -450,7 +403,7 @@ unsafe impl Send for NestPolicy {}
 /// What the C code's `nest_env_t` points to natively.
 struct Env<'a> {
     plat: Option<&'a mut dyn Platform>,
-    stats: &'a [AtomicU64; ffi::NR_STATS],
+    stats: &'a [AtomicU64; NR_STATS],
 }
 
 impl NestPolicy {
@@ -468,15 +421,15 @@ impl NestPolicy {
                 "reserve start CPU {reserve_start} is not one of the {nr_cpus} CPUs"
             )));
         }
-        let cfg = Box::new(ffi::NestConfig::new(topo, reserve_start, params)?);
+        let cfg = Box::new(ffi::nest_config::new(topo, reserve_start, params)?);
         Ok(Self {
             cfg,
-            state: Box::new(UnsafeCell::new(ffi::NestState::default())),
+            state: Box::new(UnsafeCell::new(ffi::nest_state::default())),
             stats: std::array::from_fn(|_| AtomicU64::new(0)),
         })
     }
 
-    fn state_ptr(&self) -> *mut ffi::NestState {
+    fn state_ptr(&self) -> *mut ffi::nest_state {
         self.state.get()
     }
 
@@ -498,7 +451,7 @@ impl NestPolicy {
     ) -> Choice {
         let now = plat.now_ns();
         let mut env = self.env(Some(plat));
-        let mut out = ffi::NestChoice::default();
+        let mut out = ffi::nest_choice::default();
         // SAFETY: all pointers are valid for the call; shared state is
         // accessed atomically by the C code.
         unsafe {
@@ -524,7 +477,7 @@ impl NestPolicy {
         prev_cpu: u32,
     ) -> Choice {
         let mut env = self.env(Some(plat));
-        let mut out = ffi::NestChoice::default();
+        let mut out = ffi::nest_choice::default();
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
             ffi::nest_native_slocal_select(
@@ -551,7 +504,7 @@ impl NestPolicy {
     ) -> Choice {
         let now = plat.now_ns();
         let mut env = self.env(Some(plat));
-        let mut out = ffi::NestChoice::default();
+        let mut out = ffi::nest_choice::default();
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
             ffi::nest_native_smove_select(
@@ -856,17 +809,14 @@ impl NestPolicy {
 
     /// `task`, of weight `weight`, reached the end of its slice on `cpu` at
     /// `now_ns` and is still runnable: should it keep its CPU rather than
-    /// give it to a queued task of virtual time `head_vtime`?
-    /// `others_preempted_only`: the first tasks of the queue were all
-    /// preempted on other CPUs (none woken, none last ran here).
+    /// give it to the first task of the queue it would take from (`front`)?
     pub fn prev_keeps_cpu(
         &self,
         plat: &mut dyn Platform,
         cpu: u32,
         task: &TaskState,
         weight: u32,
-        head_vtime: u64,
-        others_preempted_only: bool,
+        front: QueueFront,
         now_ns: u64,
     ) -> bool {
         let mut env = self.env(Some(plat));
@@ -880,8 +830,8 @@ impl NestPolicy {
                 cpu as i32,
                 &task.0,
                 weight,
-                head_vtime,
-                others_preempted_only,
+                front.head_vtime,
+                front.others_preempted_only,
             )
         }
     }
@@ -1157,4 +1107,32 @@ extern "C" fn nest_plat_is_fork(env: *mut c_void) -> bool {
 #[unsafe(no_mangle)]
 extern "C" fn nest_plat_cpu_idle(env: *mut c_void, cpu: i32) -> bool {
     plat_of(env).cpu_idle(cpu as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_number_the_c_enum_densely_under_unique_names() {
+        let mut names = std::collections::HashSet::new();
+        for (index, stat) in Stat::ALL.into_iter().enumerate() {
+            assert_eq!(stat as usize, index, "{stat:?}");
+            assert_eq!(Stat::from_raw(index as u32), stat);
+            assert!(names.insert(stat.name()), "{} twice", stat.name());
+            assert!(!stat.description().is_empty(), "{stat:?}");
+        }
+        assert_eq!(Stat::FallbackWide.name(), "fallback_wide");
+        assert_eq!(Stat::FallbackWide.group(), "place");
+    }
+
+    #[test]
+    fn mechanism_bits_are_distinct_single_bits() {
+        let all = Mechanism::ALL.iter().fold(0, |bits, m| {
+            assert_eq!(m.bit().count_ones(), 1, "{m:?}");
+            assert_eq!(bits & m.bit(), 0, "{m:?} shares a bit");
+            bits | m.bit()
+        });
+        assert_eq!(all.count_ones() as usize, Mechanism::ALL.len());
+    }
 }

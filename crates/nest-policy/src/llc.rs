@@ -5,7 +5,7 @@
 use crate::ConfigError;
 
 /// Largest number of LLCs (`NEST_MAX_LLCS`).
-pub const MAX_LLCS: usize = 64;
+pub const MAX_LLCS: usize = crate::ffi::NEST_MAX_LLCS as usize;
 
 /// The LLCs of a machine, indexed densely in the order of their ids.
 #[derive(Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use nest_policy::{NestPolicy, Params, Platform, Queue, TaskState, task_weight};
+use nest_policy::{NestPolicy, Params, Platform, Queue, QueueFront, TaskState, task_weight};
 use nest_topology::Topology;
 
 const MS: u64 = 1_000_000;
@@ -78,8 +78,10 @@ fn cpu_shares_follow_the_weights() {
             1,
             &tasks[0].0,
             NICE_0,
-            tasks[1].0.vtime(),
-            false,
+            QueueFront {
+                head_vtime: tasks[1].0.vtime(),
+                others_preempted_only: false,
+            },
             now,
         ) {
             0
@@ -239,7 +241,11 @@ fn a_running_task_keeps_its_cpu_rather_than_take_tasks_preempted_elsewhere() {
     let head = task.vtime() - 3 * SLICE;
     let now = 3 * SLICE;
     let keeps = |plat: &mut Queues, task: &TaskState, front_preempted: bool, now: u64| {
-        p.prev_keeps_cpu(plat, 2, task, NICE_0, head, front_preempted, now)
+        let front = QueueFront {
+            head_vtime: head,
+            others_preempted_only: front_preempted,
+        };
+        p.prev_keeps_cpu(plat, 2, task, NICE_0, front, now)
     };
     assert!(
         !keeps(&mut plat, &task, false, now),

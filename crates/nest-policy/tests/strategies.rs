@@ -91,7 +91,7 @@ fn smove_uses_the_default_cpu_when_it_runs_above_min() {
     let choice = p.smove_select(&mut plat, &mut t, Some(3), 7);
     assert_eq!(
         (choice.cpu, choice.idle, choice.how),
-        (5, true, Stat::DefaultCpu)
+        (5, true, Stat::Default)
     );
     assert_eq!(choice.deferred, None);
     assert_eq!(p.stat(Stat::FreqAboveMin), 1);
@@ -205,7 +205,7 @@ fn smove_when_the_default_is_the_wakers_cpu_or_there_is_no_waker() {
     let choice = p.smove_select(&mut Plat::new(0, 5), &mut t, None, 7);
     assert_eq!(
         (choice.cpu, choice.how, choice.deferred),
-        (5, Stat::DefaultCpu, None)
+        (5, Stat::Default, None)
     );
     // Neither needed the frequency test.
     assert_eq!(p.stat(Stat::FreqAtMin) + p.stat(Stat::FreqAboveMin), 0);

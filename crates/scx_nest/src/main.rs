@@ -90,52 +90,9 @@ impl<'a> Scheduler<'a> {
             .iter()
             .map(|c| u64::from(c.nr_requests))
             .sum();
-        Metrics {
+        let gauges = stats::Gauges {
             primary_cpus: ones(&state.primary),
             reserve_cpus: ones(&state.reserve),
-            attached: policy[bpf_intf::nest_stat_NEST_STAT_ATTACHED as usize],
-            prev: policy[bpf_intf::nest_stat_NEST_STAT_PREV as usize],
-            primary: policy[bpf_intf::nest_stat_NEST_STAT_PRIMARY as usize],
-            reserve: policy[bpf_intf::nest_stat_NEST_STAT_RESERVE as usize],
-            fallback: policy[bpf_intf::nest_stat_NEST_STAT_FALLBACK as usize],
-            fallback_wide: policy[bpf_intf::nest_stat_NEST_STAT_FALLBACK_WIDE as usize],
-            no_idle: policy[bpf_intf::nest_stat_NEST_STAT_NO_IDLE as usize],
-            promoted: policy[bpf_intf::nest_stat_NEST_STAT_PROMOTED as usize],
-            joined_reserve: policy[bpf_intf::nest_stat_NEST_STAT_JOINED_RESERVE as usize],
-            joined_primary: policy[bpf_intf::nest_stat_NEST_STAT_JOINED_PRIMARY as usize],
-            compacted: policy[bpf_intf::nest_stat_NEST_STAT_COMPACTED as usize],
-            exit_demoted: policy[bpf_intf::nest_stat_NEST_STAT_EXIT_DEMOTED as usize],
-            reserve_full: policy[bpf_intf::nest_stat_NEST_STAT_RESERVE_FULL as usize],
-            impatient: policy[bpf_intf::nest_stat_NEST_STAT_IMPATIENT as usize],
-            queued: events[bpf_intf::scx_nest_event_NEST_EV_QUEUED as usize],
-            pinned: events[bpf_intf::scx_nest_event_NEST_EV_PINNED as usize],
-            direct: events[bpf_intf::scx_nest_event_NEST_EV_DIRECT as usize],
-            kicked: events[bpf_intf::scx_nest_event_NEST_EV_KICKED as usize],
-            stalled: events[bpf_intf::scx_nest_event_NEST_EV_STALLED as usize],
-            spin_started: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_STARTED as usize],
-            spin_work: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_WORK as usize],
-            spin_expired: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_EXPIRED as usize],
-            spin_sibling: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_SIBLING as usize],
-            spin_demoted: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_DEMOTED as usize],
-            spin_ns: policy[bpf_intf::nest_stat_NEST_STAT_SPIN_NS as usize],
-            spin_wakes: events[bpf_intf::scx_nest_event_NEST_EV_SPIN_WAKES as usize],
-            spin_wake_ns: events[bpf_intf::scx_nest_event_NEST_EV_SPIN_WAKE_NS as usize],
-            idle_wakes: events[bpf_intf::scx_nest_event_NEST_EV_IDLE_WAKES as usize],
-            idle_wake_ns: events[bpf_intf::scx_nest_event_NEST_EV_IDLE_WAKE_NS as usize],
-            waker_cpu: policy[bpf_intf::nest_stat_NEST_STAT_LOCAL as usize],
-            default_cpu: policy[bpf_intf::nest_stat_NEST_STAT_DEFAULT as usize],
-            freq_above_min: policy[bpf_intf::nest_stat_NEST_STAT_FREQ_ABOVE_MIN as usize],
-            freq_at_min: policy[bpf_intf::nest_stat_NEST_STAT_FREQ_AT_MIN as usize],
-            timers_armed: policy[bpf_intf::nest_stat_NEST_STAT_TIMER_ARMED as usize],
-            timers_fired: policy[bpf_intf::nest_stat_NEST_STAT_TIMER_FIRED as usize],
-            migrated: policy[bpf_intf::nest_stat_NEST_STAT_MIGRATED as usize],
-            move_failed: events[bpf_intf::scx_nest_event_NEST_EV_MOVE_FAILED as usize],
-            unpaired: events[bpf_intf::scx_nest_event_NEST_EV_UNPAIRED as usize],
-            preempted: events[bpf_intf::scx_nest_event_NEST_EV_PREEMPTED as usize],
-            stolen: events[bpf_intf::scx_nest_event_NEST_EV_STOLEN as usize],
-            kept_local: events[bpf_intf::scx_nest_event_NEST_EV_KEPT_LOCAL as usize],
-            tick_kicked: events[bpf_intf::scx_nest_event_NEST_EV_TICK_KICKED as usize],
-            released: events[bpf_intf::scx_nest_event_NEST_EV_RELEASED as usize],
             perf_mode: self.perf_mode.name().to_string(),
             perf_requests,
             perf_cpus: perf.cpus,
@@ -143,7 +100,8 @@ impl<'a> Scheduler<'a> {
             perf_min: perf.min,
             perf_max: perf.max,
             perf_targets: perf.line,
-        }
+        };
+        Metrics::new(gauges, &policy, &events)
     }
 
     /// The per-CPU counters, summed over CPUs: (policy, events).

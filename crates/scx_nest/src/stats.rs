@@ -1,112 +1,85 @@
 //! Live statistics through scx_stats: `scx_nest --stats 1` prints them while
 //! scheduling, `scx_nest --monitor 1` from another shell.
+//!
+//! The counters are defined once, in C: the policy's NEST_STATS list
+//! (policy/nest_policy.h, [`Stat`]) and the scheduler's SCX_NEST_EVENTS
+//! list (src/bpf/intf.h, [`Event`]). Each entry's name, group and
+//! description, generated into Rust at build time, drive the BPF counters,
+//! the statistics served, `--help-stats` and the monitor's lines; only the
+//! [`Gauges`] are defined here.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
+use nest_policy::Stat;
 use scx_stats::prelude::*;
 use scx_stats_derive::{Stats, stat_doc};
 use serde::{Deserialize, Serialize};
 
-/// Counters are totals since the scheduler started; the monitor prints the
-/// change over each interval.
+use crate::bpf_intf;
+
+/// The scheduler's events (`enum scx_nest_event`), generated from the
+/// SCX_NEST_EVENTS list of src/bpf/intf.h by build.rs.
+mod event {
+    include!(concat!(env!("OUT_DIR"), "/event.rs"));
+}
+pub use event::Event;
+
+const _: () = assert!(Event::ALL.len() == bpf_intf::scx_nest_event_NEST_NR_EVENTS as usize);
+const _: () = assert!(Stat::ALL.len() == bpf_intf::nest_stat_NEST_NR_STATS as usize);
+
+/// One BPF counter: a statistic of the policy or an event of the scheduler.
+#[derive(Clone, Copy, Debug)]
+pub enum Counter {
+    Policy(Stat),
+    Event(Event),
+}
+
+impl Counter {
+    /// Every counter: the policy's, then the scheduler's, in C order.
+    pub fn all() -> impl Iterator<Item = Counter> {
+        Stat::ALL
+            .into_iter()
+            .map(Counter::Policy)
+            .chain(Event::ALL.into_iter().map(Counter::Event))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Policy(stat) => stat.name(),
+            Counter::Event(event) => event.name(),
+        }
+    }
+
+    pub fn group(self) -> &'static str {
+        match self {
+            Counter::Policy(stat) => stat.group(),
+            Counter::Event(event) => event.group(),
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Counter::Policy(stat) => stat.description(),
+            Counter::Event(event) => event.description(),
+        }
+    }
+}
+
+/// What the counters do not cover: the nests' sizes and the frequency
+/// requests, read from the scheduler's state.
 #[stat_doc]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
 #[stat(top)]
-pub struct Metrics {
+pub struct Gauges {
     #[stat(desc = "CPUs in the primary nest")]
     pub primary_cpus: u64,
     #[stat(desc = "CPUs in the reserve nest")]
     pub reserve_cpus: u64,
-    #[stat(desc = "Placements on the task's attached CPU")]
-    pub attached: u64,
-    #[stat(desc = "Placements on the previous CPU, found in the primary nest")]
-    pub prev: u64,
-    #[stat(desc = "Placements on another idle primary CPU")]
-    pub primary: u64,
-    #[stat(desc = "Placements on an idle reserve CPU (promoted)")]
-    pub reserve: u64,
-    #[stat(desc = "Placements by the default idle-CPU selection")]
-    pub fallback: u64,
-    #[stat(desc = "Placements on an idle CPU found on any socket")]
-    pub fallback_wide: u64,
-    #[stat(desc = "Placements that found no idle CPU (task queued)")]
-    pub no_idle: u64,
-    #[stat(desc = "Reserve CPUs promoted to the primary nest")]
-    pub promoted: u64,
-    #[stat(desc = "Fallback CPUs that joined the reserve nest")]
-    pub joined_reserve: u64,
-    #[stat(desc = "Fallback CPUs that joined the primary nest directly")]
-    pub joined_primary: u64,
-    #[stat(desc = "Primary CPUs demoted after idling longer than P_remove")]
-    pub compacted: u64,
-    #[stat(desc = "Primary CPUs demoted when their task exited")]
-    pub exit_demoted: u64,
-    #[stat(desc = "CPUs that could not join the full reserve")]
-    pub reserve_full: u64,
-    #[stat(desc = "Placements of impatient tasks")]
-    pub impatient: u64,
-    #[stat(desc = "Tasks queued in their LLC's virtual-time queue")]
-    pub queued: u64,
-    #[stat(desc = "Tasks queued in their only CPU's queue (pinned or migration disabled)")]
-    pub pinned: u64,
-    #[stat(desc = "Tasks queued without a placement sent straight to an idle CPU")]
-    pub direct: u64,
-    #[stat(desc = "Idle CPUs woken to look at the queues")]
-    pub kicked: u64,
-    #[stat(desc = "Tasks held back by --debug-stall-comm")]
-    pub stalled: u64,
-    #[stat(desc = "Idle primary CPUs that started warm spinning")]
-    pub spin_started: u64,
-    #[stat(desc = "Warm spins ended by a task arriving")]
-    pub spin_work: u64,
-    #[stat(desc = "Warm spins that lasted S_max")]
-    pub spin_expired: u64,
-    #[stat(desc = "Warm spins ended because the SMT sibling ran a task")]
-    pub spin_sibling: u64,
-    #[stat(desc = "Warm spins ended because the CPU left the primary nest")]
-    pub spin_demoted: u64,
-    #[stat(desc = "Time spent warm spinning (ns)")]
-    pub spin_ns: u64,
-    #[stat(desc = "Placements on a warm-spinning CPU")]
-    pub spin_wakes: u64,
-    #[stat(desc = "Total delay from placement to running, on warm-spinning CPUs (ns)")]
-    pub spin_wake_ns: u64,
-    #[stat(desc = "Placements on a really idle CPU")]
-    pub idle_wakes: u64,
-    #[stat(desc = "Total delay from placement to running, on really idle CPUs (ns)")]
-    pub idle_wake_ns: u64,
-    #[stat(desc = "S_local/S_move: placements on the waker's CPU")]
-    pub waker_cpu: u64,
-    #[stat(desc = "S_move: placements on the default CPU")]
-    pub default_cpu: u64,
-    #[stat(desc = "S_move: default CPU above its minimum frequency")]
-    pub freq_above_min: u64,
-    #[stat(desc = "S_move: default CPU at its minimum frequency")]
-    pub freq_at_min: u64,
-    #[stat(desc = "S_move: deferred moves asked for (timers armed)")]
-    pub timers_armed: u64,
-    #[stat(desc = "S_move: tasks still waiting when their delay passed")]
-    pub timers_fired: u64,
-    #[stat(desc = "S_move: tasks moved to the default CPU after the delay")]
-    pub migrated: u64,
-    #[stat(desc = "S_move: moves the kernel refused (task already gone)")]
-    pub move_failed: u64,
-    #[stat(desc = "Tasks moved at a tick from a shared core to a whole idle one")]
-    pub unpaired: u64,
-    #[stat(desc = "Running tasks preempted by a woken task with an earlier virtual time")]
-    pub preempted: u64,
-    #[stat(desc = "Tasks taken from another LLC's queue")]
-    pub stolen: u64,
-    #[stat(desc = "Tasks taken ahead of their queue's first because they last ran on that CPU")]
-    pub kept_local: u64,
-    #[stat(desc = "Idle CPUs woken at a tick because tasks waited in the LLC queue")]
-    pub tick_kicked: u64,
-    #[stat(desc = "CPUs taken by a higher scheduling class (tasks re-enqueued)")]
-    pub released: u64,
     #[stat(desc = "Frequency requests (--perf): util, nest or max (no requests)")]
     pub perf_mode: String,
     #[stat(desc = "Frequency requests made (scx_bpf_cpuperf_set calls)")]
@@ -123,146 +96,120 @@ pub struct Metrics {
     pub perf_targets: String,
 }
 
-/// Mean of `total_ns` over `count`, in microseconds.
-fn mean_us(total_ns: u64, count: u64) -> f64 {
-    if count == 0 {
-        0.0
-    } else {
-        total_ns as f64 / count as f64 / 1000.0
+/// Counters are totals since the scheduler started; the monitor prints the
+/// change over each interval. Served as one flat object: the gauges' fields
+/// and one field per counter.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Metrics {
+    #[serde(flatten)]
+    pub gauges: Gauges,
+    /// Each counter's value, by [`Counter::name`].
+    #[serde(flatten)]
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl Meta for Metrics {
+    fn meta() -> StatsMeta {
+        let mut meta = Gauges::meta();
+        meta.name = "Metrics".into();
+        for counter in Counter::all() {
+            let attrs = StatsFieldAttrs {
+                desc: Some(counter.description().into()),
+                user: BTreeMap::from([("_group".into(), counter.group().into())]),
+            };
+            let field = StatsField {
+                data: StatsData::Datum(StatsKind::U64),
+                attrs,
+            };
+            meta.fields.insert(counter.name().into(), field);
+        }
+        meta
     }
 }
 
-macro_rules! counter_delta {
-    ($cur:expr, $prev:expr, $($field:ident),+) => {
-        Metrics {
-            $($field: $cur.$field.wrapping_sub($prev.$field),)+
-            ..$cur.clone()
-        }
-    };
-}
+/// The group of the monitor's first line: the nests' sizes are printed
+/// before the counters of the group.
+const NEST_GROUP: &str = "nest";
 
 impl Metrics {
-    /// The counters' change since `prev`; gauges keep their current value.
-    fn delta(&self, prev: &Self) -> Self {
-        counter_delta!(
-            self,
-            prev,
-            attached,
-            prev,
-            primary,
-            reserve,
-            fallback,
-            fallback_wide,
-            no_idle,
-            promoted,
-            joined_reserve,
-            joined_primary,
-            compacted,
-            exit_demoted,
-            reserve_full,
-            impatient,
-            queued,
-            pinned,
-            direct,
-            kicked,
-            stalled,
-            spin_started,
-            spin_work,
-            spin_expired,
-            spin_sibling,
-            spin_demoted,
-            spin_ns,
-            spin_wakes,
-            spin_wake_ns,
-            idle_wakes,
-            idle_wake_ns,
-            waker_cpu,
-            default_cpu,
-            freq_above_min,
-            freq_at_min,
-            timers_armed,
-            timers_fired,
-            migrated,
-            move_failed,
-            unpaired,
-            preempted,
-            stolen,
-            kept_local,
-            tick_kicked,
-            released,
-            perf_requests
-        )
+    /// From the per-CPU counters summed over CPUs, indexed by the C enums.
+    pub fn new(gauges: Gauges, policy: &[u64], events: &[u64]) -> Self {
+        let counters = Counter::all()
+            .map(|counter| {
+                let value = match counter {
+                    Counter::Policy(stat) => policy[stat as usize],
+                    Counter::Event(event) => events[event as usize],
+                };
+                (counter.name().to_string(), value)
+            })
+            .collect();
+        Self { gauges, counters }
     }
 
+    fn counter(&self, name: &str) -> u64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
+
+    /// The counters' change since `prev`; gauges keep their current value.
+    fn delta(&self, prev: &Self) -> Self {
+        let counters = self
+            .counters
+            .iter()
+            .map(|(name, value)| (name.clone(), value.wrapping_sub(prev.counter(name))))
+            .collect();
+        let gauges = Gauges {
+            perf_requests: self
+                .gauges
+                .perf_requests
+                .wrapping_sub(prev.gauges.perf_requests),
+            ..self.gauges.clone()
+        };
+        Self { gauges, counters }
+    }
+
+    /// One line per group, in the order the groups first appear in the C
+    /// lists, then the frequency requests.
     fn format<W: Write>(&self, w: &mut W) -> Result<()> {
-        writeln!(
-            w,
-            "[scx_nest] nest primary={} reserve={} | place attached={} prev={} primary={} \
-             reserve={} fallback={} wide={} none={} | promote={} compact={} exit-demote={} \
-             impatient={} unpaired={} | spin={} ({:.1} ms, ended: work={} \
-             expired={} sibling={}) | wake delay: spinning {:.1} us x{}, idle {:.1} us x{} | \
-             waker={} default={} freq above/at min={}/{} timers armed={} fired={} \
-             migrated={} failed={}",
-            self.primary_cpus,
-            self.reserve_cpus,
-            self.attached,
-            self.prev,
-            self.primary,
-            self.reserve,
-            self.fallback,
-            self.fallback_wide,
-            self.no_idle,
-            self.promoted,
-            self.compacted,
-            self.exit_demoted,
-            self.impatient,
-            self.unpaired,
-            self.spin_started,
-            self.spin_ns as f64 / 1e6,
-            self.spin_work,
-            self.spin_expired,
-            self.spin_sibling,
-            mean_us(self.spin_wake_ns, self.spin_wakes),
-            self.spin_wakes,
-            mean_us(self.idle_wake_ns, self.idle_wakes),
-            self.idle_wakes,
-            self.waker_cpu,
-            self.default_cpu,
-            self.freq_above_min,
-            self.freq_at_min,
-            self.timers_armed,
-            self.timers_fired,
-            self.migrated,
-            self.move_failed
-        )?;
-        writeln!(
-            w,
-            "[scx_nest] queues queued={} pinned={} direct={} kicked={} tick-kicked={} \
-             preempted={} stolen={} kept-local={} released={}",
-            self.queued,
-            self.pinned,
-            self.direct,
-            self.kicked,
-            self.tick_kicked,
-            self.preempted,
-            self.stolen,
-            self.kept_local,
-            self.released
-        )?;
-        if self.perf_mode == "max" {
-            writeln!(w, "[scx_nest] perf max: no requests (every CPU at 1024)")?;
+        let mut lines: Vec<(&str, Vec<String>)> = vec![(
+            NEST_GROUP,
+            vec![
+                format!("primary_cpus={}", self.gauges.primary_cpus),
+                format!("reserve_cpus={}", self.gauges.reserve_cpus),
+            ],
+        )];
+        for counter in Counter::all() {
+            let item = format!("{}={}", counter.name(), self.counter(counter.name()));
+            match lines
+                .iter_mut()
+                .find(|(group, _)| *group == counter.group())
+            {
+                Some((_, items)) => items.push(item),
+                None => lines.push((counter.group(), vec![item])),
+            }
+        }
+        let perf = &self.gauges;
+        let perf_line = if perf.perf_mode == "max" {
+            "max: no requests (every CPU at 1024)".to_string()
         } else {
-            writeln!(
-                w,
-                "[scx_nest] perf {}: requests={} cpus={} target mean={:.0} min={} max={} | {}",
-                self.perf_mode,
-                self.perf_requests,
-                self.perf_cpus,
-                self.perf_mean,
-                self.perf_min,
-                self.perf_max,
-                self.perf_targets
-            )?;
+            format!(
+                "{}: requests={} cpus={} target mean={:.0} min={} max={} | {}",
+                perf.perf_mode,
+                perf.perf_requests,
+                perf.perf_cpus,
+                perf.perf_mean,
+                perf.perf_min,
+                perf.perf_max,
+                perf.perf_targets
+            )
+        };
+        lines.push(("perf", vec![perf_line]));
+        let width = lines
+            .iter()
+            .map(|(group, _)| group.len())
+            .max()
+            .unwrap_or(0);
+        for (group, items) in lines {
+            writeln!(w, "[scx_nest] {group:width$} {}", items.join(" "))?;
         }
         Ok(())
     }
@@ -349,15 +296,107 @@ mod tests {
                 line: "512 - 1024 0".into()
             }
         );
-        let mut out = Vec::new();
         let m = Metrics {
-            perf_mode: "util".into(),
-            perf_targets: p.line,
+            gauges: Gauges {
+                perf_mode: "util".into(),
+                perf_targets: p.line,
+                ..Gauges::default()
+            },
             ..Metrics::default()
         };
-        m.format(&mut out).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("perf util:"), "{text}");
+        let text = monitor_text(&m);
+        assert!(text.contains("perf  util:"), "{text}");
         assert!(text.contains("| 512 - 1024 0"), "{text}");
+    }
+
+    fn monitor_text(metrics: &Metrics) -> String {
+        let mut out = Vec::new();
+        metrics.format(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Metrics whose counter `i` (in [`Counter::all`] order) is 1000 + i.
+    fn numbered_metrics() -> Metrics {
+        let policy: Vec<u64> = (0..Stat::ALL.len() as u64).map(|i| 1000 + i).collect();
+        let events: Vec<u64> = (0..Event::ALL.len() as u64)
+            .map(|i| 1000 + policy.len() as u64 + i)
+            .collect();
+        Metrics::new(Gauges::default(), &policy, &events)
+    }
+
+    #[test]
+    fn counter_names_are_unique_across_the_two_c_lists() {
+        let mut names = std::collections::HashSet::new();
+        for counter in Counter::all() {
+            assert!(names.insert(counter.name()), "{} twice", counter.name());
+            assert!(!counter.description().is_empty(), "{counter:?}");
+        }
+        assert_eq!(numbered_metrics().counters.len(), names.len());
+    }
+
+    #[test]
+    fn counters_read_their_own_c_index() {
+        let metrics = numbered_metrics();
+        let nr_policy = Stat::ALL.len() as u64;
+        assert_eq!(metrics.counter("attached"), 1000 + Stat::Attached as u64);
+        assert_eq!(metrics.counter("migrated"), 1000 + Stat::Migrated as u64);
+        assert_eq!(
+            metrics.counter("released"),
+            1000 + nr_policy + Event::Released as u64
+        );
+    }
+
+    #[test]
+    fn every_counter_is_described_and_served() {
+        let meta = Metrics::meta();
+        let json = numbered_metrics().to_json().unwrap();
+        for counter in Counter::all() {
+            let field = &meta.fields[counter.name()];
+            assert_eq!(field.attrs.desc.as_deref(), Some(counter.description()));
+            assert_eq!(field.attrs.user["_group"], counter.group());
+            assert!(json[counter.name()].is_u64(), "{}", counter.name());
+        }
+        assert!(meta.fields.contains_key("primary_cpus"));
+        let back: Metrics = serde_json::from_value(json).unwrap();
+        assert_eq!(back.counters, numbered_metrics().counters);
+    }
+
+    #[test]
+    fn the_monitor_prints_each_counter_once_on_its_groups_aligned_line() {
+        let metrics = numbered_metrics();
+        let text = monitor_text(&metrics);
+        let lines: Vec<&str> = text.lines().collect();
+        for counter in Counter::all() {
+            let item = format!(" {}={}", counter.name(), metrics.counter(counter.name()));
+            let holders: Vec<&&str> = lines.iter().filter(|l| l.contains(&item)).collect();
+            assert_eq!(holders.len(), 1, "{item}: {text}");
+            let label = format!("[scx_nest] {} ", counter.group());
+            assert!(holders[0].starts_with(&label), "{item}: {text}");
+        }
+        // Every line's values start in one column, after the widest group.
+        let columns: std::collections::HashSet<usize> = lines
+            .iter()
+            .map(|l| {
+                let after_group = l["[scx_nest] ".len()..].trim_start_matches(|c| c != ' ');
+                l.len() - after_group.trim_start().len()
+            })
+            .collect();
+        assert_eq!(columns.len(), 1, "{text}");
+        assert!(lines.iter().all(|l| l.len() <= 200), "{text}");
+    }
+
+    #[test]
+    fn the_delta_subtracts_counters_and_keeps_gauges() {
+        let mut prev = numbered_metrics();
+        prev.gauges.perf_requests = 5;
+        let mut cur = numbered_metrics();
+        *cur.counters.get_mut("queued").unwrap() += 7;
+        cur.gauges.perf_requests = 8;
+        cur.gauges.primary_cpus = 3;
+        let delta = cur.delta(&prev);
+        assert_eq!(delta.counter("queued"), 7);
+        assert_eq!(delta.counter("attached"), 0);
+        assert_eq!(delta.gauges.perf_requests, 3);
+        assert_eq!(delta.gauges.primary_cpus, 3);
     }
 }

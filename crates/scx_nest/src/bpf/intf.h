@@ -56,41 +56,37 @@ enum scx_nest_policy {
 	POLICY_SPREAD = 4,
 };
 
-/* Scheduler events counted besides the policy's enum nest_stat. */
+/*
+ * Scheduler events counted besides the policy's statistics: their one
+ * definition, as NEST_STATS in nest_policy.h (same entries, same use: enum
+ * scx_nest_event below, and the Event enum of user space, src/stats.rs).
+ */
+#define SCX_NEST_EVENTS(X)						\
+	X(QUEUED, queue, "Tasks queued in their LLC's virtual-time queue") \
+	X(PINNED, queue, "Tasks queued in their only CPU's queue (pinned or migration disabled)") \
+	X(DIRECT, queue, "Tasks queued without a placement sent straight to an idle CPU") \
+	X(KICKED, cpu, "Idle CPUs woken to look at the queues")		\
+	X(STALLED, queue, "Tasks held back by --debug-stall-comm")	\
+	/*								\
+	 * Delay from claiming an idle CPU for a task to the task	\
+	 * running there, for CPUs that were warm spinning and for CPUs	\
+	 * that were really idle: the cost (or gain) of spinning.	\
+	 */								\
+	X(SPIN_WAKE_NS, wake, "Total delay from placement to running, on warm-spinning CPUs (ns)") \
+	X(SPIN_WAKES, wake, "Placements on a warm-spinning CPU")	\
+	X(IDLE_WAKE_NS, wake, "Total delay from placement to running, on really idle CPUs (ns)") \
+	X(IDLE_WAKES, wake, "Placements on a really idle CPU")		\
+	X(MOVE_FAILED, smove, "S_move: moves the kernel refused (task already gone)") \
+	X(UNPAIRED, cpu, "Tasks moved at a tick from a shared core to a whole idle one") \
+	X(PREEMPTED, cpu, "Running tasks preempted by a woken task with an earlier virtual time") \
+	X(STOLEN, queue, "Tasks taken from another LLC's queue")	\
+	X(KEPT_LOCAL, queue, "Tasks taken ahead of their queue's first because they last ran on that CPU") \
+	X(TICK_KICKED, cpu, "Idle CPUs woken at a tick because tasks waited in the LLC queue") \
+	X(RELEASED, cpu, "CPUs taken by a higher scheduling class (tasks re-enqueued)")
+
+#define NEST_EV_ENUMERATOR(name, group, description) NEST_EV_##name,
 enum scx_nest_event {
-	/* Tasks queued in an LLC queue. */
-	NEST_EV_QUEUED,
-	/* Tasks queued in their only CPU's queue (pinned, migration disabled). */
-	NEST_EV_PINNED,
-	/* Tasks queued without a placement sent straight to an idle CPU. */
-	NEST_EV_DIRECT,
-	/* Idle CPUs woken to look at the queues. */
-	NEST_EV_KICKED,
-	/* Tasks held back by the stall test (--debug-stall-comm). */
-	NEST_EV_STALLED,
-	/*
-	 * Delay from claiming an idle CPU for a task to the task running there,
-	 * in ns and in placements, for CPUs that were warm spinning and for
-	 * CPUs that were really idle: the cost (or gain) of spinning.
-	 */
-	NEST_EV_SPIN_WAKE_NS,
-	NEST_EV_SPIN_WAKES,
-	NEST_EV_IDLE_WAKE_NS,
-	NEST_EV_IDLE_WAKES,
-	/* S_move: moves decided by the policy that the kernel refused. */
-	NEST_EV_MOVE_FAILED,
-	/* Tasks preempted at a tick to leave a shared core for a whole one. */
-	NEST_EV_UNPAIRED,
-	/* Running tasks preempted by a woken task with an earlier vtime. */
-	NEST_EV_PREEMPTED,
-	/* Tasks taken from another LLC's queue. */
-	NEST_EV_STOLEN,
-	/* Tasks taken ahead of their queue's first because they ran here. */
-	NEST_EV_KEPT_LOCAL,
-	/* Idle CPUs woken at a tick because tasks waited in the LLC queue. */
-	NEST_EV_TICK_KICKED,
-	/* CPUs taken by another scheduling class (ops.cpu_release()). */
-	NEST_EV_RELEASED,
+	SCX_NEST_EVENTS(NEST_EV_ENUMERATOR)
 	NEST_NR_EVENTS,
 };
 
