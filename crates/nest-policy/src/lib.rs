@@ -174,10 +174,6 @@ impl Mechanism {
     pub fn parse(name: &str) -> Result<Self, String> {
         find_by_name(&Self::ALL, Self::name, "mechanism", name)
     }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.name() == name)
-    }
 }
 
 /// The policy's tunables, with the published defaults (at 250 Hz).
