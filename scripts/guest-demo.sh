@@ -30,7 +30,7 @@ measure
 # host thread, so a spinning vCPU slows the others down; its effect on
 # frequency is what the simulation above shows.
 echo "--- scx_nest (warm spinning off in the emulated guest)"
-"$bin/scx_nest" --disable warm-spin --stats 1 &
+"$bin/scx_nest" --disable warm-spin --stats 1s &
 sched=$!
 for _ in $(seq 1 300); do
 	[ "$(cat /sys/kernel/sched_ext/state)" = enabled ] && break

@@ -25,11 +25,11 @@ cargo build --release -p nest -p scx_nest -p nest-load
 mkdir -p out
 
 step "simulation: Linux vs Nest, configure-like workload, Xeon Gold 5218 (nest sim)"
-target/release/nest sim --csv out/sim.csv
+target/release/nest sim --csv out/sim
 
 step "real kernel: default scheduler vs scx_nest in a 2x4x2 QEMU guest"
 echo "(software emulation: compare where tasks run, not how fast)"
-target/release/nest vm run --sockets 2 --cores 4 --threads 2 --numa --timeout 600 -- \
+target/release/nest vm run --sockets 2 --cores 4 --threads 2 --numa --timeout 600s -- \
 	scripts/guest-demo.sh target/release
 
-step "done: simulation table above and in out/sim.csv"
+step "done: simulation table above and in out/sim/runs.csv"

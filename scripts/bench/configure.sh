@@ -128,7 +128,7 @@ record_runs() {
 	while [ "$i" -lt $((FIRST + RUNS)) ]; do
 		say "step 3: run $i (runs $FIRST-$((FIRST + RUNS - 1))): booting the 2x4x2 guest (default, then scx_nest $SCX_ARGS; alternating order)"
 		"$BIN/nest" vm run --sockets 2 --cores 4 --threads 2 --numa --mem 3072 \
-			--timeout 3600 --out "$out" -- \
+			--timeout 3600s --out "$out" -- \
 			scripts/bench/configure-guest.sh "$out" "$src" "$i" "$BIN" "$SCX_ARGS" \
 			>"$out/guest-$i.log" 2>&1 || {
 			tail -n 40 "$out/guest-$i.log" >&2
@@ -147,7 +147,7 @@ analyse() {
 		[ -e "$trace" ] || continue
 		found=true
 		name=$(basename "$trace" .trace)
-		figures=$("$BIN/nest" trace tree --interval-ms 100 "$trace") ||
+		figures=$("$BIN/nest" trace tree --interval 100ms "$trace") ||
 			die "cannot measure $trace (is $BIN/nest up to date?)"
 		echo "${name%-*} run=${name##*-}" $figures
 	done >"$OUT/figures.txt"

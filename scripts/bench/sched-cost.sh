@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-8}
 
 cargo build --release -p nest -p scx_nest -p nest-load
-target/release/nest vm run --sockets 2 --cores 2 --threads 2 --numa --timeout 600 -- \
+target/release/nest vm run --sockets 2 --cores 2 --threads 2 --numa --timeout 600s -- \
 	scripts/bench/sched-cost-guest.sh target/release "$seconds" | tee /tmp/sched-cost.out |
 	grep -v -e '^prog-stats:' -e '^config=' || true
 

@@ -51,8 +51,7 @@ run() { # MACHINE WORKLOAD [OPTIONS...]: one directory of outputs
 	shift 2
 	mkdir -p "$d"
 	echo "$m $w $*" >"$d/what"
-	"$bin" sim -q -m "$m" -w "$w" -s 2 -f json --csv "$d/runs.csv" \
-		--tasks-csv "$d/tasks.csv" --timeline-csv "$d/timeline.csv" \
+	"$bin" sim -q -m "$m" -w "$w" -s 2 -f json --csv "$d" \
 		--trace-dir "$d/traces" "$@" >"$d/out.json" 2>"$d/stderr"
 }
 

@@ -16,7 +16,11 @@ wait_enabled $first
 fact state_with_first "$(cat $sysfs/state)"
 
 attempt second "$bin/scx_nest"
-attempt bad_option "$bin/scx_nest" --p-remove 8
+# A usage error: clap names the problem on its first line (the last one
+# points to --help).
+out=$("$bin/scx_nest" --p-remove 8 2>&1)
+fact bad_option_exit $?
+fact bad_option_message "$(printf '%s\n' "$out" | head -n 1)"
 fact state_after_attempts "$(cat $sysfs/state)"
 
 kill -INT $first

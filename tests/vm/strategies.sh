@@ -36,7 +36,7 @@ record() {
 }
 
 record slocal --policy slocal -- churn --count "$children" --work-us 300
-record smove --policy smove --debug-smove-at-min --stats 30 -- \
+record smove --policy smove --debug-smove-at-min --stats 30s -- \
 	churn --count "$children" --work-us 300 --overlap
 echo "--- dmesg"
 dmesg

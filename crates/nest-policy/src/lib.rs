@@ -9,9 +9,13 @@
 mod duration;
 mod ffi;
 mod llc;
+mod params_args;
 
-pub use duration::parse_duration_ns;
+pub use duration::{
+    duration_ns_within, duration_within, format_duration_ns, parse_duration, parse_duration_ns,
+};
 pub use llc::{LlcLayout, MAX_LLCS};
+pub use params_args::ParamsArgs;
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
@@ -105,6 +109,22 @@ pub fn slice_min_ns(slice_ns: u64) -> u64 {
     (slice_ns / 4).max(100_000)
 }
 
+/// The one of `all` called `name`, or an error naming the valid names.
+fn find_by_name<T: Copy>(
+    all: &[T],
+    name_of: fn(T) -> &'static str,
+    what: &str,
+    name: &str,
+) -> Result<T, String> {
+    all.iter()
+        .copied()
+        .find(|&item| name_of(item) == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&item| name_of(item)).collect();
+            format!("unknown {what} '{name}'; valid: {}", names.join(", "))
+        })
+}
+
 /// What a CPU at the end of a slice sees at the front of the queue it
 /// would take from ([`NestPolicy::prev_keeps_cpu`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,8 +184,9 @@ impl Mechanism {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.name() == name)
+    /// The mechanism called `name`, or an error listing the valid names.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        find_by_name(&Self::ALL, Self::name, "mechanism", name)
     }
 }
 
@@ -230,16 +251,7 @@ impl PerfMode {
 
     /// The mode called `name`, or an error listing the valid names.
     pub fn parse(name: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|m| m.name()).collect();
-                format!(
-                    "unknown frequency-request mode '{name}'; valid: {}",
-                    names.join(", ")
-                )
-            })
+        find_by_name(&Self::ALL, Self::name, "frequency-request mode", name)
     }
 
     /// The value of `enum nest_perf_mode`.

@@ -946,3 +946,16 @@ fn nest_scans_visit_members_from_the_start_cpu_wrapping_its_llc_first() {
         assert_eq!(rec.tried, want, "prev {prev}");
     }
 }
+
+#[test]
+fn mechanism_names_parse_and_unknown_ones_list_the_valid_ones() {
+    for m in Mechanism::ALL {
+        assert_eq!(Mechanism::parse(m.name()), Ok(m));
+    }
+    let err = Mechanism::parse("spinning").unwrap_err();
+    assert_eq!(
+        err,
+        "unknown mechanism 'spinning'; valid: attach, reserve, impatience, compaction, \
+         exit-demotion, wide-fallback, warm-spin, whole-cores"
+    );
+}

@@ -29,7 +29,19 @@ pub const SCHEDUTIL_MARGIN: f64 = 1.25;
 pub const SCHEDUTIL_RATE_LIMIT_NS: u64 = 5_000_000;
 
 /// A Linux cpufreq governor (with intel_pstate semantics where they differ).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Governor {
     /// The OS asks for at least nominal; the hardware picks up to turbo.
@@ -59,10 +71,6 @@ impl Governor {
             Governor::Schedutil => "schedutil",
             Governor::SchedutilHint => "schedutil-hint",
         }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|g| g.name() == s)
     }
 }
 

@@ -482,9 +482,15 @@ fn sweep_runs_every_builtin_machine_and_workload_and_refuses_csv() {
             "-q",
         ];
         argv.extend_from_slice(extra);
-        nest_sim::cli::run(nest_sim::cli::SimArgs::parse_from(argv))
+        nest_sim::cli::SimArgs::try_parse_from(argv)
     };
-    sweep(&[]).unwrap();
-    let err = format!("{:#}", sweep(&["--csv", "/tmp/x.csv"]).unwrap_err());
-    assert!(err.contains("--sweep"), "{err}");
+    nest_sim::cli::run(sweep(&[]).unwrap()).unwrap();
+    for refused in [&["--csv", "/tmp/csv"][..], &["-f", "json"]] {
+        let err = sweep(refused).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "a usage error");
+        assert!(
+            err.to_string().contains("'--sweep' cannot be used with"),
+            "{err}"
+        );
+    }
 }

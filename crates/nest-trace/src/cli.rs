@@ -15,6 +15,7 @@ use crate::perfetto;
 use crate::readers::{self, TextFormat};
 use crate::record::{self, RecordOptions, Workload};
 use crate::report::{self, ReportOptions};
+use nest_policy::{duration_ns_within, duration_within, format_duration_ns, parse_duration_ns};
 use nest_topology::read_sysfs_topology;
 
 /// Record real schedules, measure placement and work conservation, draw
@@ -48,19 +49,21 @@ pub enum TraceCommand {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Record the whole machine for this many seconds instead of running a
-    /// command.
-    #[arg(long, value_name = "S")]
-    pub duration: Option<f64>,
+    /// Record the whole machine for this long (e.g. 10s) instead of
+    /// running a command.
+    #[arg(long, value_name = "DURATION", conflicts_with = "command",
+          required_unless_present = "command", value_parser = duration_within(1..=u64::MAX))]
+    pub duration: Option<Duration>,
     /// Trace file to write.
     #[arg(long, short, default_value = "nest.trace")]
     pub out: PathBuf,
     /// Per-CPU trace buffer size in KiB.
     #[arg(long, default_value_t = 32 * 1024)]
     pub buffer_kb: u32,
-    /// Period of cpufreq sampling, in milliseconds.
-    #[arg(long, default_value_t = 10)]
-    pub freq_period_ms: u64,
+    /// Period of cpufreq sampling.
+    #[arg(long, default_value = "10ms", value_name = "DURATION",
+          value_parser = duration_within(1_000_000..=u64::MAX))]
+    pub freq_period: Duration,
     /// tracefs mount point (default: /sys/kernel/tracing).
     #[arg(long)]
     pub tracefs: Option<PathBuf>,
@@ -93,40 +96,34 @@ pub struct ImportArgs {
 /// Options of the analyses.
 #[derive(Debug, Args, Clone)]
 pub struct AnalysisArgs {
-    /// Interval length of the interval metrics, in milliseconds.
-    #[arg(long, default_value_t = 4.0, value_name = "MS")]
-    pub interval_ms: f64,
-    /// Shortest work-conservation violation counted, in milliseconds.
-    #[arg(long, default_value_t = 1.0, value_name = "MS")]
-    pub wc_min_ms: f64,
+    /// Interval length of the interval metrics.
+    #[arg(long, default_value = "4ms", value_name = "DURATION",
+          value_parser = duration_ns_within(1..=u64::MAX))]
+    pub interval: u64,
+    /// Shortest work-conservation violation counted.
+    #[arg(long, default_value = "1ms", value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub wc_min: u64,
     /// Frequency band edges in kHz, comma-separated (default: from the
     /// trace's meta, else 0.5 GHz steps).
     #[arg(long, value_delimiter = ',', value_name = "KHZ,..")]
     pub bands_khz: Vec<u32>,
 }
 
-/// More intervals than this is a mistake (e.g. `--interval-ms 0.000001`).
+/// More intervals than this is a mistake (e.g. `--interval 1ns`).
 const MAX_INTERVALS: u64 = 2_000_000;
 
 impl AnalysisArgs {
     /// The options for `trace`, refusing interval lengths that would cut it
     /// into an unreasonable number of intervals.
     fn options_for(&self, trace: &Trace) -> anyhow::Result<ReportOptions> {
-        let opts = self.options();
-        if opts.interval_ns == 0 || trace.end_ns() / opts.interval_ns > MAX_INTERVALS {
-            bail!(
-                "--interval-ms {} cuts the {:.3} s trace into more than {MAX_INTERVALS} intervals",
-                self.interval_ms,
-                trace.end_ns() as f64 / 1e9
-            );
-        }
-        Ok(opts)
+        check_intervals(trace, self.interval)?;
+        Ok(self.options())
     }
 
     fn options(&self) -> ReportOptions {
         ReportOptions {
-            interval_ns: ms_to_ns(self.interval_ms),
-            wc_min_ns: ms_to_ns(self.wc_min_ms),
+            interval_ns: self.interval,
+            wc_min_ns: self.wc_min,
             bands: (!self.bands_khz.is_empty())
                 .then(|| FreqBands::from_edges(self.bands_khz.clone())),
         }
@@ -137,9 +134,9 @@ impl AnalysisArgs {
 pub struct ReportArgs {
     /// Trace file.
     pub trace: PathBuf,
-    /// Write a self-contained HTML report here.
-    #[arg(long, value_name = "F")]
-    pub html: Option<PathBuf>,
+    /// Write a self-contained HTML report to this file.
+    #[arg(long, short, value_name = "REPORT.html")]
+    pub out: Option<PathBuf>,
     /// Write the pictures as SVG files into this directory.
     #[arg(long, value_name = "D")]
     pub svg_dir: Option<PathBuf>,
@@ -156,9 +153,9 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// Second trace (e.g. Nest).
     pub b: PathBuf,
-    /// Write the HTML comparison here.
-    #[arg(long, value_name = "F")]
-    pub html: PathBuf,
+    /// Write the HTML comparison to this file.
+    #[arg(long, short, value_name = "COMPARE.html")]
+    pub out: PathBuf,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -167,9 +164,9 @@ pub struct CompareArgs {
 pub struct ExportArgs {
     /// Trace file.
     pub trace: PathBuf,
-    /// Write a Perfetto protobuf trace here.
-    #[arg(long, value_name = "F")]
-    pub perfetto: PathBuf,
+    /// Write the Perfetto protobuf trace to this file.
+    #[arg(long, short, value_name = "TRACE.perfetto")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -191,9 +188,10 @@ pub struct TreeArgs {
     /// `command_pid`).
     #[arg(long)]
     pub pid: Option<u32>,
-    /// Interval length, in milliseconds.
-    #[arg(long, default_value_t = 100.0, value_name = "MS")]
-    pub interval_ms: f64,
+    /// Interval length.
+    #[arg(long, default_value = "100ms", value_name = "DURATION",
+          value_parser = duration_ns_within(1..=u64::MAX))]
+    pub interval: u64,
 }
 
 /// Run a `nest trace` subcommand.
@@ -209,23 +207,29 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
     }
 }
 
-fn ms_to_ns(ms: f64) -> u64 {
-    (ms * 1e6).round().max(0.0) as u64
+/// Refuses an interval length that would cut `trace` into an
+/// unreasonable number of intervals.
+fn check_intervals(trace: &Trace, interval_ns: u64) -> anyhow::Result<()> {
+    if trace.end_ns() / interval_ns > MAX_INTERVALS {
+        bail!(
+            "--interval {} cuts the {:.3} s trace into more than {MAX_INTERVALS} intervals",
+            format_duration_ns(interval_ns),
+            trace.end_ns() as f64 / 1e9
+        );
+    }
+    Ok(())
 }
 
 fn run_record(a: RecordArgs) -> anyhow::Result<()> {
-    let workload = match (a.duration, a.command.is_empty()) {
-        (Some(s), true) if s > 0.0 => Workload::Duration(Duration::from_secs_f64(s)),
-        (None, false) => Workload::Command(a.command),
-        (Some(_), false) => bail!("give either --duration or a command after --, not both"),
-        _ => {
-            bail!("give a command after -- (e.g. `nest trace record -- make -j4`) or --duration S")
-        }
+    // clap makes sure exactly one of the two is given.
+    let workload = match a.duration {
+        Some(duration) => Workload::Duration(duration),
+        None => Workload::Command(a.command),
     };
     let opts = RecordOptions {
         tracefs: a.tracefs,
         buffer_kb: a.buffer_kb,
-        freq_period: Duration::from_millis(a.freq_period_ms),
+        freq_period: a.freq_period,
         ..Default::default()
     };
     let trace = record::record(&workload, &opts)?;
@@ -273,7 +277,7 @@ fn stem(path: &Path) -> String {
 fn run_report(a: ReportArgs) -> anyhow::Result<()> {
     let trace = format::load(&a.trace)?;
     let analysis = report::analyse(&trace, &stem(&a.trace), &a.analysis.options_for(&trace)?);
-    if let Some(html) = &a.html {
+    if let Some(html) = &a.out {
         write(html, &report::html_report(&analysis))?;
     }
     if let Some(dir) = &a.svg_dir {
@@ -292,13 +296,13 @@ fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
         ))
     };
     let (x, y) = (load(&a.a)?, load(&a.b)?);
-    write(&a.html, &report::html_compare(&x, &y))?;
+    write(&a.out, &report::html_compare(&x, &y))?;
     print(&report::compare_table(&x, &y).to_csv())
 }
 
 fn run_export(a: ExportArgs) -> anyhow::Result<()> {
     let trace = format::load(&a.trace)?;
-    perfetto::write_perfetto(&trace, &a.perfetto)
+    perfetto::write_perfetto(&trace, &a.out)
 }
 
 fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
@@ -326,10 +330,8 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
             .and_then(|p| p.parse().ok())
             .context("the trace has no command_pid: give the root with --pid")?,
     };
-    let interval_ns = ms_to_ns(a.interval_ms);
-    if interval_ns == 0 || trace.end_ns() / interval_ns > MAX_INTERVALS {
-        bail!("--interval-ms {} is too short", a.interval_ms);
-    }
+    let interval_ns = a.interval;
+    check_intervals(&trace, interval_ns)?;
     // The root's lifetime: from its first exec (or the trace's start) to
     // its exit (or the trace's end).
     let mut from = None;
@@ -365,13 +367,11 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
     print(&(lines.join("\n") + "\n"))
 }
 
-/// Print to stdout; a closed pipe (`| head`) is not an error.
+/// Print to stdout. A closed pipe (`| head`) comes back as an error of
+/// kind BrokenPipe, which the `nest` command ends on quietly.
 fn print(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("cannot write to stdout"),
-    }
+    Ok(std::io::stdout().lock().write_all(text.as_bytes())?)
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {

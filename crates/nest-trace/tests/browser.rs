@@ -1,5 +1,5 @@
 //! The HTML report in a real browser: Debian's headless Chromium loads the
-//! page written by `nest trace report --html` without console errors and
+//! page written by `nest trace report -o` without console errors and
 //! renders it to a PNG. Ignored by default; scripts/test.sh runs it (with
 //! the other ignored nest-trace tests). Fails when Chromium is missing
 //! (`apt-get install chromium`, in scripts/setup.sh); `NEST_CHROMIUM` names
@@ -139,7 +139,7 @@ fn html_report_loads_in_headless_chromium_without_console_errors() {
         env!("CARGO_MANIFEST_DIR")
     );
     nest(&["import", "--tracefs", &fixture, "--out", &p("real.trace")]);
-    nest(&["report", &p("real.trace"), "--html", &p("report.html")]);
+    nest(&["report", &p("real.trace"), "--out", &p("report.html")]);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
 
     // Control: the probe sees a deliberate error.

@@ -67,8 +67,8 @@ fn import_report_metrics_export_compare() {
         &p("a.trace"),
         "--csv",
         &p("csv"),
-        "--interval-ms",
-        "0.1",
+        "--interval",
+        "100us",
     ])
     .unwrap();
     let underload = std::fs::read_to_string(dir.join("csv/underload.csv")).unwrap();
@@ -81,7 +81,7 @@ fn import_report_metrics_export_compare() {
     nest(&[
         "report",
         &p("a.trace"),
-        "--html",
+        "--out",
         &p("a.html"),
         "--svg-dir",
         &p("svg"),
@@ -95,13 +95,13 @@ fn import_report_metrics_export_compare() {
     );
     assert!(dir.join("svg/run_queue_heatmap.png").is_file());
     assert!(dir.join("svg/frequency_heatmap.svg").is_file());
-    nest(&["export", &p("a.trace"), "--perfetto", &p("a.pftrace")]).unwrap();
+    nest(&["export", &p("a.trace"), "-o", &p("a.pftrace")]).unwrap();
     assert!(std::fs::metadata(dir.join("a.pftrace")).unwrap().len() > 100);
     nest(&[
         "compare",
         &p("a.trace"),
         &p("b.trace"),
-        "--html",
+        "-o",
         &p("cmp.html"),
         "--bands-khz",
         "2000000,3000000",
@@ -124,12 +124,16 @@ fn usage_errors_are_clear() {
     let both = nest(&["import", "--tracefs", "a", "--perf-script", "b"]);
     assert!(both.is_err());
     let err = nest(&["record", "--out", "/nonexistent/x"]).unwrap_err();
-    assert!(err.to_string().contains("give a command after --"), "{err}");
+    assert!(err.to_string().contains("--duration <DURATION>"), "{err}");
+    let err = nest(&["record", "--duration", "10s", "--", "true"]).unwrap_err();
+    assert!(err.to_string().contains("cannot be used with"), "{err}");
+    let err = nest(&["record", "--duration", "10"]).unwrap_err();
+    assert!(err.to_string().contains("no unit"), "{err}");
     let dir = tempdir("usage");
     let t = dir.join("t.trace").display().to_string();
     nest(&["import", "--tracefs", &fixture("tracefs.txt"), "-o", &t]).unwrap();
-    let err = nest(&["metrics", &t, "--interval-ms", "0.0000001"]).unwrap_err();
-    assert!(err.to_string().contains("intervals"), "{err}");
+    let err = nest(&["metrics", &t, "--interval", "0.1ns"]).unwrap_err();
+    assert!(err.to_string().contains("at least 1ns"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
     let err = nest(&["report", "/nonexistent/t.trace"]).unwrap_err();
     assert!(

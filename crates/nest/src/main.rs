@@ -39,8 +39,24 @@ fn main() -> ExitCode {
         Command::Vm(args) => vm::run(args),
         Command::Run(args) => run::run(args),
     };
-    result.unwrap_or_else(|err| {
-        eprintln!("nest: error: {err:#}");
-        ExitCode::FAILURE
-    })
+    result.unwrap_or_else(failure)
+}
+
+/// The status of a command that failed: 0 when its output went into a
+/// pipe whose reader stopped (`nest sim -f json | head -1`), 2 for a usage
+/// error (as clap's own), 1 otherwise.
+fn failure(err: anyhow::Error) -> ExitCode {
+    let broken_pipe = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    });
+    if broken_pipe {
+        return ExitCode::SUCCESS;
+    }
+    if let Some(usage) = err.downcast_ref::<clap::Error>() {
+        usage.exit();
+    }
+    eprintln!("nest: error: {err:#}");
+    ExitCode::FAILURE
 }

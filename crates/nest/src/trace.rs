@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use nest_sim::workload::replay::{self, ReplayOptions, Root};
 
@@ -41,7 +41,7 @@ struct ReplayArgs {
     comm: Option<String>,
     /// Nominal frequency of the work, in MHz (default: meta nominal_khz,
     /// else 2300).
-    #[arg(long, value_name = "MHZ")]
+    #[arg(long, value_name = "MHZ", value_parser = clap::value_parser!(u32).range(1..))]
     nominal_mhz: Option<u32>,
 }
 
@@ -60,11 +60,7 @@ fn run_replay(a: ReplayArgs) -> Result<()> {
         (_, Some(comm)) => Root::Comm(comm),
         _ => Root::Auto,
     };
-    let nominal_khz = match a.nominal_mhz {
-        Some(0) => bail!("--nominal-mhz: expected a frequency > 0"),
-        Some(mhz) => Some(mhz.saturating_mul(1000)),
-        None => None,
-    };
+    let nominal_khz = a.nominal_mhz.map(|mhz| mhz.saturating_mul(1000));
     let r = replay::replay(&trace, &ReplayOptions { root, nominal_khz })
         .with_context(|| format!("{}: cannot replay", a.trace.display()))?;
     std::fs::write(&a.out, r.to_json_string() + "\n")

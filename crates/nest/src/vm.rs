@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use nest_policy::duration_within;
 use nest_vm::{GuestKernel, VmOutcome, VmSpec, default_kernel_dir, shell_join};
 
 #[derive(Debug, Args)]
@@ -31,13 +32,13 @@ enum VmCommand {
 #[derive(Debug, Args)]
 struct RunArgs {
     /// CPU sockets (one NUMA node each with --numa).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     sockets: u32,
     /// Cores per socket.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     cores: u32,
     /// SMT threads per core.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     threads: u32,
     /// Total vCPUs, checked against sockets x cores x threads.
     #[arg(long)]
@@ -48,9 +49,10 @@ struct RunArgs {
     /// Guest memory in MiB.
     #[arg(long, default_value_t = 1024)]
     mem: u32,
-    /// Seconds before the guest is killed (boot included).
-    #[arg(long, default_value_t = 300)]
-    timeout: u64,
+    /// How long before the guest is killed (boot included).
+    #[arg(long, default_value = "300s", value_name = "DURATION",
+          value_parser = duration_within(1_000_000_000..=u64::MAX))]
+    timeout: Duration,
     /// QEMU CPU model.
     #[arg(long, default_value = nest_vm::DEFAULT_CPU_MODEL)]
     cpu: String,
@@ -66,7 +68,7 @@ struct RunArgs {
     append: Vec<String>,
     /// Host directory the guest can write, mounted in the guest at the same
     /// absolute path (also in `$NEST_OUT`); created if missing.
-    #[arg(long = "out", value_name = "DIR")]
+    #[arg(long, short, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Write the guest's serial console log to this file.
     #[arg(long, value_name = "FILE")]
@@ -86,7 +88,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
 fn kernel(refresh: bool) -> Result<ExitCode> {
     let current = default_kernel_dir();
     if !refresh && GuestKernel::locate(&current).is_ok() {
-        println!("{}", resolve(&current).display());
+        writeln!(std::io::stdout(), "{}", resolve(&current).display())?;
         return Ok(ExitCode::SUCCESS);
     }
     let script = find_script("guest-kernel.sh")?;
@@ -129,7 +131,7 @@ fn spec_from(args: &RunArgs) -> Result<VmSpec> {
         threads_per_core: args.threads,
         numa: args.numa,
         memory_mb: args.mem,
-        timeout: Duration::from_secs(args.timeout),
+        timeout: args.timeout,
         kernel_dir: args.kernel.clone().unwrap_or_else(default_kernel_dir),
         workdir: None,
         output_dir: args.out.clone(),
@@ -140,13 +142,14 @@ fn spec_from(args: &RunArgs) -> Result<VmSpec> {
     if let Some(cpus) = args.cpus
         && cpus != spec.cpus()
     {
-        bail!(
-            "--cpus {cpus} does not match --sockets {} x --cores {} x --threads {} = {}",
+        let message = format!(
+            "--cpus {cpus} does not match --sockets {} x --cores {} x --threads {} = {}\n",
             spec.sockets,
             spec.cores_per_socket,
             spec.threads_per_core,
             spec.cpus()
         );
+        return Err(clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, message).into());
     }
     spec.validate()?;
     Ok(spec)
@@ -228,7 +231,7 @@ mod tests {
             "--mem",
             "2048",
             "--timeout",
-            "60",
+            "60s",
             "--out",
             "/tmp/results",
             "--",
@@ -253,9 +256,12 @@ mod tests {
     }
 
     #[test]
-    fn refuses_zero_cores() {
-        let args = parse(&["vm", "run", "--cores", "0", "--", "true"]);
-        assert!(spec_from(&args).is_err());
+    fn refuses_zero_cores_and_timeouts_without_a_unit() {
+        let zero = Test::try_parse_from(["vm", "run", "--cores", "0", "--", "true"]);
+        assert_eq!(zero.unwrap_err().exit_code(), 2);
+        let bare = Test::try_parse_from(["vm", "run", "--timeout", "60", "--", "true"]);
+        let err = bare.unwrap_err();
+        assert!(err.to_string().contains("no unit"), "{err}");
     }
 
     #[test]

@@ -1,12 +1,27 @@
 //! Command-line options, their validation, and the BPF configuration built
 //! from them. Everything here is checked before the scheduler is loaded.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use nest_policy::{LlcLayout, Mechanism, Params, PerfMode, parse_duration_ns};
+use nest_policy::{LlcLayout, Params, ParamsArgs, PerfMode, duration_ns_within, duration_within};
 use scx_utils::{NR_CPU_IDS, Topology, compat};
 
 use crate::bpf_intf;
+
+/// The version with the git revision it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("NEST_GIT_REVISION"),
+    ")"
+);
+
+const TUNABLES: &str = "Nest tunables";
+const PLACEMENT: &str = "Placement";
+const STATISTICS: &str = "Statistics";
+const KERNEL: &str = "Kernel and debugging";
 
 /// scx_nest: the Nest scheduler (EuroSys 2022) on sched_ext.
 ///
@@ -15,33 +30,17 @@ use crate::bpf_intf;
 /// being spread over cold idle cores. Runs until SIGINT or SIGTERM.
 ///
 /// Durations take a unit: ns, us, ms, s, or tick(s) (4 ms, the published
-/// 250 Hz). Published defaults: P_remove 2 ticks, S_max 2 ticks, R_max 5,
-/// R_impatient 2.
+/// 250 Hz).
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version = VERSION)]
 pub struct Opts {
-    /// Idle time after which a primary-nest CPU is demoted (P_remove).
-    #[arg(long, default_value = "2ticks", value_name = "DURATION")]
-    pub p_remove: String,
+    #[command(flatten)]
+    pub nest: ParamsArgs,
 
-    /// Longest warm spin of an idle primary-nest CPU (S_max).
-    #[arg(long, default_value = "2ticks", value_name = "DURATION")]
-    pub s_max: String,
-
-    /// Capacity of the reserve nest, in CPUs (R_max).
-    #[arg(long, default_value_t = 5)]
-    pub r_max: u32,
-
-    /// Times a task may find its previous CPU busy before it becomes
-    /// impatient (R_impatient, at least 1).
-    #[arg(long, default_value_t = 2)]
-    pub r_impatient: u32,
-
-    /// Switch mechanisms off for ablation studies, comma-separated: attach,
-    /// reserve, impatience, compaction, exit-demotion, wide-fallback,
-    /// warm-spin, whole-cores (off: the published, SMT-blind placement).
-    #[arg(long, value_delimiter = ',', value_name = "MECHANISMS")]
-    pub disable: Vec<String>,
+    /// Time slice of a task (100us to 1s).
+    #[arg(long, default_value = "4ms", value_name = "DURATION",
+          value_parser = duration_ns_within(100_000..=1_000_000_000), help_heading = TUNABLES)]
+    pub slice: u64,
 
     /// Placement policy: nest; builtin (sched_ext's default idle-CPU
     /// selection only, the minimal baseline for comparisons); slocal (the
@@ -49,55 +48,49 @@ pub struct Opts {
     /// frequency, else the waker's CPU with a move after --smove-delay);
     /// spread (the next idle CPU in a round robin alternating sockets: a
     /// negative control for placement tests, not for real use).
-    #[arg(long, value_enum, default_value_t = Policy::Nest)]
+    #[arg(long, value_enum, default_value_t = Policy::Nest, help_heading = PLACEMENT)]
     pub policy: Policy,
-
-    /// Frequency requests (scx_bpf_cpuperf_set, read by the schedutil
-    /// governor): util (each CPU asks for its utilisation, tracked as the
-    /// fair scheduler's PELT does; schedutil adds its 25% headroom, so
-    /// frequencies follow schedutil's usual rule); nest (util, but CPUs of
-    /// the primary nest ask for the maximum, so the cores Nest keeps warm
-    /// also run fast); max (no requests: the kernel's default, every CPU
-    /// at full speed under schedutil).
-    #[arg(long, default_value = "util", value_name = "MODE", value_parser = PerfMode::parse)]
-    pub perf: PerfMode,
-
-    /// S_move: how long a task may wait on the waker's CPU before it moves
-    /// to the default CPU (D; 1us to 100ms).
-    #[arg(long, default_value = "50us", value_name = "DURATION")]
-    pub smove_delay: String,
-
-    /// Measure each BPF callback's run time (kernel BPF statistics) and
-    /// print the totals at exit as `prog-stats:` lines.
-    #[arg(long)]
-    pub prog_stats: bool,
-
-    /// Time slice of a task (100us to 1s).
-    #[arg(long, default_value = "4ms", value_name = "DURATION")]
-    pub slice: String,
 
     /// Schedule only tasks whose policy is SCHED_EXT (and their children),
     /// leaving every other task to the default scheduler.
-    #[arg(long)]
+    #[arg(long, help_heading = PLACEMENT)]
     pub partial: bool,
 
-    /// Print statistics every SECONDS while scheduling.
-    #[arg(long, value_name = "SECONDS")]
-    pub stats: Option<f64>,
+    /// Print statistics every DURATION while scheduling (e.g. 1s).
+    #[arg(long, value_name = "DURATION", value_parser = duration_within(MIN_INTERVAL_NS..=u64::MAX),
+          help_heading = STATISTICS)]
+    pub stats: Option<Duration>,
 
-    /// Print the statistics of a running scx_nest every SECONDS; does not
-    /// start a scheduler.
-    #[arg(long, value_name = "SECONDS")]
-    pub monitor: Option<f64>,
+    /// Print the statistics of a running scx_nest every DURATION (e.g.
+    /// 1s); does not start a scheduler.
+    #[arg(long, value_name = "DURATION", value_parser = duration_within(MIN_INTERVAL_NS..=u64::MAX),
+          help_heading = STATISTICS)]
+    pub monitor: Option<Duration>,
 
     /// Describe the statistics and exit.
-    #[arg(long)]
+    #[arg(long, help_heading = STATISTICS)]
     pub help_stats: bool,
 
+    /// Measure each BPF callback's run time (kernel BPF statistics) and
+    /// print the totals at exit as `prog-stats:` lines.
+    #[arg(long, help_heading = STATISTICS)]
+    pub prog_stats: bool,
+
     /// How long a runnable task may wait before the kernel ejects the
-    /// scheduler (default: the kernel's, 30 s).
-    #[arg(long, value_name = "DURATION")]
-    pub watchdog: Option<String>,
+    /// scheduler (100ms to 30s; default: the kernel's, 30s).
+    #[arg(long, value_name = "DURATION",
+          value_parser = duration_ns_within(100_000_000..=30_000_000_000), help_heading = KERNEL)]
+    pub watchdog: Option<u64>,
+
+    /// Bytes of the kernel's debug dump when the scheduler is ejected (0:
+    /// the kernel's default).
+    #[arg(long, default_value_t = 0, value_name = "BYTES", help_heading = KERNEL)]
+    pub exit_dump_len: u32,
+
+    /// Print libbpf's messages while loading, debug ones included (by
+    /// default only its warnings).
+    #[arg(short, long, help_heading = KERNEL)]
+    pub verbose: bool,
 
     /// Testing only: S_move counts every CPU as at its minimum frequency,
     /// so that every placement away from the waker's CPU is deferred.
@@ -106,8 +99,18 @@ pub struct Opts {
 
     /// Testing only: never run tasks with this command name, so that the
     /// kernel's watchdog ejects the scheduler.
-    #[arg(long, hide = true, value_name = "COMM")]
+    #[arg(long, hide = true, value_name = "COMM", value_parser = stall_comm)]
     pub debug_stall_comm: Option<String>,
+}
+
+/// The shortest interval of --stats and --monitor.
+const MIN_INTERVAL_NS: u64 = 1_000_000;
+
+fn stall_comm(comm: &str) -> Result<String, String> {
+    if comm.is_empty() || comm.len() >= bpf_intf::scx_nest_consts_COMM_LEN as usize {
+        return Err("must be 1 to 15 bytes long".into());
+    }
+    Ok(comm.to_string())
 }
 
 /// A placement policy scx_nest can run.
@@ -137,90 +140,31 @@ impl Policy {
 pub struct SchedConfig {
     pub policy: Policy,
     params: Params,
-    slice_ns: u64,
     partial: bool,
     watchdog_ms: Option<u32>,
+    exit_dump_len: u32,
     stall_comm: Option<Vec<u8>>,
     smove_at_min: bool,
 }
 
-fn duration_opt(name: &str, text: &str) -> Result<u64> {
-    parse_duration_ns(text).map_err(|e| anyhow::anyhow!("--{name}: {e}"))
-}
-
-fn mechanisms(names: &[String]) -> Result<Vec<Mechanism>> {
-    names
-        .iter()
-        .map(|name| {
-            Mechanism::from_name(name.trim()).with_context(|| {
-                let known: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
-                format!(
-                    "--disable: unknown mechanism '{name}'; known: {}",
-                    known.join(", ")
-                )
-            })
-        })
-        .collect()
-}
-
-fn smove_delay(text: &str) -> Result<u64> {
-    let ns = duration_opt("smove-delay", text)?;
-    if !(1_000..=100_000_000).contains(&ns) {
-        bail!("--smove-delay must be between 1us and 100ms, not {text}");
-    }
-    Ok(ns)
-}
-
 impl SchedConfig {
-    pub fn from_opts(opts: &Opts) -> Result<Self> {
-        if opts.r_impatient == 0 {
-            bail!(
-                "--r-impatient must be at least 1 (to switch impatience off: --disable impatience)"
-            );
-        }
-        let slice_ns = duration_opt("slice", &opts.slice)?;
-        if !(100_000..=1_000_000_000).contains(&slice_ns) {
-            bail!("--slice must be between 100us and 1s, not {}", opts.slice);
-        }
-        let watchdog_ms = match &opts.watchdog {
-            Some(text) => {
-                let ms = duration_opt("watchdog", text)? / 1_000_000;
-                if !(100..=30_000).contains(&ms) {
-                    bail!("--watchdog must be between 100ms and 30s, not {text}");
-                }
-                Some(ms as u32)
-            }
-            None => None,
-        };
-        let stall_comm = match &opts.debug_stall_comm {
-            Some(comm)
-                if comm.is_empty() || comm.len() >= bpf_intf::scx_nest_consts_COMM_LEN as usize =>
-            {
-                bail!("--debug-stall-comm must be 1 to 15 bytes long");
-            }
-            Some(comm) => Some(comm.as_bytes().to_vec()),
-            None => None,
-        };
+    pub fn from_opts(opts: &Opts) -> Self {
         let params = Params {
-            p_remove_ns: duration_opt("p-remove", &opts.p_remove)?,
-            s_max_ns: duration_opt("s-max", &opts.s_max)?,
-            r_max: opts.r_max,
-            r_impatient: opts.r_impatient,
-            disabled: mechanisms(&opts.disable)?,
-            smove_delay_ns: smove_delay(&opts.smove_delay)?,
-            slice_ns,
-            perf: opts.perf,
-            ..Params::default()
+            slice_ns: opts.slice,
+            ..opts.nest.params()
         };
-        Ok(Self {
+        Self {
             policy: opts.policy,
             params,
-            slice_ns,
             partial: opts.partial,
-            watchdog_ms,
-            stall_comm,
+            watchdog_ms: opts.watchdog.map(|ns| (ns / 1_000_000) as u32),
+            exit_dump_len: opts.exit_dump_len,
+            stall_comm: opts
+                .debug_stall_comm
+                .as_ref()
+                .map(|c| c.as_bytes().to_vec()),
             smove_at_min: opts.debug_smove_at_min,
-        })
+        }
     }
 
     /// The frequency-request mode (--perf).
@@ -244,7 +188,7 @@ impl SchedConfig {
             self.params.s_max_ns / 1000,
             self.params.r_max,
             self.params.r_impatient,
-            self.slice_ns / 1000,
+            self.params.slice_ns / 1000,
             self.params.perf.name(),
             if self.partial {
                 "SCHED_EXT tasks only"
@@ -289,8 +233,8 @@ impl SchedConfig {
             .disabled
             .iter()
             .fold(0, |bits, m| bits | m.bit());
-        cfg.slice_ns = self.slice_ns;
-        cfg.slice_min_ns = nest_policy::slice_min_ns(self.slice_ns);
+        cfg.slice_ns = self.params.slice_ns;
+        cfg.slice_min_ns = nest_policy::slice_min_ns(self.params.slice_ns);
         let llcs = LlcLayout::new(topo.all_cpus.values().map(|cpu| (cpu.llc_id, cpu.node_id)))?;
         for cpu in topo.all_cpus.values() {
             cfg.cpu_llc[cpu.id] = llcs.index_of(cpu.llc_id);
@@ -355,6 +299,7 @@ impl SchedConfig {
         if let Some(ms) = self.watchdog_ms {
             ops.timeout_ms = ms;
         }
+        ops.exit_dump_len = self.exit_dump_len;
         Ok(())
     }
 }
@@ -449,9 +394,16 @@ fn current_cpu() -> i32 {
 mod tests {
     use super::*;
 
-    fn config(args: &[&str]) -> Result<SchedConfig> {
+    fn config(args: &[&str]) -> Result<SchedConfig, clap::Error> {
         let argv = std::iter::once("scx_nest").chain(args.iter().copied());
-        SchedConfig::from_opts(&Opts::parse_from(argv))
+        Ok(SchedConfig::from_opts(&Opts::try_parse_from(argv)?))
+    }
+
+    /// The message of a refused command line; clap exits 2 for these.
+    fn usage_error(args: &[&str]) -> String {
+        let err = config(args).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        err.to_string()
     }
 
     #[test]
@@ -463,6 +415,11 @@ mod tests {
         assert_eq!(
             config(&["--policy", "slocal"]).unwrap().policy,
             Policy::Slocal
+        );
+        let err = usage_error(&["--policy", "fast"]);
+        assert!(
+            err.contains("[possible values: nest, builtin, slocal, smove, spread]"),
+            "{err}"
         );
     }
 
@@ -489,18 +446,78 @@ mod tests {
             let cfg = config(&["--perf", mode.name()]).unwrap();
             assert_eq!(cfg.params.perf, mode);
         }
-        let argv = ["scx_nest", "--perf", "turbo"];
-        let err = Opts::try_parse_from(argv).unwrap_err().to_string();
+        let err = usage_error(&["--perf", "turbo"]);
         assert!(err.contains("valid: util, nest, max"), "{err}");
     }
 
     #[test]
-    fn the_smove_delay_is_validated() {
+    fn durations_need_units_and_stay_in_their_ranges() {
         let cfg = config(&["--policy", "smove", "--smove-delay", "200us"]).unwrap();
         assert_eq!(cfg.params.smove_delay_ns, 200_000);
-        for bad in ["0us", "500ns", "1s", "fast"] {
-            let err = config(&["--smove-delay", bad]).unwrap_err().to_string();
-            assert!(err.contains("--smove-delay"), "{bad}: {err}");
+        for bad in ["0us", "500ns", "1s"] {
+            let err = usage_error(&["--smove-delay", bad]);
+            assert!(
+                err.contains("--smove-delay") && err.contains("between 1us and 100ms"),
+                "{bad}: {err}"
+            );
         }
+        let err = usage_error(&["--slice", "fast"]);
+        assert!(err.contains("ns, us, ms, s or tick(s)"), "{err}");
+        let err = usage_error(&["--stats", "1"]);
+        assert!(err.contains("--stats") && err.contains("no unit"), "{err}");
+        let opts = Opts::try_parse_from(["scx_nest", "--stats", "500ms", "--watchdog", "2s"]);
+        let opts = opts.unwrap();
+        assert_eq!(opts.stats, Some(Duration::from_millis(500)));
+        assert_eq!(SchedConfig::from_opts(&opts).watchdog_ms, Some(2000));
+        let err = usage_error(&["--watchdog", "31s"]);
+        assert!(err.contains("between 100ms and 30s"), "{err}");
+    }
+
+    #[test]
+    fn other_bad_values_are_usage_errors_that_say_what_is_valid() {
+        use nest_policy::Mechanism;
+        let cfg = config(&["--disable", "reserve,warm-spin"]).unwrap();
+        assert_eq!(
+            cfg.params.disabled,
+            vec![Mechanism::Reserve, Mechanism::WarmSpin]
+        );
+        let err = usage_error(&["--disable", "spinning"]);
+        assert!(err.contains("valid: attach, reserve,"), "{err}");
+        let err = usage_error(&["--r-impatient", "0"]);
+        assert!(err.contains("--r-impatient"), "{err}");
+        let err = usage_error(&["--debug-stall-comm", "a-name-of-16-byte"]);
+        assert!(err.contains("1 to 15 bytes"), "{err}");
+    }
+
+    #[test]
+    fn exit_dump_len_and_verbose_are_taken() {
+        let opts = Opts::try_parse_from(["scx_nest", "-v", "--exit-dump-len", "65536"]).unwrap();
+        assert!(opts.verbose);
+        assert_eq!(SchedConfig::from_opts(&opts).exit_dump_len, 65536);
+        assert!(!Opts::try_parse_from(["scx_nest"]).unwrap().verbose);
+    }
+
+    #[test]
+    fn the_version_names_the_git_revision() {
+        let err = Opts::try_parse_from(["scx_nest", "-V"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("scx_nest {} (git ", env!("CARGO_PKG_VERSION"))),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn help_groups_the_options_by_topic() {
+        use clap::CommandFactory;
+        let help = Opts::command().render_help().to_string();
+        let position = |text: &str| help.find(text).unwrap_or_else(|| panic!("{text}: {help}"));
+        assert!(position("Nest tunables:") < position("--p-remove"));
+        assert!(position("--disable") < position("--slice"));
+        assert!(position("--slice") < position("Placement:"));
+        assert!(position("Placement:") < position("--partial"));
+        assert!(position("Statistics:") < position("--monitor"));
+        assert!(position("Kernel and debugging:") < position("--exit-dump-len"));
     }
 }

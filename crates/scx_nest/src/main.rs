@@ -19,6 +19,7 @@ mod preflight;
 mod progstats;
 mod stats;
 
+use std::io::IsTerminal;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -164,29 +165,47 @@ fn init_logging() -> Result<()> {
         .set_thread_level(simplelog::LevelFilter::Off)
         .set_location_level(simplelog::LevelFilter::Off)
         .build();
+    // Colours only for a person: logs captured to a file or pipe stay plain.
+    let colour = if std::io::stderr().is_terminal() {
+        simplelog::ColorChoice::Auto
+    } else {
+        simplelog::ColorChoice::Never
+    };
     simplelog::TermLogger::init(
         simplelog::LevelFilter::Info,
         config,
         simplelog::TerminalMode::Stderr,
-        simplelog::ColorChoice::Auto,
+        colour,
     )?;
     Ok(())
 }
 
-fn check_interval(interval: Option<f64>) -> Result<()> {
-    match interval {
-        Some(secs) if !(secs > 0.0 && secs.is_finite()) => {
-            anyhow::bail!(
-                "the statistics interval must be a positive number of seconds, not {secs}"
-            )
-        }
-        _ => Ok(()),
+/// libbpf's messages go to stderr: with --verbose all of them, otherwise
+/// its warnings only (its notes on struct_ops members this kernel lacks
+/// are informational).
+fn init_libbpf_messages(verbose: bool) {
+    let print: (libbpf_rs::PrintLevel, libbpf_rs::PrintCallback) = if verbose {
+        (libbpf_rs::PrintLevel::Debug, |_, message| {
+            eprint!("{message}")
+        })
+    } else {
+        (libbpf_rs::PrintLevel::Warn, print_libbpf_warning)
+    };
+    libbpf_rs::set_print(Some(print));
+}
+
+fn print_libbpf_warning(_: libbpf_rs::PrintLevel, message: String) {
+    // scx_ops_attach! attaches the whole skeleton before the struct_ops
+    // map; libbpf-rs skeletons give libbpf no link slot for that map, so
+    // libbpf warns on every start although the macro attaches it next.
+    if !message.contains("BPF map skeleton link is uninitialized") {
+        eprint!("{message}");
     }
 }
 
-fn spawn_monitor(interval: f64, shutdown: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+fn spawn_monitor(interval: Duration, shutdown: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        if let Err(err) = stats::monitor(Duration::from_secs_f64(interval), shutdown) {
+        if let Err(err) = stats::monitor(interval, shutdown) {
             warn!("statistics monitor stopped: {err}");
         }
     })
@@ -207,9 +226,8 @@ fn run(opts: Opts) -> Result<()> {
         stats::server_data().describe_meta(&mut std::io::stdout(), None)?;
         return Ok(());
     }
-    check_interval(opts.stats)?;
-    check_interval(opts.monitor)?;
     init_logging()?;
+    init_libbpf_messages(opts.verbose);
 
     let shutdown = Arc::new(AtomicBool::new(false));
     let on_signal = shutdown.clone();
@@ -224,7 +242,7 @@ fn run(opts: Opts) -> Result<()> {
     }
 
     // Everything that can be refused is checked before anything is loaded.
-    let cfg = SchedConfig::from_opts(&opts)?;
+    let cfg = SchedConfig::from_opts(&opts);
     preflight::check(cfg.policy == config::Policy::Smove)?;
     if let Some(interval) = opts.stats {
         spawn_monitor(interval, shutdown.clone());

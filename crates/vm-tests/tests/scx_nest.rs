@@ -67,7 +67,10 @@ fn show_output(report: &Report) {
 #[ignore = "boots a QEMU guest; run via scripts/test.sh"]
 fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
     let load_seconds = 10;
-    let (outcome, report) = guest("lifecycle.sh", &[&load_seconds.to_string(), "--stats", "2"]);
+    let (outcome, report) = guest(
+        "lifecycle.sh",
+        &[&load_seconds.to_string(), "--stats", "2s"],
+    );
     show_output(&report);
     let mut problems = lifecycle_problems(&report);
     problems.extend(kernel_problems(&outcome.console_log));
@@ -113,7 +116,7 @@ fn scx_nest_survives_cpu_hotplug_under_a_hostile_load() {
     let (outcome, report) = guest_on(
         &two_sockets_smt(),
         "robustness.sh",
-        &[&load_seconds.to_string(), "--stats", "4"],
+        &[&load_seconds.to_string(), "--stats", "4s"],
     );
     show_output(&report);
     for key in [
@@ -200,9 +203,10 @@ fn scx_nest_refuses_non_root_a_second_scheduler_and_bad_options() {
         "{}",
         fact("second_message")
     );
-    assert_eq!(fact("bad_option_exit"), "1");
+    assert_eq!(fact("bad_option_exit"), "2", "a usage error");
     assert!(
-        fact("bad_option_message").contains("--p-remove"),
+        fact("bad_option_message").contains("--p-remove")
+            && fact("bad_option_message").contains("no unit"),
         "{}",
         fact("bad_option_message")
     );

@@ -58,7 +58,7 @@ fn default_and_nest_traces_are_sane() {
         .args(["trace", "compare"])
         .arg(out.join("default.trace"))
         .arg(out.join("nest.trace"))
-        .arg("--html")
+        .arg("--out")
         .arg(&html)
         .status()
         .expect("cannot run nest trace compare");

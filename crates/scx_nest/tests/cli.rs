@@ -1,0 +1,43 @@
+//! scx_nest's command line, from the built binary: everything here is
+//! decided before the scheduler is loaded, so it needs neither root nor
+//! sched_ext.
+
+use std::process::{Command, Output};
+
+fn scx_nest(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_scx_nest"))
+        .args(args)
+        .output()
+        .expect("cannot run scx_nest")
+}
+
+#[test]
+fn version_names_the_git_revision() {
+    for flag in ["-V", "--version"] {
+        let output = scx_nest(&[flag]);
+        assert!(output.status.success());
+        let text = String::from_utf8_lossy(&output.stdout);
+        let prefix = format!("scx_nest {} (git ", env!("CARGO_PKG_VERSION"));
+        assert!(text.starts_with(&prefix) && text.ends_with(")\n"), "{text}");
+    }
+}
+
+#[test]
+fn bad_values_are_usage_errors_that_say_what_is_valid() {
+    for (args, valid) in [
+        (&["--slice", "8"][..], "ns, us, ms, s or tick(s)"),
+        (&["--stats", "1"], "ns, us, ms, s or tick(s)"),
+        (&["--slice", "2s"], "between 100us and 1s"),
+        (
+            &["--policy", "eevdf"],
+            "[possible values: nest, builtin, slocal, smove, spread]",
+        ),
+        (&["--disable", "spin"], "valid: attach, reserve,"),
+    ] {
+        let output = scx_nest(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.contains(valid), "{args:?}: {err}");
+        assert!(!err.contains('\x1b'), "colour codes into a pipe: {err:?}");
+    }
+}
