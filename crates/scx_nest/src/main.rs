@@ -205,15 +205,29 @@ fn print_libbpf_warning(_: libbpf_rs::PrintLevel, message: String) {
 
 fn spawn_monitor(interval: Duration, shutdown: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        if let Err(err) = stats::monitor(interval, shutdown) {
+        // A reader that stopped (`--monitor 1s | head`) ends the monitor
+        // quietly; the scheduler, if attached, keeps running.
+        if let Err(err) = stats::monitor(interval, shutdown)
+            && !is_broken_pipe(&err)
+        {
             warn!("statistics monitor stopped: {err}");
         }
+    })
+}
+
+/// The output went into a pipe whose reader stopped.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
 
 fn main() -> std::process::ExitCode {
     match run(Opts::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) if is_broken_pipe(&err) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("scx_nest: {err:#}");
             std::process::ExitCode::FAILURE

@@ -41,3 +41,25 @@ fn bad_values_are_usage_errors_that_say_what_is_valid() {
         assert!(!err.contains('\x1b'), "colour codes into a pipe: {err:?}");
     }
 }
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    // The reader is gone before scx_nest writes (it closes its end at
+    // once): scx_nest must end with status 0 and say nothing. Before the
+    // fix it said "Broken pipe" and exited 1.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scx_nest"))
+        .arg("--help-stats")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run scx_nest");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("scx_nest did not finish");
+    assert!(output.status.success(), "{:?}", output.status);
+    assert!(
+        output.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
