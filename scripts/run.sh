@@ -6,7 +6,8 @@
 #   3. boot a 2-socket x 4-core x 2-thread sched_ext guest and run the same
 #      kind of workload under the default scheduler and under scx_nest,
 #      with scx_nest's live statistics.
-# Results also go to out/ (the simulation as CSV).
+#   4. print a short summary of both.
+# Results also go to out/ (the simulation as CSV, the guest's output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,7 @@ target/release/nest sim --csv out/sim
 step "real kernel: default scheduler vs scx_nest in a 2x4x2 QEMU guest"
 echo "(software emulation: compare where tasks run, not how fast)"
 target/release/nest vm run --sockets 2 --cores 4 --threads 2 --numa --timeout 600s -- \
-	scripts/guest-demo.sh target/release
+	scripts/guest-demo.sh target/release | tee out/guest-demo.txt
 
-step "done: simulation table above and in out/sim/runs.csv"
+step "summary (details above; the simulation in out/sim/, the guest in out/guest-demo.txt)"
+scripts/summary.sh out/sim/runs.csv out/guest-demo.txt
