@@ -285,7 +285,7 @@ fn run_report(a: ReportArgs) -> anyhow::Result<()> {
     if let Some(dir) = &a.svg_dir {
         report::write_pictures(&analysis, dir, a.png)?;
     }
-    print(&analysis.summary.to_csv())
+    print(&analysis.summary.to_text())
 }
 
 fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
@@ -299,7 +299,7 @@ fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
     };
     let (x, y) = (load(&a.a)?, load(&a.b)?);
     write(&a.out, &report::html_compare(&x, &y))?;
-    print(&report::compare_table(&x, &y).to_csv())
+    print(&report::compare_table(&x, &y).to_text())
 }
 
 fn run_export(a: ExportArgs) -> anyhow::Result<()> {
@@ -315,7 +315,7 @@ fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
         None => {
             let text: Vec<String> = tables
                 .iter()
-                .map(|t| format!("# {}\n{}", t.name, t.to_csv()))
+                .map(|t| format!("# {}\n{}", t.name, t.to_text()))
                 .collect();
             print(&text.join("\n"))
         }

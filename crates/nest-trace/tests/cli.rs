@@ -240,3 +240,43 @@ fn malformed_files_are_refused_naming_the_file_and_line() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn metrics_lacking_their_events_say_which_instead_of_zeros() {
+    use nest_trace::report::{ReportOptions, all_tables};
+    let table = |fixture_name: &str, name: &str| {
+        let trace = nest_trace::input::load(std::path::Path::new(&fixture(fixture_name))).unwrap();
+        let tables = all_tables(&trace, &ReportOptions::default());
+        tables.into_iter().find(|t| t.name == name).unwrap()
+    };
+    let no_freq = table("real/perf-script.txt", "frequency_residency");
+    assert!(no_freq.rows.is_empty());
+    let reason = no_freq.missing.unwrap();
+    assert!(
+        reason.starts_with("no cpu_frequency events in this trace"),
+        "{reason}"
+    );
+    assert!(
+        table("tracefs.txt", "frequency_residency")
+            .missing
+            .is_none()
+    );
+    let no_nest = table("tracefs.txt", "nest_activity");
+    assert!(
+        no_nest
+            .missing
+            .unwrap()
+            .starts_with("no NestChange or WarmSpin events")
+    );
+    let summary = table("real/perf-script.txt", "summary");
+    let p50 = summary
+        .rows
+        .iter()
+        .find(|r| r[0] == "wakeup_p50_ns".into())
+        .unwrap();
+    assert_ne!(
+        p50[1],
+        nest_trace::table::Cell::Text("n/a".into()),
+        "the fixture has wakeups"
+    );
+}
