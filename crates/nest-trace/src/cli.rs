@@ -9,10 +9,10 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use crate::format;
+use crate::input;
 use crate::metrics::FreqBands;
 use crate::model::Trace;
 use crate::perfetto;
-use crate::readers::{self, TextFormat};
 use crate::record::{self, RecordOptions, Workload};
 use crate::report::{self, ReportOptions};
 use nest_policy::{duration_ns_within, duration_within, format_duration_ns, parse_duration_ns};
@@ -31,7 +31,8 @@ pub enum TraceCommand {
     /// Record the machine's schedule with tracefs while a command runs (or
     /// for a duration). Needs root.
     Record(RecordArgs),
-    /// Turn perf script, trace-cmd report or tracefs text into a trace file.
+    /// Turn trace.dat, perf.data, or the text of tracefs, perf script or
+    /// trace-cmd report into a nest trace file.
     Import(ImportArgs),
     /// Summarise a trace; write an HTML report and/or pictures.
     Report(ReportArgs),
@@ -54,8 +55,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DURATION", conflicts_with = "command",
           required_unless_present = "command", value_parser = duration_within(1..=u64::MAX))]
     pub duration: Option<Duration>,
-    /// Trace file to write.
-    #[arg(long, short, default_value = "nest.trace")]
+    /// Nest trace file to write.
+    #[arg(long, short, default_value = "trace.nest.jsonl")]
     pub out: PathBuf,
     /// Per-CPU trace buffer size in KiB.
     #[arg(long, default_value_t = 32 * 1024)]
@@ -73,22 +74,17 @@ pub struct RecordArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).multiple(false)))]
 pub struct ImportArgs {
-    /// Text of `perf script` (after `perf sched record`).
-    #[arg(long, group = "input", value_name = "F")]
-    pub perf_script: Option<PathBuf>,
-    /// Text of `trace-cmd report`.
-    #[arg(long, group = "input", value_name = "F")]
-    pub trace_cmd: Option<PathBuf>,
-    /// Text of tracefs `trace` or `trace_pipe`.
-    #[arg(long, group = "input", value_name = "F")]
-    pub tracefs: Option<PathBuf>,
-    /// Trace file to write.
-    #[arg(long, short, default_value = "nest.trace")]
+    /// The file to import, recognised by its content: trace-cmd's
+    /// trace.dat (read with `trace-cmd report`), perf.data (read with
+    /// `perf script`), the text of tracefs, `perf script` or
+    /// `trace-cmd report`, or a nest trace.
+    pub input: PathBuf,
+    /// Nest trace file to write.
+    #[arg(long, short, default_value = "trace.nest.jsonl")]
     pub out: PathBuf,
     /// Take the topology from the sysfs under this root (e.g. `/` when the
-    /// text was recorded on this machine); default: one flat socket.
+    /// trace was recorded on this machine); default: one flat socket.
     #[arg(long, value_name = "ROOT")]
     pub topology_root: Option<PathBuf>,
 }
@@ -132,7 +128,8 @@ impl AnalysisArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Trace file.
+    /// Trace file: a nest trace, trace.dat, perf.data or trace text
+    /// (recognised by content).
     pub trace: PathBuf,
     /// Write a self-contained HTML report to this file.
     #[arg(long, short, value_name = "REPORT.html")]
@@ -162,7 +159,8 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Trace file.
+    /// Trace file: a nest trace, trace.dat, perf.data or trace text
+    /// (recognised by content).
     pub trace: PathBuf,
     /// Write the Perfetto protobuf trace to this file.
     #[arg(long, short, value_name = "TRACE.perfetto")]
@@ -171,7 +169,8 @@ pub struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub struct MetricsArgs {
-    /// Trace file.
+    /// Trace file: a nest trace, trace.dat, perf.data or trace text
+    /// (recognised by content).
     pub trace: PathBuf,
     /// Write one CSV file per metric into this directory.
     #[arg(long, value_name = "DIR")]
@@ -182,7 +181,8 @@ pub struct MetricsArgs {
 
 #[derive(Debug, Args)]
 pub struct TreeArgs {
-    /// Trace file.
+    /// Trace file: a nest trace, trace.dat, perf.data or trace text
+    /// (recognised by content).
     pub trace: PathBuf,
     /// Root of the process tree (default: the recorded command, meta
     /// `command_pid`).
@@ -245,19 +245,11 @@ fn run_record(a: RecordArgs) -> anyhow::Result<()> {
 }
 
 fn run_import(a: ImportArgs) -> anyhow::Result<()> {
-    let (path, fmt) = match (a.perf_script, a.trace_cmd, a.tracefs) {
-        (Some(p), _, _) => (p, TextFormat::PerfScript),
-        (_, Some(p), _) => (p, TextFormat::TraceCmd),
-        (_, _, Some(p)) => (p, TextFormat::Tracefs),
-        _ => bail!("give --perf-script, --trace-cmd or --tracefs"),
-    };
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut trace = readers::read_text(&String::from_utf8_lossy(&bytes), fmt)
-        .with_context(|| format!("{}: cannot import", path.display()))?;
+    let mut trace = input::load(&a.input)?;
     if let Some(root) = &a.topology_root {
         trace.topology = read_sysfs_topology(root)?;
     }
-    trace.meta_set("imported_from", path.display().to_string());
+    trace.meta_set("imported_from", a.input.display().to_string());
     format::save(&trace, &a.out)?;
     eprintln!(
         "imported {} events to {}",
@@ -267,15 +259,25 @@ fn run_import(a: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The name of a trace in reports: its file name without `.nest.jsonl`
+/// (or its last extension).
 fn stem(path: &Path) -> String {
-    path.file_stem().map_or_else(
-        || path.display().to_string(),
-        |s| s.to_string_lossy().into_owned(),
-    )
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    match name {
+        Some(name) => match name.strip_suffix(&format!(".{}", format::FILE_EXTENSION)) {
+            Some(stem) => stem.to_string(),
+            None => path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        },
+        None => path.display().to_string(),
+    }
 }
 
 fn run_report(a: ReportArgs) -> anyhow::Result<()> {
-    let trace = format::load(&a.trace)?;
+    let trace = input::load(&a.trace)?;
     let analysis = report::analyse(&trace, &stem(&a.trace), &a.analysis.options_for(&trace)?);
     if let Some(html) = &a.out {
         write(html, &report::html_report(&analysis))?;
@@ -283,12 +285,12 @@ fn run_report(a: ReportArgs) -> anyhow::Result<()> {
     if let Some(dir) = &a.svg_dir {
         report::write_pictures(&analysis, dir, a.png)?;
     }
-    print(&analysis.summary.to_csv())
+    print(&analysis.summary.to_text())
 }
 
 fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
     let load = |p: &Path| -> anyhow::Result<report::Analysis> {
-        let trace: Trace = format::load(p)?;
+        let trace: Trace = input::load(p)?;
         Ok(report::analyse(
             &trace,
             &stem(p),
@@ -297,23 +299,23 @@ fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
     };
     let (x, y) = (load(&a.a)?, load(&a.b)?);
     write(&a.out, &report::html_compare(&x, &y))?;
-    print(&report::compare_table(&x, &y).to_csv())
+    print(&report::compare_table(&x, &y).to_text())
 }
 
 fn run_export(a: ExportArgs) -> anyhow::Result<()> {
-    let trace = format::load(&a.trace)?;
+    let trace = input::load(&a.trace)?;
     perfetto::write_perfetto(&trace, &a.out)
 }
 
 fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
-    let trace = format::load(&a.trace)?;
+    let trace = input::load(&a.trace)?;
     let tables = report::all_tables(&trace, &a.analysis.options_for(&trace)?);
     match &a.csv {
         Some(dir) => report::write_csvs(&tables, dir),
         None => {
             let text: Vec<String> = tables
                 .iter()
-                .map(|t| format!("# {}\n{}", t.name, t.to_csv()))
+                .map(|t| format!("# {}\n{}", t.name, t.to_text()))
                 .collect();
             print(&text.join("\n"))
         }
@@ -322,7 +324,7 @@ fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
 
 fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
     use crate::model::EventKind;
-    let trace = format::load(&a.trace)?;
+    let trace = input::load(&a.trace)?;
     let root = match a.pid {
         Some(pid) => pid,
         None => trace

@@ -21,6 +21,10 @@ use crate::model::{Event, Topology, Trace};
 pub const FORMAT_NAME: &str = "nest-trace";
 /// The only version this code reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
+/// The extension of nest trace files in defaults and docs
+/// (`run.nest.jsonl`). Files of any name are read: [`crate::input`] tells
+/// them by their first line.
+pub const FILE_EXTENSION: &str = "nest.jsonl";
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -3,6 +3,7 @@
 //!
 //! - [`model`]: the event model (a contract shared with the simulator).
 //! - [`format`](mod@format): the trace file (JSON Lines), save and load.
+//! - [`input`]: open any trace file (nest, trace.dat, perf.data, text) by content.
 //! - [`readers`]: `perf script`, `trace-cmd report` and tracefs text.
 //! - [`record`]: record a real schedule through a private tracefs instance.
 //! - [`timeline`]: the per-CPU, per-task state replayed from events.
@@ -15,6 +16,7 @@
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod input;
 pub mod metrics;
 pub mod model;
 pub mod perfetto;

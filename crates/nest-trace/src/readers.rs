@@ -33,7 +33,8 @@ pub enum TextFormat {
 }
 
 impl TextFormat {
-    fn name(self) -> &'static str {
+    /// The tool's name, as in the `source` meta entry.
+    pub fn name(self) -> &'static str {
         match self {
             TextFormat::Tracefs => "tracefs",
             TextFormat::PerfScript => "perf script",
@@ -55,6 +56,32 @@ pub fn read_perf_script(text: &str) -> Result<Trace, ParseError> {
 /// Read `trace-cmd report` text.
 pub fn read_trace_cmd(text: &str) -> Result<Trace, ParseError> {
     read_text(text, TextFormat::TraceCmd)
+}
+
+/// Which tool printed `text`, told by its content: `trace-cmd report`
+/// begins with `cpus=N` or `version = N`, `perf script` names events with
+/// their subsystem (`sched:sched_switch:`), anything else is read as
+/// tracefs text. Only the `source` meta entry depends on it: one parser
+/// reads all three.
+pub fn detect_text_format(text: &str) -> TextFormat {
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("cpus=") || line.starts_with("version =") {
+            return TextFormat::TraceCmd;
+        }
+        if is_header(line) || lost_events(line).is_some() {
+            continue;
+        }
+        let subsystem_event = |word: &str| {
+            word.strip_suffix(':')
+                .is_some_and(|w| w.split_once(':').is_some_and(|(sub, _)| !sub.is_empty()))
+        };
+        return if line.split_whitespace().any(subsystem_event) {
+            TextFormat::PerfScript
+        } else {
+            TextFormat::Tracefs
+        };
+    }
+    TextFormat::Tracefs
 }
 
 /// Read scheduler events from `text` printed by `format`'s tool. The

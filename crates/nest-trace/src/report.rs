@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::metrics::{self, FreqBands, IntervalStats};
-use crate::model::Trace;
+use crate::model::{EventKind, Trace};
 use crate::svg;
 use crate::table::{Cell, Table, escape};
 use crate::timeline::Timeline;
@@ -36,6 +36,18 @@ impl Default for ReportOptions {
     }
 }
 
+/// What a metric table says instead of zeros when the trace lacks the
+/// events it is computed from.
+const NO_SWITCH: &str = "no sched_switch events in this trace (record sched:sched_switch)";
+const NO_WAKEUP: &str =
+    "no sched_wakeup or sched_waking events in this trace (record sched:sched_wakeup)";
+const NO_MIGRATE: &str =
+    "no sched_migrate_task events in this trace (record sched:sched_migrate_task)";
+const NO_FREQUENCY: &str = "no cpu_frequency events in this trace (record on a machine with \
+     cpufreq: nest trace record samples it every --freq-period; QEMU guests have none)";
+const NO_NEST: &str =
+    "no NestChange or WarmSpin events in this trace (only `nest sim` traces have them)";
+
 /// Everything a report shows about one trace.
 pub struct Analysis {
     pub name: String,
@@ -57,19 +69,26 @@ pub fn analyse(trace: &Trace, name: &str, opts: &ReportOptions) -> Analysis {
         .clone()
         .unwrap_or_else(|| FreqBands::for_trace(trace));
     let stats = metrics::interval_stats(&tl, opts.interval_ns);
-    let residency = metrics::frequency_residency(&tl, &bands);
+    let has = |wanted: fn(&EventKind) -> bool| trace.events.iter().any(|e| wanted(&e.kind));
+    let switches = has(|k| matches!(k, EventKind::Switch { .. }));
+    let wakeups = has(|k| matches!(k, EventKind::Wakeup { .. }));
+    let migrations = has(|k| matches!(k, EventKind::Migrate { .. }));
+    let frequencies = has(|k| matches!(k, EventKind::Frequency { .. }));
+    let nest_events =
+        has(|k| matches!(k, EventKind::NestChange { .. } | EventKind::WarmSpin { .. }));
+    let residency = metrics::frequency_residency(&tl, &bands).requiring(frequencies, NO_FREQUENCY);
     let tables = vec![
-        metrics::work_conservation_summary(&tl, opts.wc_min_ns),
-        metrics::wakeup_latency(&tl),
+        metrics::work_conservation_summary(&tl, opts.wc_min_ns).requiring(switches, NO_SWITCH),
+        metrics::wakeup_latency(&tl).requiring(wakeups, NO_WAKEUP),
         residency.clone(),
-        metrics::underload(&tl, opts.interval_ns),
-        metrics::cpus_used(&tl, opts.interval_ns),
-        metrics::concurrency(&tl, opts.interval_ns),
-        metrics::work_conservation(&tl, opts.wc_min_ns),
-        metrics::task_times(&tl),
-        metrics::migrations(&tl),
-        metrics::smt_sharing(&tl),
-        metrics::nest_activity(&tl),
+        metrics::underload(&tl, opts.interval_ns).requiring(switches, NO_SWITCH),
+        metrics::cpus_used(&tl, opts.interval_ns).requiring(switches, NO_SWITCH),
+        metrics::concurrency(&tl, opts.interval_ns).requiring(switches, NO_SWITCH),
+        metrics::work_conservation(&tl, opts.wc_min_ns).requiring(switches, NO_SWITCH),
+        metrics::task_times(&tl).requiring(switches, NO_SWITCH),
+        metrics::migrations(&tl).requiring(migrations, NO_MIGRATE),
+        metrics::smt_sharing(&tl).requiring(switches, NO_SWITCH),
+        metrics::nest_activity(&tl).requiring(nest_events, NO_NEST),
     ];
     let mut pictures = vec![
         ("run_queue_heatmap".to_string(), svg::run_queue_heatmap(&tl)),
@@ -114,7 +133,7 @@ fn summary(trace: &Trace, tl: &Timeline, stats: &[IntervalStats], tables: &[Tabl
             .iter()
             .find(|t| t.name == name)
             .and_then(|t| t.get(0, col).cloned())
-            .unwrap_or(Cell::Int(0))
+            .unwrap_or_else(|| Cell::Text("n/a".to_string()))
     };
     let busy: u64 = tl.runs.iter().map(|r| r.end - r.start).sum();
     let rows: Vec<(&str, Cell)> = vec![

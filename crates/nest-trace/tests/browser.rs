@@ -138,8 +138,8 @@ fn html_report_loads_in_headless_chromium_without_console_errors() {
         "{}/tests/fixtures/real/tracefs.txt",
         env!("CARGO_MANIFEST_DIR")
     );
-    nest(&["import", "--tracefs", &fixture, "--out", &p("real.trace")]);
-    nest(&["report", &p("real.trace"), "--out", &p("report.html")]);
+    nest(&["import", &fixture, "--out", &p("real.nest.jsonl")]);
+    nest(&["report", &p("real.nest.jsonl"), "--out", &p("report.html")]);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
 
     // Control: the probe sees a deliberate error.

@@ -27,7 +27,8 @@ enum TraceCommand {
 
 #[derive(Debug, Args)]
 struct ReplayArgs {
-    /// Trace file.
+    /// Trace file: a nest trace, trace.dat, perf.data or trace text
+    /// (recognised by content).
     trace: PathBuf,
     /// Workload file to write.
     #[arg(long, short, value_name = "WORKLOAD.json")]
@@ -54,7 +55,7 @@ pub fn run(args: TraceArgs) -> Result<()> {
 }
 
 fn run_replay(a: ReplayArgs) -> Result<()> {
-    let trace = nest_trace::format::load(&a.trace)?;
+    let trace = nest_trace::input::load(&a.trace)?;
     let root = match (a.pid, a.comm) {
         (Some(pid), _) => Root::Pid(pid),
         (_, Some(comm)) => Root::Comm(comm),
@@ -107,10 +108,10 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../nest-trace/tests/fixtures/real/tracefs.txt"
         );
-        nest_trace(&["import", "--tracefs", fixture, "--out", &p("t.trace")]).unwrap();
+        nest_trace(&["import", fixture, "--out", &p("t.nest.jsonl")]).unwrap();
         nest_trace(&[
             "replay",
-            &p("t.trace"),
+            &p("t.nest.jsonl"),
             "--out",
             &p("w.json"),
             "--comm",
@@ -120,13 +121,20 @@ mod tests {
         let text = std::fs::read_to_string(dir.join("w.json")).unwrap();
         let w = nest_sim::workload::rtapp::parse(&text, "w.json").unwrap();
         assert_eq!(w.programs.len(), 6);
-        let e = nest_trace(&["replay", &p("t.trace"), "--out", &p("x.json"), "--pid", "1"])
-            .unwrap_err();
+        let e = nest_trace(&[
+            "replay",
+            &p("t.nest.jsonl"),
+            "--out",
+            &p("x.json"),
+            "--pid",
+            "1",
+        ])
+        .unwrap_err();
         assert!(
             format!("{e:#}").ends_with("pid 1 does not appear in the trace"),
             "{e:#}"
         );
-        assert!(nest_trace(&["replay", &p("t.trace"), "--pid", "1", "--comm", "sh"]).is_err());
+        assert!(nest_trace(&["replay", &p("t.nest.jsonl"), "--pid", "1", "--comm", "sh"]).is_err());
         std::fs::remove_dir_all(&dir).ok();
     }
 }

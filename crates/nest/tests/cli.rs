@@ -50,12 +50,12 @@ fn a_closed_pipe_ends_quietly_with_status_0() {
 
     let dir = std::env::temp_dir().join(format!("nest-cli-pipe-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let trace = dir.join("t.trace").display().to_string();
+    let trace = dir.join("t.nest.jsonl").display().to_string();
     let fixture = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../nest-trace/tests/fixtures/tracefs.txt"
     );
-    let import = nest(&["trace", "import", "--tracefs", fixture, "-o", &trace]);
+    let import = nest(&["trace", "import", fixture, "-o", &trace]);
     assert!(import.status.success(), "{}", stderr(&import));
     let output = nest_into_closed_pipe(&["trace", "metrics", &trace]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -156,6 +156,61 @@ fn csv_writes_every_table_into_the_directory() {
         let header = text.lines().next().unwrap_or_default();
         assert!(header.contains(column), "{file}: {header}");
         assert!(text.lines().count() > 2, "{file} has rows");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Binary traces are told by their first bytes, whatever their name, and
+/// without the tool that reads them the error names the Debian package.
+/// PATH is emptied so the tools are missing even where they are installed.
+#[test]
+fn a_binary_trace_without_its_tool_says_which_package_to_install() {
+    let dir = std::env::temp_dir().join(format!("nest-cli-tools-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("empty-path")).unwrap();
+    let cases = [
+        (
+            "a.nest.jsonl",
+            &b"\x17\x08\x44tracing6\0\0\0"[..],
+            "trace-cmd trace.dat",
+            "`trace-cmd`",
+            "apt-get install trace-cmd",
+        ),
+        (
+            "b.dat",
+            &b"PERFILE2\0\0\0\0"[..],
+            "perf.data",
+            "`perf`",
+            "apt-get install linux-perf",
+        ),
+    ];
+    for (name, bytes, what, tool, install) in cases {
+        let file = dir.join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let out = ["-o", "/nonexistent/out"];
+        let commands: [(&str, &[&str]); 6] = [
+            ("import", &out),
+            ("report", &[]),
+            ("metrics", &[]),
+            ("tree", &[]),
+            ("export", &out),
+            ("replay", &out),
+        ];
+        for (command, options) in commands {
+            let output = Command::new(env!("CARGO_BIN_EXE_nest"))
+                .env("PATH", dir.join("empty-path"))
+                .args(["trace", command])
+                .arg(&file)
+                .args(options)
+                .output()
+                .unwrap();
+            let err = stderr(&output);
+            assert_eq!(output.status.code(), Some(1), "{command} {name}: {err}");
+            assert!(err.contains(&file.display().to_string()), "{err}");
+            assert!(
+                err.contains(what) && err.contains(tool) && err.contains(install),
+                "{command}: {err}"
+            );
+        }
     }
     std::fs::remove_dir_all(&dir).ok();
 }
