@@ -60,21 +60,7 @@ fn reads_a_trace_dat_recorded_with_trace_cmd() {
     let _ = std::fs::remove_dir(&instance);
     let extracted = extracted.expect("trace-cmd is installed");
     assert!(extracted.status.success(), "{extracted:?}");
-    assert!(
-        std::fs::read(&dat)
-            .unwrap()
-            .starts_with(input::TRACE_CMD_MAGIC)
-    );
-
-    let trace = input::load(&dat).unwrap();
-    assert_eq!(trace.meta_get("source"), Some("trace-cmd report"));
-    assert_eq!(execs_of_true(&trace), 3);
-    assert!(
-        trace
-            .events
-            .iter()
-            .any(|e| matches!(e.kind, EventKind::Switch { .. }))
-    );
+    assert_reads_back(&dat, input::TRACE_CMD_MAGIC, "trace-cmd report");
 
     // The damaged file is refused with trace-cmd's reason, naming the file.
     let bad = dir.join("damaged");
@@ -100,13 +86,16 @@ fn reads_a_perf_data_recorded_with_perf() {
         .arg(&data)
         .args(["-e", "sched:sched_switch", "-e", "sched:sched_process_exec"])
         .args(["--", "sh", "-c", WORKLOAD]));
-    assert!(
-        std::fs::read(&data)
-            .unwrap()
-            .starts_with(input::PERF_DATA_MAGIC)
-    );
-    let trace = input::load(&data).unwrap();
-    assert_eq!(trace.meta_get("source"), Some("perf script"));
+    assert_reads_back(&data, input::PERF_DATA_MAGIC, "perf script");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `file` starts with `magic` and reads back, through `source`, as the
+/// recorded workload: three execs of `true` and context switches.
+fn assert_reads_back(file: &std::path::Path, magic: &[u8], source: &str) {
+    assert!(std::fs::read(file).unwrap().starts_with(magic));
+    let trace = input::load(file).unwrap();
+    assert_eq!(trace.meta_get("source"), Some(source));
     assert_eq!(execs_of_true(&trace), 3);
     assert!(
         trace
@@ -114,5 +103,4 @@ fn reads_a_perf_data_recorded_with_perf() {
             .iter()
             .any(|e| matches!(e.kind, EventKind::Switch { .. }))
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
