@@ -366,8 +366,9 @@ static bool nest_prefer_queued(const struct nest_ctx *ctx, s32 cpu,
  * task in @cpu's pinned queue, which only @cpu can run, is never kept
  * waiting this way (cyclictest pinned beside a pinned hog waited up to 12
  * ms when the pinned queue was not looked at).
+ *
+ * Inlined: BPF passes at most five arguments to a called function.
  */
-/* Inlined: BPF passes at most five arguments to a called function. */
 static __always_inline bool
 nest_prev_keeps_cpu(const struct nest_ctx *ctx, s32 cpu,
 		    const struct nest_task *t, u32 weight, u64 head_vtime,
