@@ -2,7 +2,7 @@
 # Runs in the guest (see scripts/run.sh): a configure-like fork/wait chain
 # under the default scheduler, then under scx_nest with its statistics.
 # For each run it prints the CPUs that did at least 5% of the work, read
-# from /proc/stat: Nest should keep the chain on a few warm CPUs.
+# from /proc/stat (scripts/summary.sh quotes these two lines).
 set -euo pipefail
 bin=${1:-target/release}
 load=("$bin/nest-load" churn --count 300 --work-us 500)
