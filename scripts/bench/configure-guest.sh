@@ -2,7 +2,7 @@
 # Guest side of scripts/bench/configure.sh: copies the configure source
 # tree to the guest's tmpfs and records `./configure` with `nest trace
 # record` under the default scheduler and under scx_nest (order alternating
-# with the run number), into OUTDIR/{default,nest}-RUN.trace. Prints facts.
+# with the run number), into OUTDIR/{default,nest}-RUN.nest.jsonl. Prints facts.
 #
 # Usage: configure-guest.sh OUTDIR SRC RUN BIN SCX_ARGS
 set -u
@@ -16,7 +16,7 @@ record() {
 	rm -rf /tmp/src
 	cp -a "$src" /tmp/src
 	start=$(now_ms)
-	"$bin/nest" trace record --buffer-kb 24576 --out "$out/$name-$run.trace" \
+	"$bin/nest" trace record --buffer-kb 24576 --out "$out/$name-$run.nest.jsonl" \
 		-- sh -c 'cd /tmp/src && exec ./configure' >"/tmp/configure-$name.log" 2>&1
 	fact "${name}_record_exit" $?
 	fact "${name}_seconds" $((($(now_ms) - start) / 1000))

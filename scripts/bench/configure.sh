@@ -143,10 +143,10 @@ record_runs() {
 analyse() {
 	say "step 4: figures of the configure process tree (100 ms intervals)"
 	found=false
-	for trace in "$OUT"/default-*.trace "$OUT"/nest-*.trace; do
+	for trace in "$OUT"/default-*.nest.jsonl "$OUT"/nest-*.nest.jsonl; do
 		[ -e "$trace" ] || continue
 		found=true
-		name=$(basename "$trace" .trace)
+		name=$(basename "$trace" .nest.jsonl)
 		figures=$("$BIN/nest" trace tree --interval 100ms "$trace") ||
 			die "cannot measure $trace (is $BIN/nest up to date?)"
 		echo "${name%-*} run=${name##*-}" $figures

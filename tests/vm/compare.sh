@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Guest side of the default-vs-Nest trace comparison. Records the same
 # small workload with `nest trace record`, first under the kernel's default
-# scheduler into OUTDIR/default.trace, then under each scx_nest
+# scheduler into OUTDIR/default.nest.jsonl, then under each scx_nest
 # configuration given (started before, stopped with SIGINT after the
-# recording) into OUTDIR/NAME.trace, and prints what it saw as key=value
+# recording) into OUTDIR/NAME.nest.jsonl, and prints what it saw as key=value
 # facts for the host to judge (crates/vm-tests). Never judges by itself;
 # the analysis (`nest trace compare/metrics`) runs on the host.
 #
 # OUTDIR must be writable from the guest: `nest vm run --out OUTDIR`.
 #
 # Usage: compare.sh [--scx NAME=OPTIONS]... OUTDIR [COMMAND ARGS...]
-#   --scx NAME=OPTIONS  record under `scx_nest OPTIONS` into NAME.trace
+#   --scx NAME=OPTIONS  record under `scx_nest OPTIONS` into NAME.nest.jsonl
 #                       (repeatable, in order; default: one run named
 #                       nest with $NEST_SCX_ARGS)
 #   (default workload: $NEST_BIN/nest-load churn --count 100 --work-us 300)
@@ -41,14 +41,14 @@ state() { cat $sysfs/state 2>/dev/null || echo none; }
 # and enabled at both ends means enabled during the whole recording.
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# record NAME COMMAND...: record the command into $out/NAME.trace.
+# record NAME COMMAND...: record the command into $out/NAME.nest.jsonl.
 record() {
 	local name=$1 start
 	shift
 	fact "${name}_state_before" "$(state)"
 	fact "${name}_enable_seq_before" "$(enable_seq)"
 	start=$(now_ms)
-	"$bin/nest" trace record --buffer-kb "$buffer_kb" --out "$out/$name.trace" \
+	"$bin/nest" trace record --buffer-kb "$buffer_kb" --out "$out/$name.nest.jsonl" \
 		-- "$@" >"/tmp/record-$name.out" 2>&1
 	fact "${name}_record_exit" $?
 	fact "${name}_record_ms" $(($(now_ms) - start))
@@ -78,9 +78,9 @@ fact outdir "$out"
 fact workload "$*"
 fact cpus "$(nproc)"
 mkdir -p "$out" || fact outdir_error "cannot create $out"
-rm -f "$out/default.trace"
+rm -f "$out/default.nest.jsonl"
 for run in "${runs[@]}"; do
-	rm -f "$out/${run%%=*}.trace"
+	rm -f "$out/${run%%=*}.nest.jsonl"
 done
 
 record default "$@"

@@ -4,7 +4,7 @@
 #   1. partial mode: `scx_nest --partial OPTIONS`; fair-class CPU hogs
 #      pinned one per CPU on CPUs 0..N/2-1 (at most HOG_S seconds each);
 #      with them running, `nest run -- nest-load churn` (a SCHED_EXT
-#      fork/wait chain) recorded into OUT/partial.trace; the hogs' policy
+#      fork/wait chain) recorded into OUT/partial.nest.jsonl; the hogs' policy
 #      (0: SCHED_OTHER) and the chain's (7: SCHED_EXT) are reported;
 #   2. a stress with migration-disabled sections under full-mode
 #      `scx_nest OPTIONS` for STRESS_S seconds (default 60): stress-ng's
@@ -53,7 +53,7 @@ done
 fact hog_cpus "0-$((cpus / 2 - 1))"
 sleep 1
 fact hog_policy "$(awk '{ print $41 }' "/proc/${hogs[0]}/stat")"
-"$bin/nest" trace record --buffer-kb 8192 --out "$out/partial.trace" -- \
+"$bin/nest" trace record --buffer-kb 8192 --out "$out/partial.nest.jsonl" -- \
 	"$bin/nest" run -- sh -c 'awk "{ print \"chain_policy=\" \$41 }" /proc/$$/stat
 		exec '"$bin"'/nest-load churn --count 100 --work-us 300' >/tmp/record-partial.out 2>&1
 fact partial_record_exit $?

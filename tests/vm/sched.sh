@@ -7,10 +7,10 @@
 #      vs nice 10 (CPU 1), nice 0 vs nice 0 (CPU 2), a cgroup with
 #      cpu.weight 100 vs one with 400 (CPU 3); CPU time (ns, from
 #      /proc/PID/schedstat) each got over WEIGHT_S seconds after a warm-up;
-#   2. 32 hogs (nest-load hogs) for 5 s, recorded into OUT/NAME-hogs.trace;
+#   2. 32 hogs (nest-load hogs) for 5 s, recorded into OUT/NAME-hogs.nest.jsonl;
 #   3. hackbench (rt-tests), 3 runs: the time each reports;
 #   4. cyclictest (SCHED_OTHER: no -p) beside a CPU hog on the same CPU,
-#      recorded into OUT/NAME-cyclic.trace; its own summary line.
+#      recorded into OUT/NAME-cyclic.nest.jsonl; its own summary line.
 # Under scx_nest also: state and enable_seq before and after, exit status.
 #
 # Usage: sched.sh OUTDIR [SCX_NEST_OPTIONS...]
@@ -66,7 +66,7 @@ weights() {
 record() {
 	local name=$1
 	shift
-	"$bin/nest" trace record --buffer-kb 8192 --out "$out/$name.trace" -- "$@" \
+	"$bin/nest" trace record --buffer-kb 8192 --out "$out/$name.nest.jsonl" -- "$@" \
 		>"/tmp/record-$name.out" 2>&1
 	fact "${name//-/_}_record_exit" $?
 	sed "s/^/record $name: /" "/tmp/record-$name.out"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Guest side of the S_local / S_move placement test. Records, with
 # `nest trace record`, a fork/wait chain under `scx_nest --policy slocal`
-# (OUTDIR/slocal.trace) and a parent that keeps running while its children
+# (OUTDIR/slocal.nest.jsonl) and a parent that keeps running while its children
 # run under `scx_nest --policy smove --debug-smove-at-min` (every CPU counts
 # as at its minimum frequency: guests have no cpufreq), into
-# OUTDIR/smove.trace. Prints key=value facts; the host reads the traces.
+# OUTDIR/smove.nest.jsonl. Prints key=value facts; the host reads the traces.
 #
 # Usage: strategies.sh OUTDIR CHILDREN
 set -u
@@ -27,7 +27,7 @@ record() {
 	local sched=$!
 	wait_enabled $sched
 	fact "${name}_state" "$(cat $sysfs/state)"
-	"$bin/nest" trace record --buffer-kb 8192 --out "$out/$name.trace" \
+	"$bin/nest" trace record --buffer-kb 8192 --out "$out/$name.nest.jsonl" \
 		-- "$bin/nest-load" "$@" >"/tmp/record-$name.out" 2>&1
 	fact "${name}_record_exit" $?
 	fact "${name}_state_after" "$(cat $sysfs/state)"

@@ -278,7 +278,7 @@ fn write_trace(dir: &std::path::Path, r: &mut RunResult) -> Result<()> {
         return Ok(());
     };
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{}-{}-{}.trace", r.policy, r.governor, r.seed));
+    let path = dir.join(format!("{}-{}-{}.nest.jsonl", r.policy, r.governor, r.seed));
     nest_trace::format::save(&trace, &path)
 }
 

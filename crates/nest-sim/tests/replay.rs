@@ -39,7 +39,7 @@ fn a_recorded_shell_loop_replays_and_simulates() {
     let trace = read_text(&text, TextFormat::Tracefs).unwrap();
     let dir = std::env::temp_dir().join(format!("nest-sim-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("real.trace");
+    let path = dir.join("real.nest.jsonl");
     format::save(&trace, &path).unwrap();
     let trace = format::load(&path).unwrap();
 

@@ -400,7 +400,7 @@ fn trace_dir_writes_trace_files_the_trace_tools_read() {
         dir.path().to_str().unwrap(),
     ]);
     nest_sim::cli::run(args).unwrap();
-    let trace = nest_trace::format::load(&dir.path().join("nest-powersave-1.trace")).unwrap();
+    let trace = nest_trace::format::load(&dir.path().join("nest-powersave-1.nest.jsonl")).unwrap();
     let tables = nest_trace::report::all_tables(&trace, &Default::default());
     let smt = tables.iter().find(|t| t.name == "smt_sharing").unwrap();
     let busy = smt.get(0, "busy_ns").and_then(|c| c.as_i64()).unwrap();

@@ -64,7 +64,7 @@ impl Comparison {
 
     /// The trace of run `name` (`default` or one of the scx_nest runs).
     pub fn trace(&self, name: &str) -> Trace {
-        load_trace(&self.out.join(format!("{name}.trace")))
+        load_trace(&self.out.join(format!("{name}.nest.jsonl")))
     }
 }
 

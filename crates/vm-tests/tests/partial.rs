@@ -122,7 +122,10 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
     let trace = cmp.trace("partial");
     for key in ["lost_events", "overrun_events"] {
         if trace.meta_get(key) != Some("0") {
-            problems.push(format!("partial.trace: {key} {:?}", trace.meta_get(key)));
+            problems.push(format!(
+                "partial.nest.jsonl: {key} {:?}",
+                trace.meta_get(key)
+            ));
         }
     }
     let tl = Timeline::build(&trace);

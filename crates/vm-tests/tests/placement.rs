@@ -84,14 +84,14 @@ fn measure(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> Run {
     problems.extend(
         trace_problems(&trace, expect)
             .into_iter()
-            .map(|p| format!("{name}.trace: {p}")),
+            .map(|p| format!("{name}.nest.jsonl: {p}")),
     );
     let tl = Timeline::build(&trace);
     let loads = launched(&trace, "nest-load");
     assert_eq!(
         loads.len(),
         3,
-        "{name}.trace: placement-load.sh starts three nest-load processes"
+        "{name}.nest.jsonl: placement-load.sh starts three nest-load processes"
     );
     Run {
         chain: Figures::of_workload(&tl, &loads[0], INTERVAL_NS),

@@ -67,11 +67,11 @@ fn slocal_keeps_children_on_the_parents_cpu_and_smove_moves_them_off_a_busy_wake
     assert_eq!(kernel_problems(&report.dmesg), Vec::<String>::new());
 
     // S_local: a child of a fork/wait chain runs where its parent forked it.
-    let slocal = children_first_runs(&out.join("slocal.trace"));
+    let slocal = children_first_runs(&out.join("slocal.nest.jsonl"));
     // S_move with every CPU "at its minimum": each child is put on the
     // parent's CPU, the parent keeps running, and the timer moves the
     // child to the default CPU after D (50 us).
-    let smove = children_first_runs(&out.join("smove.trace"));
+    let smove = children_first_runs(&out.join("smove.nest.jsonl"));
     eprintln!(
         "{CHILDREN} children: S_local {} on the parent's CPU, {} elsewhere, median fork-to-run {} us; \
          S_move {} on the parent's CPU, {} elsewhere, median fork-to-run {} us",

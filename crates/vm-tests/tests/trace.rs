@@ -47,7 +47,7 @@ fn default_and_nest_traces_are_sane() {
         problems.extend(
             trace_problems(trace, expect)
                 .into_iter()
-                .map(|p| format!("{name}.trace: {p}")),
+                .map(|p| format!("{name}.nest.jsonl: {p}")),
         );
     }
 
@@ -56,8 +56,8 @@ fn default_and_nest_traces_are_sane() {
     let html = out.join("compare.html");
     let status = Command::new(bin_dir().join("nest"))
         .args(["trace", "compare"])
-        .arg(out.join("default.trace"))
-        .arg(out.join("nest.trace"))
+        .arg(out.join("default.nest.jsonl"))
+        .arg(out.join("nest.nest.jsonl"))
         .arg("--out")
         .arg(&html)
         .status()
