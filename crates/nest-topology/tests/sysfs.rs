@@ -23,6 +23,16 @@ fn write(path: &Path, text: &str) {
 /// NUMA node per socket; package ids are deliberately sparse (0 and 3).
 fn fake_sysfs(root: &Path, sockets: u32, cores: u32) {
     let total = sockets * cores;
+    // Both threads of every core of `socket`: its L3 and its NUMA node.
+    let socket_cpus = |socket: u32| {
+        format!(
+            "{}-{},{}-{}",
+            socket * cores,
+            socket * cores + cores - 1,
+            total + socket * cores,
+            total + socket * cores + cores - 1
+        )
+    };
     let cpu_root = root.join("sys/devices/system/cpu");
     for cpu in 0..total * 2 {
         let core = cpu % total;
@@ -37,32 +47,21 @@ fn fake_sysfs(root: &Path, sockets: u32, cores: u32) {
             &dir.join("topology/thread_siblings_list"),
             &format!("{core},{}", core + total),
         );
-        let l3 = format!(
-            "{}-{},{}-{}",
-            socket * cores,
-            socket * cores + cores - 1,
-            total + socket * cores,
-            total + socket * cores + cores - 1
-        );
         write(&dir.join("cache/index0/level"), "1");
         write(
             &dir.join("cache/index0/shared_cpu_list"),
             &format!("{core},{}", core + total),
         );
         write(&dir.join("cache/index3/level"), "3");
-        write(&dir.join("cache/index3/shared_cpu_list"), &l3);
+        write(
+            &dir.join("cache/index3/shared_cpu_list"),
+            &socket_cpus(socket),
+        );
     }
     for socket in 0..sockets {
-        let list = format!(
-            "{}-{},{}-{}",
-            socket * cores,
-            socket * cores + cores - 1,
-            total + socket * cores,
-            total + socket * cores + cores - 1
-        );
         write(
             &root.join(format!("sys/devices/system/node/node{socket}/cpulist")),
-            &list,
+            &socket_cpus(socket),
         );
     }
 }

@@ -101,12 +101,12 @@ pub const MAX_STEADY_MIGRATION_SHARE: f64 = 0.02;
 /// against the default scheduler's (`default`), in the steady state (see
 /// [`BatchFigures::steady_migrations`]).
 pub fn overload_migration_problems(nest: &BatchFigures, default: &BatchFigures) -> Vec<String> {
-    let by_default = migrations_limit(default.steady_migrations);
-    let by_share = (nest.steady_preemptions as f64 * MAX_STEADY_MIGRATION_SHARE) as u64;
-    let limit = by_default.max(by_share);
     if nest.steady_preemptions == 0 {
         return vec!["no preemption while all the hogs were alive: no overload".into()];
     }
+    let by_default = migrations_limit(default.steady_migrations);
+    let by_share = (nest.steady_preemptions as f64 * MAX_STEADY_MIGRATION_SHARE) as u64;
+    let limit = by_default.max(by_share);
     if nest.steady_migrations <= limit {
         return Vec::new();
     }
