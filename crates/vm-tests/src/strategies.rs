@@ -2,7 +2,12 @@
 //! observable difference between S_local (children on the waker's CPU) and
 //! S_move (children moved away when the waker keeps running).
 
+use std::collections::HashMap;
+
 use nest_trace::{EventKind, Pid, Trace};
+
+/// The pid of the idle task in switch events.
+const IDLE_PID: Pid = 0;
 
 /// For the children forked by `parent`: how many first ran on the CPU the
 /// parent forked them from, how many elsewhere, and how long each waited
@@ -11,6 +16,11 @@ use nest_trace::{EventKind, Pid, Trace};
 pub struct FirstRuns {
     pub on_parent_cpu: usize,
     pub elsewhere: usize,
+    /// Children forked while another CPU ran nothing (as the trace's
+    /// switches show): the ones S_move has somewhere to send.
+    pub beside_idle: usize,
+    /// How many of those first ran elsewhere.
+    pub beside_idle_elsewhere: usize,
     pub fork_to_run_ns: Vec<u64>,
 }
 
@@ -27,33 +37,63 @@ impl FirstRuns {
     }
 }
 
+/// Where a child was forked.
+struct Fork {
+    cpu: u32,
+    ts_ns: u64,
+    beside_idle: bool,
+}
+
 /// Count, for every child of `parent` in `trace`, whether its first run
-/// was on the CPU of its fork event (the parent's CPU at that moment).
+/// was on the CPU of its fork event (the parent's CPU at that moment), and
+/// whether another CPU was idle when it was forked.
 pub fn first_runs(trace: &Trace, parent: Pid) -> FirstRuns {
-    let mut forked_on = std::collections::HashMap::new();
+    let mut forked = HashMap::new();
+    // What each CPU runs, from its last switch (CPUs not seen yet: unknown).
+    let mut running: HashMap<u32, Pid> = HashMap::new();
     let mut runs = FirstRuns::default();
     for event in &trace.events {
         match &event.kind {
             EventKind::NewTask {
                 parent: p, child, ..
             } if *p == parent => {
-                forked_on.insert(*child, (event.cpu, event.ts_ns));
+                let beside_idle = running
+                    .iter()
+                    .any(|(&cpu, &pid)| cpu != event.cpu && pid == IDLE_PID);
+                let fork = Fork {
+                    cpu: event.cpu,
+                    ts_ns: event.ts_ns,
+                    beside_idle,
+                };
+                forked.insert(*child, fork);
             }
             EventKind::Switch { next, .. } => {
-                if let Some((cpu, forked_at)) = forked_on.remove(next) {
-                    runs.fork_to_run_ns
-                        .push(event.ts_ns.saturating_sub(forked_at));
-                    if cpu == event.cpu {
-                        runs.on_parent_cpu += 1;
-                    } else {
-                        runs.elsewhere += 1;
-                    }
+                running.insert(event.cpu, *next);
+                if let Some(fork) = forked.remove(next) {
+                    runs.count(&fork, event.cpu, event.ts_ns);
                 }
             }
             _ => {}
         }
     }
     runs
+}
+
+impl FirstRuns {
+    fn count(&mut self, fork: &Fork, first_cpu: u32, first_ts_ns: u64) {
+        self.fork_to_run_ns
+            .push(first_ts_ns.saturating_sub(fork.ts_ns));
+        let elsewhere = first_cpu != fork.cpu;
+        if elsewhere {
+            self.elsewhere += 1;
+        } else {
+            self.on_parent_cpu += 1;
+        }
+        if fork.beside_idle {
+            self.beside_idle += 1;
+            self.beside_idle_elsewhere += usize::from(elsewhere);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -86,6 +126,9 @@ mod tests {
                 event(3, 0, fork(12)),
                 event(4, 0, switch(12)), // on the parent's CPU
                 event(5, 0, switch(12)), // later runs do not count
+                event(5, 1, switch(0)),  // CPU 1 idles
+                event(6, 0, fork(14)),   // beside an idle CPU
+                event(6, 1, switch(14)), // elsewhere
                 event(
                     6,
                     1,
@@ -103,11 +146,13 @@ mod tests {
             runs,
             FirstRuns {
                 on_parent_cpu: 1,
-                elsewhere: 1,
-                fork_to_run_ns: vec![1, 1],
+                elsewhere: 2,
+                beside_idle: 1,
+                beside_idle_elsewhere: 1,
+                fork_to_run_ns: vec![1, 1, 0],
             }
         );
-        assert_eq!(runs.children(), 2);
+        assert_eq!(runs.children(), 3);
         assert_eq!(runs.median_delay_ns(), 1);
     }
 }
