@@ -23,7 +23,7 @@ use clap::Args;
 
 /// The policy number of sched_ext tasks (`SCHED_EXT` in linux/sched.h).
 const SCHED_EXT: libc::c_int = 7;
-const SYSFS: &str = "/sys/kernel/sched_ext";
+pub const SYSFS: &str = "/sys/kernel/sched_ext";
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -52,10 +52,13 @@ pub struct Status {
     pub state: Option<String>,
     pub ops: Option<String>,
     pub switch_all: Option<String>,
+    /// How many times a BPF scheduler was enabled since boot: unchanged
+    /// across a run means no ejection and re-attach in between.
+    pub enable_seq: Option<String>,
 }
 
 impl Status {
-    fn read(dir: &Path) -> Self {
+    pub fn read(dir: &Path) -> Self {
         let read = |name: &str| {
             std::fs::read_to_string(dir.join(name))
                 .ok()
@@ -65,6 +68,7 @@ impl Status {
             state: read("state"),
             ops: read("root/ops"),
             switch_all: read("switch_all"),
+            enable_seq: read("enable_seq"),
         }
     }
 }
@@ -143,6 +147,7 @@ mod tests {
             state: some(state),
             ops: some(ops),
             switch_all: some(switch_all),
+            enable_seq: None,
         }
     }
 
