@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod run;
 mod trace;
 mod vm;
@@ -29,6 +30,9 @@ enum Command {
     /// Run a command (and its descendants) under scx_nest in partial mode
     /// (`scx_nest --partial`), leaving other tasks alone.
     Run(run::RunArgs),
+    /// Run workloads under several schedulers (and governors), repeatedly
+    /// and interleaved, and report each one's improvement over the first.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => trace::run(args).map(|()| ExitCode::SUCCESS),
         Command::Vm(args) => vm::run(args),
         Command::Run(args) => run::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     result.unwrap_or_else(failure)
 }

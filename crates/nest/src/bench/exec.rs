@@ -1,0 +1,336 @@
+//! Running the plan: one run at a time, the scheduler attached around the
+//! workload, progress on stderr, results written after every run so that
+//! an interrupted bench keeps what it finished.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::governor::Governors;
+use super::plan::PlannedRun;
+use super::process::{Child, Waited, describe};
+use super::results::{Cell, Results, Run, Status};
+use super::sched;
+
+pub struct Options {
+    pub out: PathBuf,
+    /// A workload still running then is killed and its run FAILED.
+    pub timeout: Duration,
+    /// A scheduler not attached by then is FAILED (a hang catcher).
+    pub attach_timeout: Duration,
+}
+
+/// SIGINT and SIGTERM set a flag instead of killing `nest bench`, so that
+/// it can stop the workload and the scheduler and keep its results.
+pub fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&flag))?;
+    }
+    Ok(flag)
+}
+
+/// The number after the last occurrence of `after` in `output`
+/// (`Time: 0.412` -> 0.412, `round_trips=5120` -> 5120).
+pub fn parse_metric(output: &str, after: &str) -> Option<f64> {
+    let (_, rest) = output.rsplit_once(after)?;
+    let number: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
+        .collect();
+    number.parse().ok().filter(|v: &f64| v.is_finite())
+}
+
+/// `{cpus}` and `{2cpus}` in a command, replaced.
+pub fn expand(command: &[String], cpus: usize) -> Vec<String> {
+    command
+        .iter()
+        .map(|arg| {
+            arg.replace("{2cpus}", &(2 * cpus).to_string())
+                .replace("{cpus}", &cpus.to_string())
+        })
+        .collect()
+}
+
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
+}
+
+/// A file name part from a free name.
+fn slug(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `2m05s`, `40s`.
+pub fn fmt_eta(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// One finished run, or why the bench must stop.
+enum Outcome {
+    Done(Run),
+    /// Stopped by SIGINT/SIGTERM: not a run.
+    Interrupted,
+    /// The machine is no longer in a state to measure (a scheduler that
+    /// would not detach): the run, and the reason to stop.
+    Fatal(Run, String),
+}
+
+pub struct Bench<'a> {
+    pub options: &'a Options,
+    pub results: Results,
+    pub stop: Arc<AtomicBool>,
+    pub governors: Option<Governors>,
+}
+
+impl Bench<'_> {
+    /// Run `plan`; the results so far are in `self.results`, written to
+    /// the output directory after every run.
+    pub fn run(&mut self, plan: &[PlannedRun]) -> Result<()> {
+        let logs = self.options.out.join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let started = Instant::now();
+        for (done, planned) in plan.iter().enumerate() {
+            self.progress(planned, done, plan.len(), started.elapsed());
+            let outcome = self.one_run(planned, &logs)?;
+            match outcome {
+                Outcome::Done(run) => self.record(run)?,
+                Outcome::Interrupted => {
+                    self.results.interrupted = true;
+                    break;
+                }
+                Outcome::Fatal(run, why) => {
+                    self.record(run)?;
+                    self.results.notes.push(format!("stopped early: {why}"));
+                    anyhow::bail!("{why}");
+                }
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                self.results.interrupted = true;
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, run: Run) -> Result<()> {
+        if run.status == Status::Failed {
+            let cell = &self.results.cells[run.cell];
+            eprintln!(
+                "nest bench: FAILED {}: {}",
+                cell.id(),
+                run.reason.as_deref().unwrap_or("")
+            );
+        }
+        self.results.runs.push(run);
+        super::write_data(&self.results, &self.options.out)
+    }
+
+    fn progress(&self, planned: &PlannedRun, done: usize, total: usize, elapsed: Duration) {
+        let cells = self.results.cells.len();
+        let cell = &self.results.cells[planned.cell];
+        let (kind, of) = if planned.warmup {
+            ("warm-up", self.results.method.warmup)
+        } else {
+            ("run", self.results.method.runs)
+        };
+        let eta = if done == 0 {
+            "ETA ?".to_string()
+        } else {
+            let left = elapsed.mul_f64((total - done) as f64 / done as f64);
+            format!("ETA {}", fmt_eta(left))
+        };
+        let governor = cell
+            .governor
+            .as_deref()
+            .map(|g| format!(" ({g})"))
+            .unwrap_or_default();
+        eprintln!(
+            "[cell {}/{cells}, {kind} {}/{of}, {eta}] {} under {}{governor}",
+            planned.cell + 1,
+            planned.run,
+            cell.workload.name,
+            cell.scheduler.name
+        );
+    }
+
+    fn one_run(&mut self, planned: &PlannedRun, logs: &Path) -> Result<Outcome> {
+        let cell = self.results.cells[planned.cell].clone();
+        let stem = format!(
+            "{}-{}{}-{}{}",
+            slug(&cell.workload.name),
+            slug(&cell.scheduler.name),
+            cell.governor
+                .as_deref()
+                .map(|g| format!("-{}", slug(g)))
+                .unwrap_or_default(),
+            if planned.warmup { "w" } else { "r" },
+            planned.run
+        );
+        let failed = |reason: String| Run {
+            cell: planned.cell,
+            run: planned.run,
+            warmup: planned.warmup,
+            status: Status::Failed,
+            metric: None,
+            wall_s: 0.0,
+            reason: Some(reason),
+        };
+        if let (Some(governors), Some(governor)) = (&self.governors, &cell.governor)
+            && let Err(err) = governors.set(governor)
+        {
+            return Ok(Outcome::Done(failed(format!("{err:#}"))));
+        }
+        if cell.scheduler.is_default() {
+            let now = sched::status();
+            if now.state.as_deref().is_some_and(|s| s != "disabled") {
+                let ops = now.ops.unwrap_or_default();
+                return Ok(Outcome::Fatal(
+                    failed(format!("a sched_ext scheduler ({ops}) is attached")),
+                    format!("a sched_ext scheduler ({ops}) got attached behind nest bench's back"),
+                ));
+            }
+            return Ok(self.workload(&cell, planned, logs, &stem, failed));
+        }
+        let log = logs.join(format!("{stem}.scheduler.log"));
+        let attached = sched::attach(
+            &cell.scheduler,
+            log,
+            self.options.attach_timeout,
+            &self.stop,
+        );
+        let mut attached = match attached {
+            Ok(attached) => attached,
+            Err(_) if self.stop.load(Ordering::Relaxed) => return Ok(Outcome::Interrupted),
+            Err(err) => return Ok(Outcome::Done(failed(format!("did not attach: {err:#}")))),
+        };
+        let outcome = self.workload(&cell, planned, logs, &stem, failed);
+        let ejected = attached.still_attached();
+        let log = attached.log.clone();
+        let detached = attached.detach();
+        let outcome = match (outcome, ejected) {
+            (Outcome::Done(_), Some(seen)) => {
+                let why = sched::ejection_reason(&sched::read(&log), &sched::dmesg());
+                Outcome::Done(failed(format!("ejected ({seen}): {why}")))
+            }
+            (outcome, _) => outcome,
+        };
+        Ok(match (outcome, detached) {
+            (Outcome::Done(run), Err(err)) => Outcome::Fatal(run, format!("{err:#}")),
+            (outcome, _) => outcome,
+        })
+    }
+
+    /// Run the cell's workload once and judge it (the scheduler, if any,
+    /// is judged by the caller).
+    fn workload(
+        &self,
+        cell: &Cell,
+        planned: &PlannedRun,
+        logs: &Path,
+        stem: &str,
+        failed: impl Fn(String) -> Run,
+    ) -> Outcome {
+        let log = logs.join(format!("{stem}.log"));
+        let command = expand(&cell.workload.command, online_cpus());
+        let mut child = match Child::spawn(&command, &log) {
+            Ok(child) => child,
+            Err(err) => return Outcome::Done(failed(format!("{err:#}"))),
+        };
+        let deadline = child.started + self.options.timeout;
+        let (status, ended) = match child.wait_until(deadline, &self.stop) {
+            Waited::Exited(status, at) => (status, at),
+            Waited::Interrupted => {
+                child.stop(libc::SIGTERM, Duration::from_secs(5));
+                return Outcome::Interrupted;
+            }
+            Waited::TimedOut => {
+                child.stop(libc::SIGTERM, Duration::from_secs(5));
+                return Outcome::Done(failed(format!(
+                    "timed out after {:?}",
+                    self.options.timeout
+                )));
+            }
+        };
+        let wall_s = (ended - child.started).as_secs_f64();
+        let output = sched::read(&log);
+        if !status.success() {
+            let why = sched::last_lines(&output, 2);
+            return Outcome::Done(failed(format!(
+                "workload exited with {}: {why}",
+                describe(status)
+            )));
+        }
+        let metric = match &cell.workload.metric.after {
+            None => Some(wall_s),
+            Some(after) => parse_metric(&output, after),
+        };
+        Outcome::Done(match metric {
+            Some(metric) => Run {
+                cell: planned.cell,
+                run: planned.run,
+                warmup: planned.warmup,
+                status: Status::Ok,
+                metric: Some(metric),
+                wall_s,
+                reason: None,
+            },
+            None => failed(format!(
+                "no number after '{}' in its output",
+                cell.workload.metric.after.as_deref().unwrap_or_default()
+            )),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_the_number_after_the_text() {
+        assert_eq!(
+            parse_metric("Running...\nTime: 0.412\n", "Time:"),
+            Some(0.412)
+        );
+        assert_eq!(
+            parse_metric("pingpong: round_trips=5120\n", "round_trips="),
+            Some(5120.0)
+        );
+        assert_eq!(parse_metric("Time: 1\nTime: 2\n", "Time:"), Some(2.0));
+        assert_eq!(parse_metric("Time: n/a", "Time:"), None);
+        assert_eq!(parse_metric("nothing", "Time:"), None);
+    }
+
+    #[test]
+    fn commands_get_the_cpu_count() {
+        let cmd = ["batch", "--tasks", "{2cpus}", "-g", "{cpus}"].map(String::from);
+        assert_eq!(expand(&cmd, 4), ["batch", "--tasks", "8", "-g", "4"]);
+    }
+
+    #[test]
+    fn etas_and_slugs_read_well() {
+        assert_eq!(fmt_eta(Duration::from_secs(80)), "1m20s");
+        assert_eq!(fmt_eta(Duration::from_secs(9)), "9s");
+        assert_eq!(slug("nest slocal/2"), "nest_slocal_2");
+    }
+}

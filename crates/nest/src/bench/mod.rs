@@ -1,0 +1,470 @@
+//! `nest bench`: run a suite of workloads under several schedulers (and
+//! governors), repeatedly and interleaved, and report each scheduler's
+//! improvement over the first one the way the Nest paper does.
+//! `nest bench compare A.json B.json` compares two result files.
+//! The method is described in docs/bench.md.
+
+mod exec;
+mod governor;
+mod machine;
+mod plan;
+mod process;
+mod report;
+mod results;
+mod sched;
+mod stats;
+mod suite;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use nest_policy::parse_duration;
+
+use results::{Cell, Method, Results};
+use suite::{Scheduler, Suite, Workload};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
+    /// A built-in suite (quick, default) or a TOML suite file.
+    #[arg(long, default_value = "default")]
+    suite: String,
+    /// Only these of the suite's schedulers, in this order (comma-separated;
+    /// the first is the baseline). A name not in the suite may be a
+    /// built-in one (default, scx_nest) or an installed `scx_*` program.
+    #[arg(long, value_name = "NAMES")]
+    schedulers: Option<String>,
+    /// Only these of the suite's workloads (comma-separated).
+    #[arg(long, value_name = "NAMES")]
+    workloads: Option<String>,
+    /// Unmeasured runs of each cell before the measured ones.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Measured runs of each cell.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    runs: u16,
+    /// A workload still running after this is killed and its run FAILED.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// A scheduler not attached after this is FAILED (only catches hangs:
+    /// loading BPF under emulation takes seconds).
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    attach_timeout: Duration,
+    /// Run every cell under each of these cpufreq governors
+    /// (comma-separated), restoring the machine's afterwards; ignored, with
+    /// a note, where there is no cpufreq.
+    #[arg(long, value_delimiter = ',', value_name = "GOVERNORS")]
+    governor: Vec<String>,
+    /// Directory for results.json, results.csv, report.html and logs/.
+    #[arg(short, long, default_value = "bench-out", value_name = "DIR")]
+    out: PathBuf,
+    /// List the built-in suites, workloads and schedulers, then exit.
+    #[arg(long)]
+    list: bool,
+    /// Benchmark this command (after `--`) instead of the suite's
+    /// workloads; its metric is wall time.
+    #[arg(last = true, value_name = "CMD")]
+    run: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Per cell: B's mean against A's, and B's improvement over A.
+    Compare {
+        /// The results.json taken as the reference.
+        a: PathBuf,
+        /// The results.json compared with it.
+        b: PathBuf,
+    },
+}
+
+/// A usage error: exit status 2, like clap's own.
+fn usage(message: impl std::fmt::Display) -> anyhow::Error {
+    clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n")).into()
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if let Some(BenchCommand::Compare { a, b }) = &args.command {
+        let (a, b) = (Results::load(a)?, Results::load(b)?);
+        print!("{}", report::compare(&a, &b).to_text());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.list {
+        print!("{}", list());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (schedulers, mut workloads) = choose(&args)?;
+    let mut notes = Vec::new();
+    workloads.retain(|w| {
+        let program = &w.command[0];
+        let found = process::resolve(program).is_some();
+        if !found && w.optional {
+            notes.push(format!("{}: skipped, {program} is not installed", w.name));
+        }
+        found || !w.optional
+    });
+    check_programs(&schedulers, &workloads)?;
+    preflight(&schedulers)?;
+    let governors = governors(&args.governor, &mut notes)?;
+    let cells = cells(&workloads, &schedulers, &governors);
+    let results = Results {
+        machine: machine::describe(),
+        method: Method {
+            suite: suite_name(&args),
+            warmup: args.warmup,
+            runs: args.runs.into(),
+            timeout_s: args.timeout.as_secs_f64(),
+        },
+        cells,
+        runs: Vec::new(),
+        interrupted: false,
+        notes,
+    };
+    bench(&args, results, !governors.is_empty())
+}
+
+fn suite_name(args: &BenchArgs) -> String {
+    if args.run.is_empty() {
+        args.suite.clone()
+    } else {
+        format!("{} (command)", args.suite)
+    }
+}
+
+/// The schedulers and workloads the arguments ask for.
+fn choose(args: &BenchArgs) -> Result<(Vec<Scheduler>, Vec<Workload>)> {
+    let suite: Suite = suite::load(&args.suite).map_err(usage)?;
+    let schedulers = match &args.schedulers {
+        None => suite.schedulers.clone(),
+        Some(names) => names
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|name| scheduler_named(&suite, name))
+            .collect::<Result<_, _>>()
+            .map_err(usage)?,
+    };
+    if schedulers.is_empty() {
+        return Err(usage("--schedulers names no scheduler"));
+    }
+    let workloads = if !args.run.is_empty() {
+        vec![command_workload(&args.run)]
+    } else if let Some(names) = &args.workloads {
+        suite::select(&suite.workloads, names, |w| &w.name, "workload").map_err(usage)?
+    } else {
+        suite.workloads.clone()
+    };
+    if workloads.is_empty() {
+        return Err(usage("--workloads names no workload"));
+    }
+    Ok((schedulers, workloads))
+}
+
+/// A scheduler of the suite, a built-in one, or an installed `scx_*`.
+fn scheduler_named(suite: &Suite, name: &str) -> Result<Scheduler, String> {
+    if let Some(s) = suite.schedulers.iter().find(|s| s.name == name) {
+        return Ok(s.clone());
+    }
+    if let Some(s) = suite::builtin_scheduler(name) {
+        return Ok(s);
+    }
+    if name.starts_with("scx_") && process::resolve(name).is_some() {
+        return Ok(suite::scheduler_for_command(name, vec![name.to_string()]));
+    }
+    let in_suite: Vec<&str> = suite.schedulers.iter().map(|s| s.name.as_str()).collect();
+    Err(format!(
+        "unknown scheduler '{name}': valid are the suite's ({}), the built-in ones ({}) \
+         and installed scx_* programs",
+        in_suite.join(", "),
+        suite::valid_scheduler_names()
+    ))
+}
+
+/// The workload `nest bench -- CMD ARGS` runs: wall time of the command.
+fn command_workload(command: &[String]) -> Workload {
+    let program = &command[0];
+    Workload {
+        name: program.rsplit('/').next().unwrap_or(program).to_string(),
+        command: command.to_vec(),
+        metric: suite::Metric::wall_time(),
+        optional: false,
+    }
+}
+
+/// Every program the bench will start exists (or it refuses to begin).
+fn check_programs(schedulers: &[Scheduler], workloads: &[Workload]) -> Result<()> {
+    let commands = schedulers
+        .iter()
+        .filter(|s| !s.is_default())
+        .map(|s| (&s.name, &s.command))
+        .chain(workloads.iter().map(|w| (&w.name, &w.command)));
+    for (name, command) in commands {
+        let program = &command[0];
+        if process::resolve(program).is_none() {
+            return Err(usage(format!(
+                "{name}: cannot find program '{program}' (beside nest or on PATH)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuse, before changing anything, what cannot give sched_ext results.
+fn preflight(schedulers: &[Scheduler]) -> Result<()> {
+    if schedulers.iter().all(Scheduler::is_default) {
+        return Ok(());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let sysfs = Path::new(crate::run::SYSFS).exists();
+    match sched::refusal(root, sysfs, &sched::status()) {
+        Some(why) => anyhow::bail!("{why}"),
+        None => Ok(()),
+    }
+}
+
+/// The governors to run under; empty to leave the machine's alone.
+fn governors(asked: &[String], notes: &mut Vec<String>) -> Result<Vec<String>> {
+    if asked.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !governor::cpufreq_present() {
+        notes.push(format!(
+            "no cpufreq on this machine: --governor {} ignored",
+            asked.join(",")
+        ));
+        return Ok(Vec::new());
+    }
+    let available = governor::Governors::available();
+    if let Some(bad) = asked.iter().find(|g| !available.contains(g)) {
+        return Err(usage(format!(
+            "governor '{bad}' is not available here; valid: {}",
+            available.join(", ")
+        )));
+    }
+    Ok(asked.to_vec())
+}
+
+/// Every workload under every scheduler (under every governor), workload
+/// by workload: the first scheduler's cell first, as the baseline.
+fn cells(workloads: &[Workload], schedulers: &[Scheduler], governors: &[String]) -> Vec<Cell> {
+    let governors: Vec<Option<String>> = if governors.is_empty() {
+        vec![None]
+    } else {
+        governors.iter().cloned().map(Some).collect()
+    };
+    let mut cells = Vec::new();
+    for workload in workloads {
+        for governor in &governors {
+            for scheduler in schedulers {
+                cells.push(Cell {
+                    workload: workload.clone(),
+                    scheduler: scheduler.clone(),
+                    governor: governor.clone(),
+                });
+            }
+        }
+    }
+    cells
+}
+
+fn bench(args: &BenchArgs, results: Results, switch_governors: bool) -> Result<ExitCode> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let options = exec::Options {
+        out: args.out.clone(),
+        timeout: args.timeout,
+        attach_timeout: args.attach_timeout,
+    };
+    let plan = plan::interleaved(results.cells.len(), args.warmup, args.runs.into());
+    let mut bench = exec::Bench {
+        options: &options,
+        results,
+        stop: exec::stop_flag()?,
+        governors: if switch_governors {
+            Some(governor::Governors::save()?)
+        } else {
+            None
+        },
+    };
+    let outcome = bench.run(&plan);
+    // Governors go back before the reports are written.
+    bench.governors = None;
+    let results = bench.results;
+    write_all(&results, &args.out)?;
+    print!("{}", report::text(&results));
+    eprintln!("nest bench: results in {}", args.out.display());
+    outcome?;
+    Ok(if results.interrupted {
+        eprintln!("nest bench: interrupted; the runs finished so far are kept");
+        ExitCode::from(130)
+    } else if results
+        .runs
+        .iter()
+        .any(|r| r.status == results::Status::Failed)
+    {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// results.json and results.csv (after every run).
+fn write_data(results: &Results, out: &Path) -> Result<()> {
+    let write = |name: &str, text: String| {
+        std::fs::write(out.join(name), text)
+            .with_context(|| format!("cannot write {}", out.join(name).display()))
+    };
+    write("results.json", results.to_json())?;
+    write("results.csv", results.to_csv())
+}
+
+/// Everything, at the end.
+fn write_all(results: &Results, out: &Path) -> Result<()> {
+    write_data(results, out)?;
+    std::fs::write(out.join("report.html"), report::html(results))
+        .with_context(|| format!("cannot write {}", out.join("report.html").display()))
+}
+
+fn list() -> String {
+    let mut s = String::from("suites:\n");
+    for (name, _) in suite::BUILTIN_SUITES {
+        s.push_str(&format!("  {name}\n"));
+    }
+    s.push_str("workloads:\n");
+    for w in suite::BUILTIN_WORKLOADS {
+        s.push_str(&format!("  {:<10} {}: {}\n", w.0, w.6, w.1.join(" ")));
+    }
+    s.push_str("schedulers:\n");
+    for (name, command, _) in suite::BUILTIN_SCHEDULERS {
+        let what = if command.is_empty() {
+            "the kernel's own (no sched_ext)".to_string()
+        } else {
+            command.join(" ")
+        };
+        s.push_str(&format!("  {name:<10} {what}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Test {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn parse(argv: &[&str]) -> BenchArgs {
+        Test::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    fn exit_code(err: anyhow::Error) -> i32 {
+        err.downcast_ref::<clap::Error>()
+            .map_or(1, |e| e.exit_code())
+    }
+
+    #[test]
+    fn the_quick_suite_makes_four_cells_baseline_first() {
+        let (schedulers, workloads) = choose(&parse(&["--suite", "quick"])).unwrap();
+        let cells = cells(&workloads, &schedulers, &[]);
+        let ids: Vec<String> = cells.iter().map(Cell::id).collect();
+        assert_eq!(
+            ids,
+            [
+                "chain / default",
+                "chain / scx_nest",
+                "pipe / default",
+                "pipe / scx_nest"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_names_are_usage_errors_listing_the_valid_ones() {
+        let err = choose(&parse(&["--suite", "quick", "--workloads", "chain,pipes"])).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown workload 'pipes' in this suite; valid: chain, pipe"),
+            "{err}"
+        );
+        assert_eq!(exit_code(err), 2);
+        let err = choose(&parse(&[
+            "--suite",
+            "quick",
+            "--schedulers",
+            "default,scx_nsst",
+        ]))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("unknown scheduler 'scx_nsst'"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("(default, scx_nest)"), "{err}");
+        assert_eq!(exit_code(err), 2);
+    }
+
+    #[test]
+    fn a_suite_file_with_a_typo_is_a_usage_error_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        std::fs::write(
+            &path,
+            "[[scheduler]]\nname = \"default\"\n[[workload]]\nnmae = \"chain\"\n",
+        )
+        .unwrap();
+        let err = choose(&parse(&["--suite", path.to_str().unwrap()])).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("{}:4: unknown field `nmae`", path.display())),
+            "{text}"
+        );
+        assert_eq!(exit_code(err), 2);
+    }
+
+    #[test]
+    fn a_command_after_the_dashes_is_the_only_workload() {
+        let args = parse(&["--suite", "quick", "--", "make", "-j8"]);
+        let (_, workloads) = choose(&args).unwrap();
+        assert_eq!(workloads.len(), 1);
+        assert_eq!(workloads[0].name, "make");
+        assert_eq!(workloads[0].command, ["make", "-j8"]);
+    }
+
+    #[test]
+    fn compare_is_a_subcommand_and_durations_need_units() {
+        let args = parse(&["compare", "a.json", "b.json"]);
+        assert!(matches!(args.command, Some(BenchCommand::Compare { .. })));
+        let bare = Test::try_parse_from(["bench", "--timeout", "300"]);
+        assert_eq!(bare.unwrap_err().exit_code(), 2);
+        let zero = Test::try_parse_from(["bench", "--runs", "0"]);
+        assert_eq!(zero.unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn governors_multiply_the_cells() {
+        let (schedulers, workloads) = choose(&parse(&["--suite", "quick"])).unwrap();
+        let governors = ["performance".to_string(), "schedutil".to_string()];
+        let cells = cells(&workloads[..1], &schedulers, &governors);
+        let ids: Vec<String> = cells.iter().map(Cell::id).collect();
+        assert_eq!(
+            ids,
+            [
+                "chain / default / performance",
+                "chain / scx_nest / performance",
+                "chain / default / schedutil",
+                "chain / scx_nest / schedutil"
+            ]
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! Child processes of the bench: each in its own process group (so that
+//! the terminal's Ctrl-C reaches only `nest bench`, which then stops them
+//! in order), output to a log file, and the exact time it exited noted by
+//! a waiting thread (polling would blur wall times).
+
+use std::fs::File;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+/// How often waits look at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+
+pub struct Child {
+    pid: libc::pid_t,
+    pub started: Instant,
+    done: Receiver<(std::io::Result<ExitStatus>, Instant)>,
+    exit: Option<(ExitStatus, Instant)>,
+}
+
+/// How a wait ended.
+#[derive(Debug)]
+pub enum Waited {
+    Exited(ExitStatus, Instant),
+    TimedOut,
+    Interrupted,
+}
+
+/// Where `program` is: itself if it has a `/`, else beside this `nest`
+/// binary (scx_nest, nest-load), else on `PATH`.
+pub fn resolve(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program)).filter(|p| p.exists());
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(program)));
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(program));
+    beside.into_iter().chain(on_path).find(|p| p.is_file())
+}
+
+impl Child {
+    /// Start `command` with stdout and stderr going to `log`.
+    pub fn spawn(command: &[String], log: &Path) -> Result<Self> {
+        let (program, args) = command.split_first().context("empty command")?;
+        let path = resolve(program).with_context(|| format!("cannot find program '{program}'"))?;
+        let out = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+        let mut child = Command::new(&path)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot run {}", path.display()))?;
+        let started = Instant::now();
+        let pid = child.id() as libc::pid_t;
+        let (tx, done) = channel();
+        std::thread::spawn(move || {
+            let status = child.wait();
+            let _ = tx.send((status, Instant::now()));
+        });
+        Ok(Self {
+            pid,
+            started,
+            done,
+            exit: None,
+        })
+    }
+
+    /// The exit status, if it has exited by now.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.wait_for(Duration::ZERO);
+        self.exit.map(|(status, _)| status)
+    }
+
+    fn wait_for(&mut self, timeout: Duration) {
+        if self.exit.is_some() {
+            return;
+        }
+        match self.done.recv_timeout(timeout) {
+            Ok((status, at)) => {
+                // A failed wait() is not an exit we can time: count it as
+                // killed by SIGKILL, a failure.
+                let status = status.unwrap_or_else(|_| ExitStatus::from_raw(libc::SIGKILL));
+                self.exit = Some((status, at));
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                self.exit = Some((ExitStatus::from_raw(libc::SIGKILL), Instant::now()));
+            }
+        }
+    }
+
+    /// Wait until it exits, `deadline` passes or `stop` is set.
+    pub fn wait_until(&mut self, deadline: Instant, stop: &AtomicBool) -> Waited {
+        loop {
+            if let Some((status, at)) = self.exit {
+                return Waited::Exited(status, at);
+            }
+            if stop.load(Ordering::Relaxed) {
+                return Waited::Interrupted;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Waited::TimedOut;
+            }
+            self.wait_for(POLL.min(deadline - now));
+        }
+    }
+
+    /// Send `signal` to its whole process group.
+    pub fn signal(&self, signal: libc::c_int) {
+        if self.exit.is_none() {
+            // SAFETY: kill() with a negative pid signals that process group.
+            unsafe { libc::kill(-self.pid, signal) };
+        }
+    }
+
+    /// Send `signal`, wait up to `grace` for the exit, then SIGKILL.
+    /// Returns the exit status and whether SIGKILL was needed.
+    pub fn stop(&mut self, signal: libc::c_int, grace: Duration) -> (ExitStatus, bool) {
+        self.signal(signal);
+        let never = AtomicBool::new(false);
+        if let Waited::Exited(status, _) = self.wait_until(Instant::now() + grace, &never) {
+            return (status, false);
+        }
+        self.signal(libc::SIGKILL);
+        match self.wait_until(Instant::now() + Duration::from_secs(10), &never) {
+            Waited::Exited(status, _) => (status, true),
+            _ => (ExitStatus::from_raw(libc::SIGKILL), true),
+        }
+    }
+}
+
+impl Drop for Child {
+    /// Never leave a child running behind us.
+    fn drop(&mut self) {
+        if self.exited().is_none() {
+            self.signal(libc::SIGKILL);
+        }
+    }
+}
+
+/// A status as people read it: "status 1", "killed by signal 9".
+pub fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => format!("{status}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Vec<String> {
+        ["/bin/sh", "-c", script].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn output_goes_to_the_log_and_the_status_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out.log");
+        let mut child = Child::spawn(&sh("echo Time: 1.5; echo oops >&2; exit 3"), &log).unwrap();
+        let never = AtomicBool::new(false);
+        let waited = child.wait_until(Instant::now() + Duration::from_secs(60), &never);
+        let Waited::Exited(status, _) = waited else {
+            panic!("{waited:?}")
+        };
+        assert_eq!(describe(status), "status 3");
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "Time: 1.5\noops\n");
+    }
+
+    #[test]
+    fn a_stop_flag_interrupts_and_stop_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Child::spawn(&sh("sleep 600 & wait"), &dir.path().join("l")).unwrap();
+        let stop = AtomicBool::new(true);
+        let waited = child.wait_until(Instant::now() + Duration::from_secs(60), &stop);
+        assert!(matches!(waited, Waited::Interrupted), "{waited:?}");
+        let (status, killed) = child.stop(libc::SIGTERM, Duration::from_secs(60));
+        assert_eq!(describe(status), "killed by signal 15");
+        assert!(!killed);
+    }
+
+    #[test]
+    fn a_missing_program_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Child::spawn(&["no-such-program-xyz".to_string()], &dir.path().join("l"));
+        let err = format!("{:#}", err.err().unwrap());
+        assert!(
+            err.contains("cannot find program 'no-such-program-xyz'"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,405 @@
+//! The results for people: a table per cell (mean, standard deviation,
+//! improvement over the baseline), `report.html` with speedup bars, and
+//! `nest bench compare`.
+
+use std::fmt::Write as _;
+
+use nest_trace::table::{Cell as TableCell, Table, escape};
+
+use super::results::Results;
+use super::stats::{Summary, improvement};
+
+/// A value with up to 4 significant digits.
+fn num(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    format!("{v:.digits$}")
+}
+
+fn percent(p: f64) -> String {
+    format!("{p:+.1}%")
+}
+
+/// The summary table: one row per cell.
+pub fn summary_table(results: &Results) -> Table {
+    let with_governor = results.cells.iter().any(|c| c.governor.is_some());
+    let mut columns = vec!["workload", "scheduler"];
+    if with_governor {
+        columns.push("governor");
+    }
+    columns.extend(["runs ok", "mean", "stddev", "unit", "vs baseline", "+-"]);
+    let mut table = Table::new("summary", &columns);
+    for (i, cell) in results.cells.iter().enumerate() {
+        let summary = results.summarize(i);
+        let mut row: Vec<TableCell> = vec![
+            cell.workload.name.as_str().into(),
+            cell.scheduler.name.as_str().into(),
+        ];
+        if with_governor {
+            row.push(cell.governor.clone().unwrap_or_default().into());
+        }
+        row.push(format!("{}/{}", summary.ok, summary.ok + summary.failed).into());
+        let text = |s: String| TableCell::Text(s);
+        match (&summary.failure, summary.result()) {
+            (Some(reason), _) => {
+                row.push(text("FAILED".into()));
+                row.push(text(String::new()));
+                row.push(text(String::new()));
+                row.push(text(String::new()));
+                row.push(text(reason.clone()));
+            }
+            (None, Some(s)) => {
+                let imp = results.improvement(i);
+                row.push(text(num(s.mean)));
+                row.push(text(s.stddev.map(num).unwrap_or_else(|| "-".into())));
+                row.push(text(cell.workload.metric.unit.clone()));
+                if results.baseline_of(i) == Some(i) {
+                    row.push(text("baseline".into()));
+                    row.push(text("-".into()));
+                    table.push(row);
+                    continue;
+                }
+                row.push(text(
+                    imp.map(|i| percent(i.percent))
+                        .unwrap_or_else(|| "-".into()),
+                ));
+                row.push(text(
+                    imp.and_then(|i| i.stddev)
+                        .map(|sd| format!("{sd:.1}%"))
+                        .unwrap_or_else(|| "-".into()),
+                ));
+            }
+            (None, None) => {
+                for _ in 0..5 {
+                    row.push(text("-".into()));
+                }
+            }
+        }
+        table.push(row);
+    }
+    table
+}
+
+/// The text printed at the end of a bench.
+pub fn text(results: &Results) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "machine: {}", results.machine.describe());
+    if let Some(label) = results.machine.label() {
+        let _ = writeln!(s, "{label}");
+    }
+    let m = &results.method;
+    let baseline = results
+        .cells
+        .first()
+        .map(|c| c.scheduler.name.as_str())
+        .unwrap_or("");
+    let _ = writeln!(
+        s,
+        "suite {}: {} warm-up + {} measured runs per cell, interleaved; \
+         vs baseline: improvement over {baseline} in % (+ = better), with its stddev",
+        m.suite, m.warmup, m.runs
+    );
+    for note in &results.notes {
+        let _ = writeln!(s, "note: {note}");
+    }
+    if results.interrupted {
+        let _ = writeln!(
+            s,
+            "INTERRUPTED: only the runs finished before the signal are counted"
+        );
+    }
+    s.push_str(&summary_table(results).to_text());
+    s
+}
+
+const BAR_H: f64 = 22.0;
+const LABEL_W: f64 = 170.0;
+const PLOT_W: f64 = 420.0;
+
+/// Improvement bars with +-1 stddev error bars for one workload's
+/// non-baseline cells: `(label, percent, stddev, failed)`.
+pub fn speedup_svg(title: &str, bars: &[(String, Option<f64>, Option<f64>)]) -> String {
+    let extent = bars
+        .iter()
+        .filter_map(|(_, p, sd)| p.map(|p| p.abs() + sd.unwrap_or(0.0)))
+        .fold(5.0f64, f64::max)
+        * 1.1;
+    let width = LABEL_W + PLOT_W + 70.0;
+    let height = 40.0 + BAR_H * bars.len() as f64 + 20.0;
+    let zero = LABEL_W + PLOT_W / 2.0;
+    let x = |p: f64| zero + p / extent * (PLOT_W / 2.0);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"11\">\n\
+         <text x=\"4\" y=\"16\" font-weight=\"bold\">{}</text>\n",
+        escape(title)
+    );
+    for (i, (label, p, sd)) in bars.iter().enumerate() {
+        let y = 30.0 + BAR_H * i as f64;
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            LABEL_W - 6.0,
+            y + 14.0,
+            escape(label)
+        );
+        let Some(p) = p else {
+            let _ = writeln!(
+                s,
+                "<text x=\"{zero:.1}\" y=\"{:.1}\" fill=\"#d1495b\">FAILED</text>",
+                y + 14.0
+            );
+            continue;
+        };
+        let (left, right) = (x(p.min(0.0)), x(p.max(0.0)));
+        let colour = if *p >= 0.0 { "#4c9f70" } else { "#d1495b" };
+        let _ = writeln!(
+            s,
+            "<rect class=\"bar\" x=\"{left:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"/>",
+            y + 3.0,
+            (right - left).max(0.5),
+            BAR_H - 6.0
+        );
+        if let Some(sd) = sd {
+            let mid = y + BAR_H / 2.0;
+            let _ = writeln!(
+                s,
+                "<path class=\"error\" d=\"M{:.1} {mid:.1}H{:.1}M{:.1} {:.1}V{:.1}M{:.1} {:.1}V{:.1}\" stroke=\"black\"/>",
+                x(p - sd),
+                x(p + sd),
+                x(p - sd),
+                mid - 5.0,
+                mid + 5.0,
+                x(p + sd),
+                mid - 5.0,
+                mid + 5.0
+            );
+        }
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            LABEL_W + PLOT_W + 6.0,
+            y + 14.0,
+            percent(*p)
+        );
+    }
+    let bottom = 30.0 + BAR_H * bars.len() as f64;
+    let _ = writeln!(
+        s,
+        "<line x1=\"{zero:.1}\" y1=\"26\" x2=\"{zero:.1}\" y2=\"{bottom:.1}\" stroke=\"#555\"/>\n\
+         <text x=\"{zero:.1}\" y=\"{:.1}\" text-anchor=\"middle\">0 (same as baseline); axis +-{:.0}%</text>\n</svg>",
+        bottom + 14.0,
+        extent
+    );
+    s
+}
+
+/// The bars of each workload (and governor): every non-baseline cell.
+fn figures(results: &Results) -> Vec<String> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, cell) in results.cells.iter().enumerate() {
+        if results.baseline_of(i) == Some(i) {
+            continue;
+        }
+        let key = match &cell.governor {
+            Some(g) => format!("{} ({g})", cell.workload.name),
+            None => cell.workload.name.clone(),
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, cells)) => cells.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    let baseline = results
+        .cells
+        .first()
+        .map(|c| c.scheduler.name.as_str())
+        .unwrap_or("");
+    groups
+        .into_iter()
+        .map(|(key, cells)| {
+            let bars: Vec<_> = cells
+                .iter()
+                .map(|&i| {
+                    let imp = results.improvement(i);
+                    (
+                        results.cells[i].scheduler.name.clone(),
+                        imp.map(|i| i.percent),
+                        imp.and_then(|i| i.stddev),
+                    )
+                })
+                .collect();
+            speedup_svg(&format!("{key}: improvement over {baseline} (%)"), &bars)
+        })
+        .collect()
+}
+
+/// Every run, for the report's last table.
+fn runs_table(results: &Results) -> Table {
+    let mut table = Table::new(
+        "runs",
+        &[
+            "workload",
+            "scheduler",
+            "run",
+            "status",
+            "metric",
+            "wall s",
+            "reason",
+        ],
+    );
+    for run in &results.runs {
+        let cell = &results.cells[run.cell];
+        let label = if run.warmup {
+            format!("warm-up {}", run.run)
+        } else {
+            run.run.to_string()
+        };
+        table.push(vec![
+            cell.workload.name.as_str().into(),
+            cell.scheduler.name.as_str().into(),
+            label.into(),
+            format!("{:?}", run.status).to_uppercase().into(),
+            run.metric.map(num).unwrap_or_default().into(),
+            num(run.wall_s).into(),
+            run.reason.clone().unwrap_or_default().into(),
+        ]);
+    }
+    table
+}
+
+pub fn html(results: &Results) -> String {
+    let mut s = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>nest bench</title>\n\
+         <style>body{font-family:sans-serif;max-width:60em;margin:1em auto}\
+         table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
+         .label{color:#b00;font-weight:bold}</style></head><body>\n<h1>nest bench</h1>\n",
+    );
+    let _ = writeln!(s, "<p>{}</p>", escape(&results.machine.describe()));
+    if let Some(label) = results.machine.label() {
+        let _ = writeln!(s, "<p class=\"label\">{}</p>", escape(label));
+    }
+    for line in text(results).lines().filter(|l| {
+        l.starts_with("suite ") || l.starts_with("note: ") || l.starts_with("INTERRUPTED")
+    }) {
+        let _ = writeln!(s, "<p>{}</p>", escape(line));
+    }
+    s.push_str("<h2>Summary</h2>\n");
+    s.push_str(&summary_table(results).to_html());
+    s.push_str("<h2>Improvement over the baseline</h2>\n");
+    for figure in figures(results) {
+        s.push_str(&figure);
+    }
+    s.push_str("<h2>Every run</h2>\n");
+    s.push_str(&runs_table(results).to_html());
+    s.push_str("</body></html>\n");
+    s
+}
+
+/// `nest bench compare A B`: each cell present in both, B against A.
+pub fn compare(a: &Results, b: &Results) -> Table {
+    let mut table = Table::new(
+        "compare",
+        &["cell", "A mean", "B mean", "unit", "B/A", "B vs A", "+-"],
+    );
+    for (i, cell) in a.cells.iter().enumerate() {
+        let id = cell.id();
+        let Some(j) = b.cells.iter().position(|c| c.id() == id) else {
+            continue;
+        };
+        let (sa, sb) = (a.summarize(i), b.summarize(j));
+        let fmt = |s: Option<&Summary>| s.map(|s| num(s.mean)).unwrap_or_else(|| "FAILED".into());
+        let both = sa.result().zip(sb.result());
+        let imp = both.and_then(|(x, y)| improvement(x, y, cell.workload.metric.higher_is_better));
+        table.push(vec![
+            id.into(),
+            fmt(sa.result()).into(),
+            fmt(sb.result()).into(),
+            cell.workload.metric.unit.as_str().into(),
+            both.map(|(x, y)| format!("{:.3}", y.mean / x.mean))
+                .unwrap_or_else(|| "-".into())
+                .into(),
+            imp.map(|i| percent(i.percent))
+                .unwrap_or_else(|| "-".into())
+                .into(),
+            imp.and_then(|i| i.stddev)
+                .map(|sd| format!("{sd:.1}%"))
+                .unwrap_or_else(|| "-".into())
+                .into(),
+        ]);
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::results::tests::sample;
+
+    #[test]
+    fn the_table_shows_improvements_and_failures() {
+        let text = summary_table(&sample()).to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("workload"), "{text}");
+        assert!(
+            lines[1].contains("chain") && lines[1].contains("baseline"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("scx_nest") && lines[2].contains("+100.0%"),
+            "{text}"
+        );
+        assert!(
+            lines[4].contains("FAILED") && lines[4].contains("runnable task stall"),
+            "{text}"
+        );
+        assert!(lines[4].contains("1/2"), "{text}");
+    }
+
+    #[test]
+    fn the_report_has_a_figure_per_workload_with_error_bars() {
+        let html = html(&sample());
+        assert_eq!(html.matches("<svg").count(), 2, "chain and pipe");
+        assert!(html.contains("class=\"bar\""));
+        assert!(
+            html.contains("class=\"error\""),
+            "chain's nest bar has an error bar"
+        );
+        assert!(html.contains(">FAILED<"), "pipe's nest cell failed");
+        assert!(!html.contains("under emulation"));
+    }
+
+    #[test]
+    fn compare_gives_ratio_and_improvement_per_shared_cell() {
+        let a = sample();
+        let mut b = sample();
+        for run in &mut b.runs {
+            if run.cell == 0 {
+                run.metric = run.metric.map(|m| m / 2.0);
+            }
+        }
+        b.cells.truncate(3);
+        b.runs.retain(|r| r.cell < 3);
+        let text = compare(&a, &b).to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1 + 3, "{text}");
+        assert!(lines[1].starts_with("chain / default"), "{text}");
+        assert!(
+            lines[1].contains("0.500") && lines[1].contains("+100.0%"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("1.000") && lines[2].contains("+0.0%"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(num(0.41234), "0.4123");
+        assert_eq!(num(12.3456), "12.35");
+        assert_eq!(num(51200.0), "51200");
+    }
+}

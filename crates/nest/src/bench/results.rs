@@ -1,0 +1,317 @@
+//! What a bench produced: every run, the cells, the machine; stored as
+//! `results.json` (read back by `nest bench compare`) and `results.csv`.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::machine::Machine;
+use super::stats::{Improvement, Summary, improvement, summarize};
+use super::suite::{Scheduler, Workload};
+
+/// One workload under one scheduler (and governor).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    pub workload: Workload,
+    pub scheduler: Scheduler,
+    /// The cpufreq governor of every CPU during its runs; `None` when left
+    /// as it was.
+    pub governor: Option<String>,
+}
+
+impl Cell {
+    /// `workload / scheduler [/ governor]`: how tables and files name it.
+    pub fn id(&self) -> String {
+        match &self.governor {
+            Some(g) => format!("{} / {} / {g}", self.workload.name, self.scheduler.name),
+            None => format!("{} / {}", self.workload.name, self.scheduler.name),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    Ok,
+    Failed,
+}
+
+/// One run of a cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub cell: usize,
+    /// 1-based, among the cell's warm-up or measured runs.
+    pub run: usize,
+    pub warmup: bool,
+    pub status: Status,
+    /// The cell's metric; `None` for a failed run.
+    pub metric: Option<f64>,
+    /// Wall time of the workload, s.
+    pub wall_s: f64,
+    /// Why it failed (the scheduler's exit reason for an ejection).
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Method {
+    pub suite: String,
+    pub warmup: usize,
+    pub runs: usize,
+    pub timeout_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub machine: Machine,
+    pub method: Method,
+    pub cells: Vec<Cell>,
+    pub runs: Vec<Run>,
+    /// Stopped by SIGINT/SIGTERM before every run was done.
+    pub interrupted: bool,
+    /// Things the reader should know (skipped workloads, ignored options).
+    pub notes: Vec<String>,
+}
+
+/// A cell's measured runs, summarized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellSummary {
+    /// Over the measured runs that succeeded; `None` if none did.
+    pub summary: Option<Summary>,
+    pub ok: usize,
+    pub failed: usize,
+    /// The first failure's reason: the cell is FAILED, not a result.
+    pub failure: Option<String>,
+}
+
+impl CellSummary {
+    /// The summary, only if no measured run failed.
+    pub fn result(&self) -> Option<&Summary> {
+        if self.failure.is_some() {
+            None
+        } else {
+            self.summary.as_ref()
+        }
+    }
+}
+
+impl Results {
+    pub fn summarize(&self, cell: usize) -> CellSummary {
+        let measured: Vec<&Run> = self
+            .runs
+            .iter()
+            .filter(|r| r.cell == cell && !r.warmup)
+            .collect();
+        let ok: Vec<f64> = measured
+            .iter()
+            .filter(|r| r.status == Status::Ok)
+            .filter_map(|r| r.metric)
+            .collect();
+        let failures: Vec<&&Run> = measured
+            .iter()
+            .filter(|r| r.status == Status::Failed)
+            .collect();
+        CellSummary {
+            summary: summarize(&ok),
+            ok: ok.len(),
+            failed: failures.len(),
+            failure: failures
+                .first()
+                .map(|r| r.reason.clone().unwrap_or_else(|| "failed".into())),
+        }
+    }
+
+    /// The cell `cell` is compared with: the same workload and governor
+    /// under the first scheduler.
+    pub fn baseline_of(&self, cell: usize) -> Option<usize> {
+        let this = &self.cells[cell];
+        let first = &self.cells.first()?.scheduler.name;
+        self.cells.iter().position(|c| {
+            &c.scheduler.name == first
+                && c.workload.name == this.workload.name
+                && c.governor == this.governor
+        })
+    }
+
+    /// The improvement of `cell` over its baseline, if both are results.
+    pub fn improvement(&self, cell: usize) -> Option<Improvement> {
+        let base = self.summarize(self.baseline_of(cell)?);
+        let this = self.summarize(cell);
+        improvement(
+            base.result()?,
+            this.result()?,
+            self.cells[cell].workload.metric.higher_is_better,
+        )
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("results serialize")
+    }
+
+    pub fn from_json(text: &str) -> Result<Self> {
+        Ok(serde_json::from_str(text)?)
+    }
+
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Self::from_json(&text)
+            .with_context(|| format!("{} is not a nest bench results.json", path.display()))
+    }
+
+    /// One line per run.
+    pub fn to_csv(&self) -> String {
+        let mut table = nest_trace::table::Table::new(
+            "results",
+            &[
+                "workload",
+                "scheduler",
+                "governor",
+                "run",
+                "warmup",
+                "status",
+                "metric",
+                "unit",
+                "wall_s",
+                "reason",
+            ],
+        );
+        for run in &self.runs {
+            let cell = &self.cells[run.cell];
+            table.push(vec![
+                cell.workload.name.as_str().into(),
+                cell.scheduler.name.as_str().into(),
+                cell.governor.clone().unwrap_or_default().into(),
+                run.run.into(),
+                run.warmup.to_string().into(),
+                format!("{:?}", run.status).to_uppercase().into(),
+                run.metric.map(|m| m.to_string()).unwrap_or_default().into(),
+                cell.workload.metric.unit.as_str().into(),
+                run.wall_s.into(),
+                run.reason.clone().unwrap_or_default().into(),
+            ]);
+        }
+        table.to_csv()
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use crate::bench::suite::{builtin_scheduler, builtin_workload};
+
+    pub fn run(cell: usize, run: usize, metric: Option<f64>) -> Run {
+        Run {
+            cell,
+            run,
+            warmup: false,
+            status: if metric.is_some() {
+                Status::Ok
+            } else {
+                Status::Failed
+            },
+            metric,
+            wall_s: metric.unwrap_or(1.0),
+            reason: metric
+                .is_none()
+                .then(|| "ejected: runnable task stall".to_string()),
+        }
+    }
+
+    /// chain and pipe, each under default and scx_nest.
+    pub fn sample() -> Results {
+        let cells = ["chain", "pipe"]
+            .into_iter()
+            .flat_map(|w| {
+                ["default", "scx_nest"].into_iter().map(move |s| Cell {
+                    workload: builtin_workload(w).unwrap(),
+                    scheduler: builtin_scheduler(s).unwrap(),
+                    governor: None,
+                })
+            })
+            .collect();
+        Results {
+            machine: Machine::default(),
+            method: Method {
+                suite: "quick".into(),
+                warmup: 1,
+                runs: 2,
+                timeout_s: 300.0,
+            },
+            cells,
+            runs: vec![
+                Run {
+                    warmup: true,
+                    ..run(0, 1, Some(100.0))
+                },
+                run(0, 1, Some(2.0)),
+                run(0, 2, Some(2.0)),
+                run(1, 1, Some(1.0)),
+                run(1, 2, Some(1.0)),
+                run(2, 1, Some(100.0)),
+                run(2, 2, Some(100.0)),
+                run(3, 1, Some(50.0)),
+                run(3, 2, None),
+            ],
+            interrupted: false,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let results = sample();
+        assert_eq!(Results::from_json(&results.to_json()).unwrap(), results);
+    }
+
+    #[test]
+    fn warmups_and_failed_runs_never_enter_a_mean() {
+        let results = sample();
+        let chain = results.summarize(0);
+        assert_eq!(
+            chain.summary.unwrap().mean,
+            2.0,
+            "the 100 s warm-up is left out"
+        );
+        let failed = results.summarize(3);
+        assert_eq!((failed.ok, failed.failed), (1, 1));
+        assert_eq!(failed.summary.unwrap().mean, 50.0);
+        assert_eq!(
+            failed.result(),
+            None,
+            "a cell with a failed run is no result"
+        );
+        assert_eq!(
+            failed.failure.as_deref(),
+            Some("ejected: runnable task stall")
+        );
+        assert_eq!(results.improvement(3), None);
+    }
+
+    #[test]
+    fn improvement_is_against_the_first_scheduler_of_the_same_workload() {
+        let results = sample();
+        assert_eq!(results.baseline_of(1), Some(0));
+        assert_eq!(results.baseline_of(3), Some(2));
+        assert_eq!(results.improvement(1).unwrap().percent, 100.0);
+        assert_eq!(results.improvement(0).unwrap().percent, 0.0);
+    }
+
+    #[test]
+    fn csv_has_a_line_per_run() {
+        let csv = sample().to_csv();
+        assert_eq!(csv.lines().count(), 1 + 9);
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .starts_with("workload,scheduler,governor,run")
+        );
+        assert!(
+            csv.contains(
+                "pipe,scx_nest,,2,false,FAILED,,round trips,1,ejected: runnable task stall"
+            ),
+            "{csv}"
+        );
+    }
+}
