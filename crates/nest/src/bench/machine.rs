@@ -58,11 +58,16 @@ fn cpuinfo_field<'a>(cpuinfo: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
-/// What runs this machine. `systemd-detect-virt` where installed; else the
-/// CPU's `hypervisor` flag with kvm-clock (a KVM guest) or QEMU's DMI
-/// vendor (QEMU without KVM: software emulation).
+/// What runs this machine. `systemd-detect-virt --vm` where installed
+/// (only virtual machines: a container says nothing about speed, and its
+/// environment leaks into QEMU guests started from it); else the CPU's
+/// `hypervisor` flag with kvm-clock (a KVM guest) or QEMU's DMI vendor or
+/// CPU model (QEMU without KVM: software emulation).
 fn virtualization(cpuinfo: &str) -> String {
-    if let Ok(out) = std::process::Command::new("systemd-detect-virt").output() {
+    let detect = std::process::Command::new("systemd-detect-virt")
+        .arg("--vm")
+        .output();
+    if let Ok(out) = detect {
         let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if !name.is_empty() {
             return name;

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use nest_trace::table::{Cell as TableCell, Table, escape};
 
-use super::results::Results;
+use super::results::{Results, Status};
 use super::stats::{Summary, improvement};
 
 /// A value with up to 4 significant digits.
@@ -43,12 +43,12 @@ pub fn summary_table(results: &Results) -> Table {
         row.push(format!("{}/{}", summary.ok, summary.ok + summary.failed).into());
         let text = |s: String| TableCell::Text(s);
         match (&summary.failure, summary.result()) {
-            (Some(reason), _) => {
+            (Some(_), _) => {
+                // The reasons are listed under the table: too long for it.
                 row.push(text("FAILED".into()));
-                row.push(text(String::new()));
-                row.push(text(String::new()));
-                row.push(text(String::new()));
-                row.push(text(reason.clone()));
+                for _ in 0..4 {
+                    row.push(text(String::new()));
+                }
             }
             (None, Some(s)) => {
                 let imp = results.improvement(i);
@@ -111,7 +111,28 @@ pub fn text(results: &Results) -> String {
         );
     }
     s.push_str(&summary_table(results).to_text());
+    for line in failures(results) {
+        let _ = writeln!(s, "{line}");
+    }
     s
+}
+
+/// One line per failed run: which, and why.
+pub fn failures(results: &Results) -> Vec<String> {
+    results
+        .runs
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .map(|r| {
+            let kind = if r.warmup { "warm-up" } else { "run" };
+            format!(
+                "FAILED {}, {kind} {}: {}",
+                results.cells[r.cell].id(),
+                r.run,
+                r.reason.as_deref().unwrap_or("no reason recorded")
+            )
+        })
+        .collect()
 }
 
 const BAR_H: f64 = 22.0;
@@ -288,6 +309,9 @@ pub fn html(results: &Results) -> String {
     }
     s.push_str("<h2>Summary</h2>\n");
     s.push_str(&summary_table(results).to_html());
+    for line in failures(results) {
+        let _ = writeln!(s, "<p class=\"label\">{}</p>", escape(&line));
+    }
     s.push_str("<h2>Improvement over the baseline</h2>\n");
     for figure in figures(results) {
         s.push_str(&figure);
@@ -352,10 +376,14 @@ mod tests {
             "{text}"
         );
         assert!(
-            lines[4].contains("FAILED") && lines[4].contains("runnable task stall"),
+            lines[4].contains("FAILED") && lines[4].contains("1/2"),
             "{text}"
         );
-        assert!(lines[4].contains("1/2"), "{text}");
+        let failed = failures(&sample());
+        assert_eq!(
+            failed,
+            ["FAILED pipe / scx_nest, run 2: ejected: runnable task stall"]
+        );
     }
 
     #[test]

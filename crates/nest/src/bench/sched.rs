@@ -189,7 +189,11 @@ pub fn ejection_reason(scheduler_log: &str, dmesg: &str) -> String {
     let said: Vec<&str> = scheduler_log
         .lines()
         .map(str::trim)
-        .filter(|l| l.contains("EXIT") || l.contains("stall") || l.contains("rror"))
+        // Not the event counters scx schedulers dump (`SCX_EV_..._EXITING`).
+        .filter(|l| !l.starts_with("SCX_EV_"))
+        .filter(|l| {
+            l.contains("EXIT:") || l.contains("stall") || l.to_lowercase().contains("error")
+        })
         .take(2)
         .collect();
     let scheduler = (!said.is_empty()).then(|| format!("scheduler: {}", said.join(" | ")));
@@ -248,7 +252,8 @@ mod tests {
 [    5.0] sched_ext: BPF scheduler \"nest_0.1\" disabled (runtime error)
 [    5.0] sched_ext: nest_0.1: runnable task stall (nest-load[123] failed to run for 2.1s)
 [    5.1] random: other line";
-        let log = "stats...\nEXIT: runtime error (runnable task stall)\n";
+        let log =
+            "stats...\nEXIT: runtime error (runnable task stall)\nSCX_EV_ENQ_SKIP_EXITING: 0\n";
         let reason = ejection_reason(log, dmesg);
         assert_eq!(
             reason,
