@@ -1,0 +1,183 @@
+//! `nest bench` from the built binary, with the default scheduler only
+//! (no sched_ext needed): exit statuses, result files, a failing command,
+//! Ctrl-C. The sched_ext side runs in a guest (crates/vm-tests/tests/bench.rs).
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn nest_bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nest"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("cannot run nest")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    let json = std::fs::read_to_string(dir.join("results.json")).expect("results.json");
+    serde_json::from_str(&json).expect("valid JSON")
+}
+
+#[test]
+fn bad_input_is_a_usage_error_that_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let out = out.to_str().unwrap();
+    let typo = dir.path().join("suite.toml");
+    std::fs::write(
+        &typo,
+        "[[scheduler]]\nname = \"default\"\n\n[[workload]]\nname = \"chain\"\nmetrc = \"x\"\n",
+    )
+    .unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--suite", "quick", "--workloads", "chian", "-o", out],
+            "unknown workload 'chian' in this suite; valid: chain, pipe",
+        ),
+        (
+            &["--suite", "quick", "--schedulers", "nest", "-o", out],
+            "unknown scheduler 'nest'",
+        ),
+        (
+            &["--suite", typo.to_str().unwrap(), "-o", out],
+            ":6: unknown field `metrc`, expected one of",
+        ),
+        (&["--timeout", "300", "-o", out], "no unit"),
+    ];
+    for (args, message) in cases {
+        let output = nest_bench(args);
+        let err = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+    assert!(!Path::new(out).exists(), "nothing was written");
+}
+
+#[test]
+fn a_command_under_the_default_scheduler_gives_a_table_and_result_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let output = nest_bench(&[
+        "--schedulers",
+        "default",
+        "--warmup",
+        "1",
+        "--runs",
+        "3",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo hello",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("sh ") && l.contains(" default ") && l.contains(" 3/3 ")),
+        "{stdout}"
+    );
+    assert!(
+        text(&output.stderr).contains("[cell 1/1, run 3/3, ETA "),
+        "{}",
+        text(&output.stderr)
+    );
+    let results = results(&out);
+    assert_eq!(results["runs"].as_array().unwrap().len(), 4);
+    assert!(out.join("results.csv").exists() && out.join("report.html").exists());
+    let log = std::fs::read_to_string(out.join("logs/sh-default-r3.log")).unwrap();
+    assert_eq!(log, "hello\n");
+}
+
+#[test]
+fn a_failing_command_is_failed_never_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let output = nest_bench(&[
+        "--schedulers",
+        "default",
+        "--warmup",
+        "0",
+        "--runs",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo broken >&2; exit 3",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("0/2  FAILED"), "{stdout}");
+    assert!(
+        stdout.contains("FAILED sh / default, run 1: workload exited with status 3: broken"),
+        "{stdout}"
+    );
+    let results = results(&out);
+    for run in results["runs"].as_array().unwrap() {
+        assert_eq!(run["status"], "FAILED");
+        assert_eq!(run["metric"], serde_json::Value::Null);
+    }
+}
+
+#[test]
+fn sigint_stops_the_workload_and_keeps_the_finished_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pids = dir.path().join("pids");
+    // Each run appends its pid; the first is quick, the others sleep: the
+    // second round is interrupted while its workload sleeps.
+    let script = format!(
+        "echo $$ >> {0}; if [ $(wc -l < {0}) -gt 1 ]; then sleep 600; fi",
+        pids.display()
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .args([
+            "bench",
+            "--schedulers",
+            "default",
+            "--warmup",
+            "0",
+            "--runs",
+            "3",
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--", "/bin/sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    let sleeper: i32 = loop {
+        assert!(Instant::now() < until, "the second run never started");
+        let written = std::fs::read_to_string(&pids).unwrap_or_default();
+        if let Some(second) = written.lines().nth(1) {
+            break second.trim().parse().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // SAFETY: signals the nest bench we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("INTERRUPTED"));
+    let results = results(&out);
+    assert_eq!(results["interrupted"], true);
+    assert_eq!(
+        results["runs"].as_array().unwrap().len(),
+        1,
+        "only the finished run"
+    );
+    // SAFETY: signal 0 only checks whether the process exists.
+    let alive = unsafe { libc::kill(sleeper, 0) } == 0;
+    assert!(!alive, "the interrupted workload was stopped");
+}
