@@ -61,7 +61,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_name = "GOVERNORS")]
     governor: Vec<String>,
     /// Directory for results.json, results.csv, report.html and logs/.
-    #[arg(short, long, default_value = "bench-out", value_name = "DIR")]
+    #[arg(short, long, default_value = "out/bench", value_name = "DIR")]
     out: PathBuf,
     /// List the built-in suites, workloads and schedulers, then exit.
     #[arg(long)]
