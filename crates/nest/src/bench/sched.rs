@@ -92,7 +92,11 @@ pub fn attach(
                     last_lines(&read(&log), 3)
                 )
             }
-            Waited::Interrupted => bail!("interrupted while attaching"),
+            Waited::Interrupted => {
+                // It may attach any moment: a clean detach, not SIGKILL.
+                child.stop(libc::SIGINT, STOP_GRACE);
+                bail!("interrupted while attaching")
+            }
             Waited::TimedOut if Instant::now() >= until => {
                 child.stop(libc::SIGINT, STOP_GRACE);
                 bail!(
