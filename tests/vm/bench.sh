@@ -19,7 +19,8 @@ fact quick_seconds $((SECONDS - start))
 fact state_after_quick "$(cat $sysfs/state)"
 
 # scx_nest with an unknown option exits before attaching; with the stall
-# debug option the kernel's watchdog ejects it while nest-load runs.
+# debug option the kernel's watchdog ejects it while nest-load runs. Each
+# cell also gets a traced run (--trace): only the default one has a trace.
 cat >/tmp/failing.toml <<'TOML'
 [[scheduler]]
 name = "default"
@@ -38,7 +39,8 @@ command = ["nest-load", "pingpong", "--seconds", "0.3"]
 metric = "round_trips="
 higher_is_better = true
 TOML
-"$bin/nest" bench --suite /tmp/failing.toml --warmup 0 --runs 1 -o "$out/failing" 2>"$out/failing.progress"
+"$bin/nest" bench --suite /tmp/failing.toml --warmup 0 --runs 1 --trace -o "$out/failing" \
+	2>"$out/failing.progress"
 fact failing_exit $?
 fact state_after_failing "$(cat $sysfs/state)"
 

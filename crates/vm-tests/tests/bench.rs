@@ -145,6 +145,42 @@ fn check_failing(out: &Path, report: &Report) {
     );
 }
 
+/// The failing suite's traced runs: a trace of the default cell's run,
+/// the reasons for the others.
+fn check_traces(out: &Path) {
+    let failing = out.join("failing");
+    let results = results(&failing);
+    let traces = results["traces"].as_array().expect("traces");
+    assert_eq!(traces.len(), 3, "{traces:#?}");
+    let default = &traces[0];
+    assert_eq!(default["error"], Value::Null, "{default:#?}");
+    assert!(
+        default["mean_cpus_used"].as_f64().is_some_and(|n| n > 0.0),
+        "{default:#?}"
+    );
+    let file = default["file"].as_str().unwrap();
+    assert!(Path::new(file).exists(), "{file}");
+    assert!(
+        traces[1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("did not attach")
+    );
+    assert!(traces[2]["error"].as_str().unwrap().starts_with("ejected"));
+    assert_eq!(
+        results["runs"].as_array().unwrap().len(),
+        3,
+        "traced runs are no runs"
+    );
+    let html = std::fs::read_to_string(failing.join("report.html")).unwrap();
+    assert!(html.contains("Where the work ran"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        2,
+        "the speedup figure and one trace's"
+    );
+}
+
 fn check_refusals(report: &Report) {
     let fact = |key: &str| report.get(key).unwrap_or_default().to_string();
     assert_eq!(fact("nonroot_exit"), "1");
@@ -205,6 +241,7 @@ fn nest_bench_reports_the_quick_suite_and_never_counts_failed_schedulers() {
     );
     check_quick(&out, &report);
     check_failing(&out, &report);
+    check_traces(&out);
     check_refusals(&report);
     // The starving scheduler's stall is expected; nothing else may be.
     let problems: Vec<String> = kernel_problems(&report.dmesg)

@@ -12,7 +12,7 @@ use anyhow::Result;
 use super::governor::Governors;
 use super::plan::PlannedRun;
 use super::process::{Child, Waited, describe};
-use super::results::{Cell, Results, Run, Status};
+use super::results::{Cell, Results, Run, Status, Traced};
 use super::sched;
 
 pub struct Options {
@@ -60,6 +60,27 @@ pub fn online_cpus() -> usize {
     // SAFETY: sysconf has no memory effects.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     usize::try_from(n).unwrap_or(1).max(1)
+}
+
+/// 100 ms: the interval of the project's placement checks.
+const TRACE_INTERVAL_NS: u64 = 100_000_000;
+
+/// `command` under `nest trace record` (this very binary), into `file`.
+fn traced(command: &[String], file: &Path) -> Vec<String> {
+    let nest = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "nest".into());
+    let mut wrapped = vec![nest, "trace".into(), "record".into(), "--out".into()];
+    wrapped.push(file.display().to_string());
+    wrapped.push("--".into());
+    // nest trace record looks only on PATH: give it what the bench found.
+    let program = command.first().map(|p| match super::process::resolve(p) {
+        Some(path) => path.display().to_string(),
+        None => p.clone(),
+    });
+    wrapped.extend(program);
+    wrapped.extend_from_slice(command.get(1..).unwrap_or_default());
+    wrapped
 }
 
 /// A file name part from a free name.
@@ -113,6 +134,10 @@ impl Bench<'_> {
             self.progress(planned, done, plan.len(), started.elapsed());
             let outcome = self.one_run(planned, &logs)?;
             match outcome {
+                Outcome::Done(run) if planned.traced => {
+                    let file = logs.join(format!("{}.nest.jsonl", self.stem(planned)));
+                    self.record_trace(run, &file)?
+                }
                 Outcome::Done(run) => self.record(run)?,
                 Outcome::Interrupted => {
                     self.results.interrupted = true;
@@ -145,11 +170,75 @@ impl Bench<'_> {
         super::write_data(&self.results, &self.options.out)
     }
 
+    /// Summarize the traced run's trace (or say why there is none).
+    fn record_trace(&mut self, run: Run, file: &Path) -> Result<()> {
+        let mut traced = Traced {
+            cell: run.cell,
+            file: file.display().to_string(),
+            ..Traced::default()
+        };
+        match (&run.reason, nest_trace::input::load(file)) {
+            (Some(reason), _) => traced.error = Some(reason.clone()),
+            (None, Err(err)) => traced.error = Some(format!("{err:#}")),
+            (None, Ok(trace)) => {
+                let mut timeline = nest_trace::timeline::Timeline::build(&trace);
+                // Only the workload: the recorded command and what it forked.
+                let command = trace.meta_get("command_pid").and_then(|p| p.parse().ok());
+                if let Some(pid) = command {
+                    let tree = trace.descendants(pid);
+                    timeline.runs.retain(|r| tree.contains(&r.pid));
+                }
+                let stats = nest_trace::metrics::interval_stats(&timeline, TRACE_INTERVAL_NS);
+                let mean = |f: fn(&nest_trace::metrics::IntervalStats) -> f64| {
+                    (!stats.is_empty())
+                        .then(|| stats.iter().map(f).sum::<f64>() / stats.len() as f64)
+                };
+                traced.mean_cpus_used = mean(|s| f64::from(s.cpus_used));
+                traced.mean_concurrency = mean(|s| s.avg_concurrency);
+                let title = format!(
+                    "{}: CPUs used per 100 ms (traced run)",
+                    self.results.cells[run.cell].id()
+                );
+                traced.svg = Some(nest_trace::svg::cpus_vs_concurrency(&stats, &title));
+            }
+        }
+        if let Some(err) = &traced.error {
+            eprintln!(
+                "nest bench: no trace of {}: {err}",
+                self.results.cells[run.cell].id()
+            );
+        }
+        self.results.traces.push(traced);
+        super::write_data(&self.results, &self.options.out)
+    }
+
+    /// The file name stem of a run's logs: `chain-scx_nest-r2`.
+    fn stem(&self, planned: &PlannedRun) -> String {
+        let cell = &self.results.cells[planned.cell];
+        let kind = match (planned.warmup, planned.traced) {
+            (true, _) => "w",
+            (_, true) => "t",
+            _ => "r",
+        };
+        format!(
+            "{}-{}{}-{kind}{}",
+            slug(&cell.workload.name),
+            slug(&cell.scheduler.name),
+            cell.governor
+                .as_deref()
+                .map(|g| format!("-{}", slug(g)))
+                .unwrap_or_default(),
+            planned.run
+        )
+    }
+
     fn progress(&self, planned: &PlannedRun, done: usize, total: usize, elapsed: Duration) {
         let cells = self.results.cells.len();
         let cell = &self.results.cells[planned.cell];
         let (kind, of) = if planned.warmup {
             ("warm-up", self.results.method.warmup)
+        } else if planned.traced {
+            ("traced run", 1)
         } else {
             ("run", self.results.method.runs)
         };
@@ -175,17 +264,7 @@ impl Bench<'_> {
 
     fn one_run(&mut self, planned: &PlannedRun, logs: &Path) -> Result<Outcome> {
         let cell = self.results.cells[planned.cell].clone();
-        let stem = format!(
-            "{}-{}{}-{}{}",
-            slug(&cell.workload.name),
-            slug(&cell.scheduler.name),
-            cell.governor
-                .as_deref()
-                .map(|g| format!("-{}", slug(g)))
-                .unwrap_or_default(),
-            if planned.warmup { "w" } else { "r" },
-            planned.run
-        );
+        let stem = self.stem(planned);
         let failed = |reason: String| Run {
             cell: planned.cell,
             run: planned.run,
@@ -251,7 +330,10 @@ impl Bench<'_> {
         failed: impl Fn(String) -> Run,
     ) -> Outcome {
         let log = logs.join(format!("{stem}.log"));
-        let command = expand(&cell.workload.command, online_cpus());
+        let mut command = expand(&cell.workload.command, online_cpus());
+        if planned.traced {
+            command = traced(&command, &logs.join(format!("{stem}.nest.jsonl")));
+        }
         let mut child = match Child::spawn(&command, &log) {
             Ok(child) => child,
             Err(err) => return Outcome::Done(failed(format!("{err:#}"))),
@@ -280,9 +362,10 @@ impl Bench<'_> {
                 describe(status)
             )));
         }
+        // A traced run is no measurement: its metric is not needed.
         let metric = match &cell.workload.metric.after {
-            None => Some(wall_s),
-            Some(after) => parse_metric(&output, after),
+            Some(after) if !planned.traced => parse_metric(&output, after),
+            _ => Some(wall_s),
         };
         Outcome::Done(match metric {
             Some(metric) => Run {
@@ -325,6 +408,23 @@ mod tests {
     fn commands_get_the_cpu_count() {
         let cmd = ["batch", "--tasks", "{2cpus}", "-g", "{cpus}"].map(String::from);
         assert_eq!(expand(&cmd, 4), ["batch", "--tasks", "8", "-g", "4"]);
+    }
+
+    #[test]
+    fn a_traced_run_wraps_the_command_in_nest_trace_record() {
+        let cmd = ["/bin/sh", "-c", "true"].map(String::from);
+        let wrapped = traced(&cmd, Path::new("/o/x.nest.jsonl"));
+        let expected = [
+            "trace",
+            "record",
+            "--out",
+            "/o/x.nest.jsonl",
+            "--",
+            "/bin/sh",
+            "-c",
+            "true",
+        ];
+        assert_eq!(wrapped[1..], expected);
     }
 
     #[test]

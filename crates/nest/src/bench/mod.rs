@@ -63,6 +63,11 @@ pub struct BenchArgs {
     /// Directory for results.json, results.csv, report.html and logs/.
     #[arg(short, long, default_value = "out/bench", value_name = "DIR")]
     out: PathBuf,
+    /// After the measured runs, one more run of each cell under
+    /// `nest trace record` (needs root and tracefs): the CPUs its work
+    /// used, in the table and report.html. Not a measurement.
+    #[arg(long)]
+    trace: bool,
     /// List the built-in suites, workloads and schedulers, then exit.
     #[arg(long)]
     list: bool,
@@ -124,6 +129,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         runs: Vec::new(),
         interrupted: false,
         notes,
+        traces: Vec::new(),
     };
     bench(&args, results, !governors.is_empty())
 }
@@ -281,7 +287,12 @@ fn bench(args: &BenchArgs, results: Results, switch_governors: bool) -> Result<E
         timeout: args.timeout,
         attach_timeout: args.attach_timeout,
     };
-    let plan = plan::interleaved(results.cells.len(), args.warmup, args.runs.into());
+    let plan = plan::interleaved(
+        results.cells.len(),
+        args.warmup,
+        args.runs.into(),
+        args.trace,
+    );
     let mut bench = exec::Bench {
         options: &options,
         results,

@@ -114,7 +114,37 @@ pub fn text(results: &Results) -> String {
     for line in failures(results) {
         let _ = writeln!(s, "{line}");
     }
+    if !results.traces.is_empty() {
+        s.push_str("\ntraced runs (the workload's tasks, per 100 ms):\n");
+        s.push_str(&traces_table(results).to_text());
+    }
     s
+}
+
+/// Where each cell's traced run ran its work.
+pub fn traces_table(results: &Results) -> Table {
+    let mut table = Table::new("traces", &["cell", "CPUs used", "concurrency", "trace"]);
+    for traced in &results.traces {
+        let value = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
+        // Short: the full reason is in results.json and was on stderr.
+        let file = match &traced.error {
+            Some(err) => format!(
+                "none: {}",
+                err.split([':', '(']).next().unwrap_or(err).trim()
+            ),
+            None => format!(
+                "logs/{}",
+                traced.file.rsplit('/').next().unwrap_or_default()
+            ),
+        };
+        table.push(vec![
+            results.cells[traced.cell].id().into(),
+            value(traced.mean_cpus_used).into(),
+            value(traced.mean_concurrency).into(),
+            file.into(),
+        ]);
+    }
+    table
 }
 
 /// One line per failed run: which, and why.
@@ -316,6 +346,13 @@ pub fn html(results: &Results) -> String {
     for figure in figures(results) {
         s.push_str(&figure);
     }
+    if !results.traces.is_empty() {
+        s.push_str("<h2>Where the work ran (one traced run per cell)</h2>\n");
+        s.push_str(&traces_table(results).to_html());
+        for svg in results.traces.iter().filter_map(|t| t.svg.as_deref()) {
+            s.push_str(svg);
+        }
+    }
     s.push_str("<h2>Every run</h2>\n");
     s.push_str(&runs_table(results).to_html());
     s.push_str("</body></html>\n");
@@ -397,6 +434,23 @@ mod tests {
         );
         assert!(html.contains(">FAILED<"), "pipe's nest cell failed");
         assert!(!html.contains("under emulation"));
+    }
+
+    #[test]
+    fn traced_runs_get_their_own_table() {
+        let out = text(&sample());
+        let at = out.find("traced runs").expect("a traces section");
+        let line = out[at..].lines().nth(2).unwrap();
+        assert!(
+            line.starts_with("chain / scx_nest") && line.contains("2.50"),
+            "{out}"
+        );
+        assert!(line.ends_with("logs/chain-scx_nest-t1.nest.jsonl"), "{out}");
+        let mut failed = sample();
+        failed.traces[0].error = Some("ejected (state disabled): kernel: stall".into());
+        let out = text(&failed);
+        assert!(out.contains("none: ejected\n"), "{out}");
+        assert!(html(&sample()).contains("Where the work ran"));
     }
 
     #[test]

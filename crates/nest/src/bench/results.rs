@@ -71,6 +71,27 @@ pub struct Results {
     pub interrupted: bool,
     /// Things the reader should know (skipped workloads, ignored options).
     pub notes: Vec<String>,
+    /// The traced run of each cell (`--trace`).
+    #[serde(default)]
+    pub traces: Vec<Traced>,
+}
+
+/// Where a cell's work ran, from a `nest trace record` of one extra run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Traced {
+    pub cell: usize,
+    /// The trace file, for `nest trace report`.
+    pub file: String,
+    /// CPUs that ran one of the workload's tasks (the recorded command and
+    /// its descendants), per 100 ms interval, averaged over the trace.
+    pub mean_cpus_used: Option<f64>,
+    /// The workload's tasks running at once, per 100 ms interval, averaged.
+    pub mean_concurrency: Option<f64>,
+    /// Why there is no trace (a failed run, no tracefs, not root).
+    pub error: Option<String>,
+    /// CPUs used and concurrency over time, for report.html.
+    #[serde(skip)]
+    pub svg: Option<String>,
 }
 
 /// A cell's measured runs, summarized.
@@ -255,6 +276,14 @@ pub mod tests {
             ],
             interrupted: false,
             notes: vec![],
+            traces: vec![Traced {
+                cell: 1,
+                file: "logs/chain-scx_nest-t1.nest.jsonl".into(),
+                mean_cpus_used: Some(2.5),
+                mean_concurrency: Some(1.0),
+                error: None,
+                svg: None,
+            }],
         }
     }
 
