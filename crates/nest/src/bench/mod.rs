@@ -73,7 +73,7 @@ pub struct BenchArgs {
     list: bool,
     /// Benchmark this command (after `--`) instead of the suite's
     /// workloads; its metric is wall time.
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(last = true, value_name = "CMD", conflicts_with = "workloads")]
     run: Vec<String>,
 }
 
@@ -454,6 +454,8 @@ mod tests {
 
     #[test]
     fn compare_is_a_subcommand_and_durations_need_units() {
+        let both = Test::try_parse_from(["bench", "--workloads", "chain", "--", "true"]);
+        assert_eq!(both.unwrap_err().exit_code(), 2);
         let args = parse(&["compare", "a.json", "b.json"]);
         assert!(matches!(args.command, Some(BenchCommand::Compare { .. })));
         let bare = Test::try_parse_from(["bench", "--timeout", "300"]);
