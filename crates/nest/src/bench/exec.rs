@@ -305,10 +305,14 @@ impl Bench<'_> {
         let outcome = self.workload(&cell, planned, logs, &stem, failed);
         let ejected = attached.still_attached();
         let log = attached.log.clone();
+        let kernel_log_from = attached.kernel_log_from;
         let detached = attached.detach();
         let outcome = match (outcome, ejected) {
             (Outcome::Done(_), Some(seen)) => {
-                let why = sched::ejection_reason(&sched::read(&log), &sched::dmesg());
+                let why = sched::ejection_reason(
+                    &sched::read(&log),
+                    &sched::dmesg_since(kernel_log_from),
+                );
                 Outcome::Done(failed(format!("ejected ({seen}): {why}")))
             }
             (outcome, _) => outcome,

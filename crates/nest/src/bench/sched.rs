@@ -32,6 +32,14 @@ fn attached(status: &Status, ops: &str) -> bool {
         && status.ops.as_deref().is_some_and(|o| o.starts_with(ops))
 }
 
+/// Has the attach that started when `enable_seq` was `seq_before`
+/// finished? The kernel counts an enable only after the state says
+/// "enabled" (seen in the guest: enabled with the old count, then +1), so
+/// the count taken as the run's reference must have moved first.
+fn attach_finished(now: &Status, ops: &str, seq_before: Option<&str>) -> bool {
+    attached(now, ops) && (seq_before.is_none() || now.enable_seq.as_deref() != seq_before)
+}
+
 /// What keeps sched_ext cells from running here, if anything: no
 /// sched_ext in the kernel, not root, or a scheduler already attached.
 pub fn refusal(is_root: bool, sysfs_exists: bool, status: &Status) -> Option<String> {
@@ -62,6 +70,9 @@ pub struct Attached {
     pub log: PathBuf,
     ops: String,
     enable_seq: Option<String>,
+    /// Lines of the kernel log before it started: an ejection's reason is
+    /// looked for after them, not in an earlier run's messages.
+    pub kernel_log_from: usize,
 }
 
 /// Start `scheduler` and wait (up to `deadline`, a hang catcher) until
@@ -72,16 +83,19 @@ pub fn attach(
     deadline: Duration,
     stop: &AtomicBool,
 ) -> Result<Attached> {
+    let seq_before = status().enable_seq;
+    let kernel_log_from = dmesg().lines().count();
     let mut child = Child::spawn(&scheduler.command, &log)?;
     let until = Instant::now() + deadline;
     loop {
         let now = status();
-        if attached(&now, &scheduler.ops) {
+        if attach_finished(&now, &scheduler.ops, seq_before.as_deref()) {
             return Ok(Attached {
                 child,
                 log,
                 ops: scheduler.ops.clone(),
                 enable_seq: now.enable_seq,
+                kernel_log_from,
             });
         }
         match child.wait_until((Instant::now() + POLL).min(until), stop) {
@@ -208,6 +222,15 @@ pub fn ejection_reason(scheduler_log: &str, dmesg: &str) -> String {
     }
 }
 
+/// The kernel log from line `from` on (all of it if it has fewer lines:
+/// the ring buffer wrapped).
+pub fn dmesg_since(from: usize) -> String {
+    let log = dmesg();
+    let lines: Vec<&str> = log.lines().collect();
+    let from = if from < lines.len() { from } else { 0 };
+    lines[from..].join("\n")
+}
+
 /// The kernel log, for an ejection's reason.
 pub fn dmesg() -> String {
     std::process::Command::new("dmesg")
@@ -233,6 +256,19 @@ mod tests {
         assert!(attached(&status("enabled", "nest_0.1.0"), "nest"));
         assert!(!attached(&status("enabled", "bpfland_1"), "nest"));
         assert!(!attached(&status("enabling", "nest"), "nest"));
+    }
+
+    #[test]
+    fn an_attach_is_finished_once_the_kernel_counted_it() {
+        let seq = |state: &str, seq: &str| Status {
+            enable_seq: Some(seq.into()),
+            ..status(state, "nest_0.1.0")
+        };
+        assert!(!attach_finished(&seq("enabled", "3"), "nest", Some("3")));
+        assert!(attach_finished(&seq("enabled", "4"), "nest", Some("3")));
+        assert!(!attach_finished(&seq("enabling", "4"), "nest", Some("3")));
+        let no_counter = status("enabled", "nest_0.1.0");
+        assert!(attach_finished(&no_counter, "nest", None));
     }
 
     #[test]
