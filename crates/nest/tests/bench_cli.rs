@@ -94,6 +94,20 @@ fn a_command_under_the_default_scheduler_gives_a_table_and_result_files() {
     assert!(out.join("results.csv").exists() && out.join("report.html").exists());
     let log = std::fs::read_to_string(out.join("logs/sh-default-r3.log")).unwrap();
     assert_eq!(log, "hello\n");
+
+    let json = out.join("results.json");
+    let json = json.to_str().unwrap();
+    let compare = nest_bench(&["compare", json, json]);
+    assert_eq!(compare.status.code(), Some(0), "{}", text(&compare.stderr));
+    let table = text(&compare.stdout);
+    let row = table.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.starts_with("sh / default") && row.contains("1.000"),
+        "{table}"
+    );
+    let missing = nest_bench(&["compare", json, "/nonexistent/results.json"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("cannot read /nonexistent/results.json"));
 }
 
 #[test]
