@@ -363,6 +363,12 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
         format!("cross_socket_migrations={}", p.cross_socket_migrations),
         format!("cpus_used={}", p.cpus_used),
         format!("run_seconds={:.3}", p.run_ns as f64 / 1e9),
+        format!("forks={}", p.forks.total()),
+        format!("forks_same_cpu={}", p.forks.same_cpu),
+        format!("forks_same_core={}", p.forks.same_core),
+        format!("forks_same_llc={}", p.forks.same_llc),
+        format!("forks_same_socket={}", p.forks.same_socket),
+        format!("forks_other_socket={}", p.forks.other_socket),
         format!("lost_events={}", meta("lost_events")),
         format!("overrun_events={}", meta("overrun_events")),
     ];

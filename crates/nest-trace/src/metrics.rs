@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Cpu, Pid, Trace};
+use crate::model::{Cpu, EventKind, Pid, Trace};
 use crate::table::{Cell, Table};
 use crate::timeline::{Step, Timeline, value_at};
 
@@ -302,6 +302,51 @@ pub struct TasksPlacement {
     pub tasks: usize,
     /// Their total running time in the window.
     pub run_ns: u64,
+    /// Where the set's tasks forked in the window first ran.
+    pub forks: ForkPlacement,
+}
+
+/// Where forked tasks first ran, relative to the CPU that forked them
+/// (the parent's at that moment): each fork counts in the closest class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForkPlacement {
+    pub same_cpu: u64,
+    /// The other hardware thread of the parent's core.
+    pub same_core: u64,
+    /// Another core sharing the parent's last-level cache.
+    pub same_llc: u64,
+    /// Another last-level cache of the parent's socket.
+    pub same_socket: u64,
+    pub other_socket: u64,
+}
+
+impl ForkPlacement {
+    pub fn total(&self) -> u64 {
+        self.same_cpu + self.same_core + self.same_llc + self.same_socket + self.other_socket
+    }
+
+    fn count(&mut self, tl: &Timeline, forked_on: Cpu, first_ran_on: Cpu) {
+        let (a, b) = (
+            tl.topology.place(forked_on),
+            tl.topology.place(first_ran_on),
+        );
+        // CPUs the topology does not know share nothing.
+        let share = |level: fn(&nest_topology::CpuPlace) -> u32| {
+            a.zip(b).is_some_and(|(a, b)| level(a) == level(b))
+        };
+        let class = if forked_on == first_ran_on {
+            &mut self.same_cpu
+        } else if share(|p| p.core) {
+            &mut self.same_core
+        } else if share(|p| p.llc) {
+            &mut self.same_llc
+        } else if share(|p| p.socket) {
+            &mut self.same_socket
+        } else {
+            &mut self.other_socket
+        };
+        *class += 1;
+    }
 }
 
 /// The [`TasksPlacement`] of `pids` in `trace` (replayed as `tl`).
@@ -340,20 +385,33 @@ pub fn tasks_placement(
         }
     }
     let (mut migrations, mut cross_socket_migrations) = (0, 0);
+    let mut forks = ForkPlacement::default();
+    // Forked children not yet seen running, with the CPU they were forked on.
+    let mut unstarted = std::collections::HashMap::new();
     for e in &trace.events {
-        if let crate::model::EventKind::Migrate {
-            pid,
-            from: a,
-            to: b,
-        } = e.kind
-            && pids.contains(&pid)
-            && e.ts_ns >= from
-            && e.ts_ns < end.max(from + 1)
-        {
-            migrations += 1;
-            if tl.socket(a) != tl.socket(b) {
-                cross_socket_migrations += 1;
+        if e.ts_ns < from || e.ts_ns >= end.max(from + 1) {
+            continue;
+        }
+        match e.kind {
+            EventKind::Migrate {
+                pid,
+                from: a,
+                to: b,
+            } if pids.contains(&pid) => {
+                migrations += 1;
+                if tl.socket(a) != tl.socket(b) {
+                    cross_socket_migrations += 1;
+                }
             }
+            EventKind::NewTask { child, .. } if pids.contains(&child) => {
+                unstarted.insert(child, e.cpu);
+            }
+            EventKind::Switch { next, .. } => {
+                if let Some(forked_on) = unstarted.remove(&next) {
+                    forks.count(tl, forked_on, e.cpu);
+                }
+            }
+            _ => {}
         }
     }
     let n = count as f64;
@@ -376,6 +434,7 @@ pub fn tasks_placement(
         cpus_used: cpus.len(),
         tasks: tasks.len(),
         run_ns,
+        forks,
     }
 }
 
@@ -600,6 +659,25 @@ pub fn nest_activity(tl: &Timeline) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Event, PrevState, Topology};
+
+    const MS: u64 = 1_000_000;
+
+    fn ev(ms: u64, cpu: Cpu, kind: EventKind) -> Event {
+        Event {
+            ts_ns: ms * MS,
+            cpu,
+            kind,
+        }
+    }
+
+    fn sw(prev: Pid, next: Pid) -> EventKind {
+        EventKind::Switch {
+            prev,
+            prev_state: PrevState::Blocked,
+            next,
+        }
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
@@ -613,18 +691,6 @@ mod tests {
 
     #[test]
     fn tasks_placement_counts_only_the_set_per_interval() {
-        use crate::model::{Event, EventKind, PrevState, Topology};
-        const MS: u64 = 1_000_000;
-        let ev = |ms: u64, cpu, kind| Event {
-            ts_ns: ms * MS,
-            cpu,
-            kind,
-        };
-        let sw = |prev, next| EventKind::Switch {
-            prev,
-            prev_state: PrevState::Blocked,
-            next,
-        };
         // 2 sockets x 2 CPUs (CPUs 0, 1 on socket 0; 2, 3 on socket 1).
         // Task 10 runs on CPU 0 for 0-5 ms, migrates to CPU 2 (another
         // socket), runs there 12-15 ms; task 11 runs on CPU 1 2-4 ms, moves
@@ -684,6 +750,46 @@ mod tests {
         let early = tasks_placement(&trace, &tl, &pids, 0, 5 * MS, 0);
         assert_eq!((early.intervals, early.migrations), (1, 0));
         assert!((early.mean_cpus - 2.0).abs() < 1e-9, "{early:?}");
+    }
+
+    #[test]
+    fn forks_are_classed_by_where_the_child_first_ran() {
+        // 2 sockets x 2 cores x 2 threads: CPU 0's sibling is 4, CPU 2 is
+        // on socket 0's other core, CPU 1 on socket 1.
+        let fork = |child| EventKind::NewTask {
+            parent: 10,
+            child,
+            comm: "c".into(),
+        };
+        let events = vec![
+            ev(0, 0, sw(0, 10)),
+            ev(1, 0, fork(11)),
+            ev(2, 0, fork(12)),
+            ev(3, 0, fork(13)),
+            ev(4, 0, fork(14)),
+            ev(5, 4, sw(0, 11)),  // same core
+            ev(6, 2, sw(0, 12)),  // same LLC
+            ev(7, 1, sw(0, 13)),  // other socket
+            ev(8, 0, sw(10, 14)), // same CPU
+            ev(9, 1, sw(13, 14)), // a later run does not count
+        ];
+        let trace = Trace {
+            topology: Topology::regular(2, 2, 2),
+            meta: Vec::new(),
+            events,
+        };
+        let tl = Timeline::build(&trace);
+        let pids = BTreeSet::from([10, 11, 12, 13, 14]);
+        let p = tasks_placement(&trace, &tl, &pids, 0, 10 * MS, 0);
+        let expected = ForkPlacement {
+            same_cpu: 1,
+            same_core: 1,
+            same_llc: 1,
+            same_socket: 0,
+            other_socket: 1,
+        };
+        assert_eq!(p.forks, expected);
+        assert_eq!(p.forks.total(), 4);
     }
 
     #[test]
