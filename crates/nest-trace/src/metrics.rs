@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Cpu, EventKind, Pid, Trace};
+use crate::model::{Cpu, EventKind, Pid, PrevState, Trace};
 use crate::table::{Cell, Table};
 use crate::timeline::{Step, Timeline, value_at};
 
@@ -304,6 +304,10 @@ pub struct TasksPlacement {
     pub run_ns: u64,
     /// Where the set's tasks forked in the window first ran.
     pub forks: ForkPlacement,
+    /// Times one of the tasks ran again after sleeping, in the window...
+    pub wakeups: u64,
+    /// ...and, of those, times it ran on the CPU it had slept on.
+    pub wakeups_on_prev_cpu: u64,
 }
 
 /// Where forked tasks first ran, relative to the CPU that forked them
@@ -388,6 +392,9 @@ pub fn tasks_placement(
     let mut forks = ForkPlacement::default();
     // Forked children not yet seen running, with the CPU they were forked on.
     let mut unstarted = std::collections::HashMap::new();
+    // Tasks of the set asleep, with the CPU they went to sleep on.
+    let mut asleep = std::collections::HashMap::new();
+    let (mut wakeups, mut wakeups_on_prev_cpu) = (0, 0);
     for e in &trace.events {
         if e.ts_ns < from || e.ts_ns >= end.max(from + 1) {
             continue;
@@ -406,9 +413,20 @@ pub fn tasks_placement(
             EventKind::NewTask { child, .. } if pids.contains(&child) => {
                 unstarted.insert(child, e.cpu);
             }
-            EventKind::Switch { next, .. } => {
+            EventKind::Switch {
+                prev,
+                prev_state,
+                next,
+            } => {
+                if prev_state == PrevState::Blocked && pids.contains(&prev) {
+                    asleep.insert(prev, e.cpu);
+                }
                 if let Some(forked_on) = unstarted.remove(&next) {
                     forks.count(tl, forked_on, e.cpu);
+                }
+                if let Some(slept_on) = asleep.remove(&next) {
+                    wakeups += 1;
+                    wakeups_on_prev_cpu += u64::from(slept_on == e.cpu);
                 }
             }
             _ => {}
@@ -435,7 +453,29 @@ pub fn tasks_placement(
         tasks: tasks.len(),
         run_ns,
         forks,
+        wakeups,
+        wakeups_on_prev_cpu,
     }
+}
+
+/// The [`TasksPlacement`] of `root`'s process tree over `root`'s
+/// lifetime: from its first exec (or the trace's start) to its exit (or
+/// the trace's end).
+pub fn tree_placement(trace: &Trace, root: Pid, interval_ns: u64) -> TasksPlacement {
+    let mut from = None;
+    let mut to = trace.end_ns();
+    for e in &trace.events {
+        match &e.kind {
+            EventKind::Exec { pid, .. } if *pid == root => {
+                from.get_or_insert(e.ts_ns);
+            }
+            EventKind::Exit { pid } if *pid == root => to = e.ts_ns,
+            _ => {}
+        }
+    }
+    let tl = Timeline::build(trace);
+    let pids = trace.descendants(root);
+    tasks_placement(trace, &tl, &pids, from.unwrap_or(0), to, interval_ns)
 }
 
 /// Nearest-rank percentile of sorted values: the smallest value with at
@@ -659,7 +699,7 @@ pub fn nest_activity(tl: &Timeline) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Event, PrevState, Topology};
+    use crate::model::{Event, Topology};
 
     const MS: u64 = 1_000_000;
 
@@ -770,8 +810,12 @@ mod tests {
             ev(5, 4, sw(0, 11)),  // same core
             ev(6, 2, sw(0, 12)),  // same LLC
             ev(7, 1, sw(0, 13)),  // other socket
-            ev(8, 0, sw(10, 14)), // same CPU
+            ev(8, 0, sw(10, 14)), // same CPU; 10 sleeps on CPU 0
             ev(9, 1, sw(13, 14)), // a later run does not count
+            ev(9, 0, sw(14, 10)), // 10 wakes where it slept
+            ev(9, 0, sw(10, 11)), // 10 sleeps on CPU 0 again
+            ev(9, 2, sw(12, 10)), // and wakes on CPU 2
+            ev(10, 3, sw(0, 99)), // the trace's end
         ];
         let trace = Trace {
             topology: Topology::regular(2, 2, 2),
@@ -790,6 +834,7 @@ mod tests {
         };
         assert_eq!(p.forks, expected);
         assert_eq!(p.forks.total(), 4);
+        assert_eq!((p.wakeups, p.wakeups_on_prev_cpu), (2, 1));
     }
 
     #[test]
