@@ -302,7 +302,7 @@ pub struct TasksPlacement {
     pub tasks: usize,
     /// Their total running time in the window.
     pub run_ns: u64,
-    /// Where the set's tasks forked in the window first ran.
+    /// Where the tasks forked in the window by tasks of the set first ran.
     pub forks: ForkPlacement,
     /// Times one of the tasks ran again after sleeping, in the window...
     pub wakeups: u64,
@@ -410,7 +410,10 @@ pub fn tasks_placement(
                     cross_socket_migrations += 1;
                 }
             }
-            EventKind::NewTask { child, .. } if pids.contains(&child) => {
+            // Forks within the set: the root's own creation is not one.
+            EventKind::NewTask { parent, child, .. }
+                if pids.contains(&parent) && pids.contains(&child) =>
+            {
                 unstarted.insert(child, e.cpu);
             }
             EventKind::Switch {

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod run;
 mod trace;
+mod validate;
 mod vm;
 
 #[derive(Debug, Parser)]
@@ -29,6 +30,9 @@ enum Command {
     /// Run a command (and its descendants) under scx_nest in partial mode
     /// (`scx_nest --partial`), leaving other tasks alone.
     Run(run::RunArgs),
+    /// Compare the simulator's Linux model with real kernels: record
+    /// workloads in the guest, replay them in the simulator, print both.
+    Validate(validate::ValidateArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => trace::run(args).map(|()| ExitCode::SUCCESS),
         Command::Vm(args) => vm::run(args),
         Command::Run(args) => run::run(args),
+        Command::Validate(args) => validate::run(args),
     };
     result.unwrap_or_else(failure)
 }

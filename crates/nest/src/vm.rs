@@ -93,14 +93,22 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
 }
 
 fn kernel(refresh: bool, linux_510: bool) -> Result<ExitCode> {
+    let dir = ensure_kernel(refresh, linux_510)?;
+    writeln!(std::io::stdout(), "{}", dir.display())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The cached guest kernel's directory (Debian 11's 5.10 with
+/// `linux_510`), fetched first by scripts/guest-kernel.sh, whose progress
+/// goes to stderr, if none is cached or `refresh` is given.
+pub(crate) fn ensure_kernel(refresh: bool, linux_510: bool) -> Result<PathBuf> {
     let current = if linux_510 {
         linux_510_kernel_dir()
     } else {
         default_kernel_dir()
     };
     if !refresh && GuestKernel::locate(&current).is_ok() {
-        writeln!(std::io::stdout(), "{}", resolve(&current).display())?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(resolve(&current));
     }
     let script = find_script("guest-kernel.sh")?;
     let mut cmd = Command::new(&script);
@@ -111,13 +119,14 @@ fn kernel(refresh: bool, linux_510: bool) -> Result<ExitCode> {
         cmd.arg("--linux-5.10");
     }
     let status = cmd
+        .stdout(std::process::Stdio::null())
         .status()
         .with_context(|| format!("cannot run {}", script.display()))?;
-    Ok(if status.success() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    if !status.success() {
+        bail!("{} could not provide a guest kernel", script.display());
+    }
+    GuestKernel::locate(&current)?;
+    Ok(resolve(&current))
 }
 
 /// The real directory behind the `current` link, for stable paths.
