@@ -59,33 +59,38 @@ impl Level {
         }
     }
 
-    /// The groups of this level's domain around `cpu`, the local group
-    /// first and the others in CPU order from there, as
+    /// The groups of this level's domain around `cpu`: the local group
+    /// first, the others in CPU order from `cpu` on, wrapping, as
     /// `build_sched_groups()` links them (`for_each_cpu_wrap` from `cpu`).
-    fn groups(self, cx: &Ctx, cpu: Cpu) -> Vec<Vec<Cpu>> {
-        let span: Vec<Cpu> = match self {
-            Level::Numa => (0..cx.nr_cpus()).collect(),
-            Level::Package => cx.socket_cpus(cx.socket(cpu)).to_vec(),
-            Level::Cache => cx.llc_cpus(cx.llc(cpu)).to_vec(),
-            Level::Smt => cx.smt_siblings(cpu).to_vec(),
+    /// Borrowed from the kernel's precomputed CPU lists: forks are
+    /// frequent and must not allocate per CPU.
+    fn groups<'a>(self, cx: &'a Ctx, cpu: Cpu) -> Vec<&'a [Cpu]> {
+        let first_of = |cpus: &[Cpu], c: Cpu| cpus.first() == Some(&c);
+        let mut groups: Vec<&[Cpu]> = match self {
+            Level::Numa => (0..cx.topology().nr_sockets() as u32)
+                .map(|s| cx.socket_cpus(s))
+                .collect(),
+            Level::Package => cx
+                .socket_cpus(cx.socket(cpu))
+                .iter()
+                .filter(|&&c| first_of(cx.llc_cpus(cx.llc(c)), c))
+                .map(|&c| cx.llc_cpus(cx.llc(c)))
+                .collect(),
+            Level::Cache => cx
+                .llc_cpus(cx.llc(cpu))
+                .iter()
+                .filter(|&&c| first_of(cx.smt_siblings(c), c))
+                .map(|&c| cx.smt_siblings(c))
+                .collect(),
+            Level::Smt => cx.smt_siblings(cpu).chunks(1).collect(),
         };
-        let group_of = |c: Cpu| match self {
-            Level::Numa => cx.socket(c),
-            Level::Package => cx.llc(c),
-            Level::Cache => cx.core(c),
-            Level::Smt => c,
-        };
-        let start = span.iter().position(|&c| c == cpu).unwrap_or(0);
-        let mut groups: Vec<(u32, Vec<Cpu>)> = Vec::new();
-        for i in 0..span.len() {
-            let c = span[(start + i) % span.len()];
-            let key = group_of(c);
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, cpus)) => cpus.push(c),
-                None => groups.push((key, vec![c])),
-            }
-        }
-        groups.into_iter().map(|(_, cpus)| cpus).collect()
+        let nr_cpus = cx.nr_cpus();
+        groups.sort_by_key(|g| {
+            let local = g.contains(&cpu);
+            let first = g.first().copied().unwrap_or(cpu);
+            (!local, (first + nr_cpus - cpu) % nr_cpus)
+        });
+        groups
     }
 }
 
@@ -113,9 +118,12 @@ struct GroupStats {
 
 impl GroupStats {
     fn of(cx: &Ctx, cpus: &[Cpu], imbalance_pct: f64) -> Self {
-        let idle_cpus = cpus.iter().filter(|&&c| cx.is_idle(c)).count() as u32;
-        let nr_running = cpus.iter().map(|&c| cx.nr_running(c)).sum::<u32>();
-        let util = cpus.iter().map(|&c| cx.util(c)).sum::<f64>();
+        let (mut idle_cpus, mut nr_running, mut util) = (0, 0, 0.0);
+        for &c in cpus {
+            nr_running += cx.nr_running(c);
+            idle_cpus += u32::from(cx.is_idle(c));
+            util += cx.util(c);
+        }
         let weight = cpus.len() as f64;
         Self {
             idle_cpus,
@@ -201,10 +209,10 @@ fn find_idlest_group(
     level: Level,
     cpu: Cpu,
     version: LinuxVersion,
-    groups: &[Vec<Cpu>],
+    groups: &[&[Cpu]],
 ) -> Option<usize> {
     let pct = level.imbalance_pct();
-    let local = GroupStats::of(cx, &groups[0], pct);
+    let local = GroupStats::of(cx, groups[0], pct);
     let mut idlest: Option<(usize, GroupStats)> = None;
     for (i, cpus) in groups.iter().enumerate().skip(1) {
         let stats = GroupStats::of(cx, cpus, pct);
@@ -266,7 +274,7 @@ pub fn select_fork(cx: &Ctx, parent: Cpu, version: LinuxVersion) -> Cpu {
         if let Some(index) = find_idlest_group(cx, level, cpu, version, &groups) {
             // The chosen CPU's own domains below this level decide next;
             // in a symmetric topology they are the next levels.
-            cpu = find_idlest_group_cpu(cx, &groups[index]);
+            cpu = find_idlest_group_cpu(cx, groups[index]);
         }
     }
     cpu
