@@ -1,14 +1,19 @@
 #!/bin/sh
-# Find, download and cache the newest Debian kernel with sched_ext.
+# Find, download and cache the newest Debian kernel with sched_ext, or
+# (--linux-5.10) Debian 11's 5.10 kernel, the fair scheduler of the
+# generation Nest was compared with, as a reference for the simulator's
+# Linux model (no sched_ext: only the default scheduler runs on it).
 #
 # Uses a private apt configuration (own sources list, lists and cache
 # directories under the cache dir); the system's apt setup is never changed
 # and nothing is installed: packages are fetched with `apt-get download`
 # and unpacked with `dpkg-deb -x`.
 #
-# Usage: scripts/guest-kernel.sh [--refresh | --cached]
-#   --refresh  refresh the package index even if it is recent
-#   --cached   do not touch the network; use the newest cached kernel
+# Usage: scripts/guest-kernel.sh [--refresh | --cached] [--linux-5.10]
+#   --refresh     refresh the package index even if it is recent
+#   --cached      do not touch the network; use the newest cached kernel
+#   --linux-5.10  Debian 11's newest 5.10 kernel instead, cached apart
+#                 (under kernel-5.10/, with its own package index)
 #
 # Environment:
 #   NEST_CACHE            cache directory (default /var/cache/nest)
@@ -19,7 +24,8 @@
 #
 # The last line of stdout is the cached kernel directory, which holds
 # vmlinuz, config, release (the `uname -r` string) and modules/ (the
-# /usr/lib/modules/<release> tree). $NEST_CACHE/kernel/current points to it.
+# /usr/lib/modules/<release> tree). $NEST_CACHE/kernel/current points to it
+# (kernel-5.10/current with --linux-5.10).
 set -eu
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -33,6 +39,9 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 APT=$CACHE/apt
 KERNELS=$CACHE/kernel
 MODE=auto
+# Release prefix to accept, and whether the kernel must have sched_ext.
+SERIES=
+NEED_SCHED_EXT=yes
 
 say() { echo "guest-kernel: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -42,7 +51,8 @@ parse_args() {
 		case $arg in
 		--refresh) MODE=refresh ;;
 		--cached) MODE=cached ;;
-		-h | --help) sed -n '2,24s/^# \{0,1\}//p' "$0"; exit 0 ;;
+		--linux-5.10) use_linux_510 ;;
+		-h | --help) sed -n '2,30s/^# \{0,1\}//p' "$0"; exit 0 ;;
 		*) die "unknown argument '$arg' (try --help)" ;;
 		esac
 	done
@@ -98,6 +108,16 @@ APT::Architectures { "amd64"; };
 CONF
 }
 
+# Debian 11's kernel, in its own cache and package index so that neither
+# disturbs the sched_ext kernel's.
+use_linux_510() {
+	SUITES=${NEST_KERNEL_510_SUITES:-bullseye}
+	SERIES='5\.10\.'
+	NEED_SCHED_EXT=no
+	APT=$CACHE/apt-5.10
+	KERNELS=$CACHE/kernel-5.10
+}
+
 apt_get() { apt-get -q -c "$APT/apt.conf" "$@"; }
 apt_cache() { apt-cache -c "$APT/apt.conf" "$@"; }
 
@@ -127,6 +147,7 @@ candidates() {
 	apt_cache search --names-only "^linux-image-[0-9].*-$FLAVOUR\$" |
 		sed -n "s/^linux-image-\([0-9][^ ]*-$FLAVOUR\) .*/\1/p" |
 		grep -Ev -- "-(cloud|rt)-$FLAVOUR\$" |
+		grep -- "^$SERIES" |
 		sort -Vr
 }
 
@@ -176,10 +197,11 @@ find_vmlinuz() {
 	done
 }
 
-# Succeeds while the config is not yet unpacked, or when it has sched_ext.
+# Succeeds while the config is not yet unpacked, or when it has sched_ext
+# (or sched_ext is not asked for).
 check_config() {
 	config=$(find_config "$1" "$2")
-	[ -n "$config" ] || return 0
+	[ -n "$config" ] && [ "$NEED_SCHED_EXT" = yes ] || return 0
 	grep -qx 'CONFIG_SCHED_CLASS_EXT=y' "$config" && return 0
 	say "$1 does not enable CONFIG_SCHED_CLASS_EXT; skipping"
 	return 1

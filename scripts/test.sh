@@ -30,6 +30,8 @@ scripts/setup.sh
 if ! $host_only; then
 	step "guest kernel with sched_ext"
 	echo "using $(scripts/guest-kernel.sh | tail -n 1)"
+	step "Debian 11's 5.10 kernel (the reference of nest validate)"
+	echo "using $(scripts/guest-kernel.sh --linux-5.10 | tail -n 1)"
 fi
 
 step "rustfmt"

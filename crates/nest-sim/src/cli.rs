@@ -15,6 +15,7 @@ use crate::governor::Governor;
 use crate::machine::Machine;
 use crate::policy::Policy;
 use crate::policy::baseline::Baseline;
+use crate::policy::fork_balance::LinuxVersion;
 use crate::policy::nest::Nest;
 use crate::policy::smove::{SLocal, SMove};
 use crate::results::{self, Comparison, RunResult};
@@ -77,6 +78,11 @@ pub struct SimArgs {
     /// Turn off the kernel's periodic and newly-idle load balancing.
     #[arg(long)]
     pub no_load_balance: bool,
+
+    /// The fair scheduler the Linux model follows where generations differ
+    /// (fork placement's NUMA rule).
+    #[arg(long, value_enum, default_value_t = LinuxVersion::Linux7)]
+    pub kernel: LinuxVersion,
 
     #[command(flatten)]
     pub nest: ParamsArgs,
@@ -248,6 +254,7 @@ fn run_all(args: &SimArgs, machine: &Machine, workload: &Workload) -> Result<Vec
                 let mut cfg = SimConfig::new(machine.clone(), g, seed);
                 cfg.tick_hz = args.tick_hz;
                 cfg.load_balance = !args.no_load_balance;
+                cfg.linux = args.kernel;
                 cfg.record_trace = args.trace_dir.is_some();
                 cfg.progress = !args.quiet && std::io::stderr().is_terminal();
                 let start = Instant::now();

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use nest_policy::PerfMode;
 use nest_sim::policy::Policy;
 use nest_sim::policy::baseline::Baseline;
+use nest_sim::policy::fork_balance::LinuxVersion;
 use nest_sim::policy::nest::Nest;
 use nest_sim::policy::smove::{SLocal, SMove};
 use nest_sim::workload::{Workload, builtin, rtapp};
@@ -432,13 +433,18 @@ fn shipped_workload_files_parse_and_run() {
 
 #[test]
 fn busy_cores_run_at_the_turbo_ceiling_for_their_count() {
-    // k busy tasks forked from CPU 0 stay on socket 0 (k < CPUs/4) on
-    // distinct cores; with the performance governor they reach the ceiling.
+    // k busy tasks forked from CPU 0 stay on socket 0 on distinct cores
+    // (Linux 5.10's NUMA rule keeps forks local while the socket runs
+    // fewer tasks than a quarter of the machine's CPUs, 16 here); with the
+    // performance governor they reach the ceiling.
     let m = machine("xeon-gold-5218-2s");
     for (k, mhz) in [(1, 3900), (2, 3900), (3, 3700), (4, 3700), (6, 3600)] {
         let text = format!(r#"{{"tasks": {{"hog": {{"instance": {k}, "runtime": 100000}}}}}}"#);
         let w = rtapp::parse(&text, "inline").unwrap();
-        let r = run_with(&m, &w, &mut Baseline, Governor::Performance, 1);
+        let mut cfg = SimConfig::new(m.clone(), Governor::Performance, 1);
+        cfg.record_trace = true;
+        cfg.linux = LinuxVersion::Linux510;
+        let r = nest_sim::run(cfg, &w, &mut Baseline).unwrap();
         let trace = r.trace.unwrap();
         let top = trace
             .events
@@ -493,4 +499,42 @@ fn sweep_runs_every_builtin_machine_and_workload_and_refuses_csv() {
             "{err}"
         );
     }
+}
+
+/// Where the children of a configure-like chain first ran, relative to
+/// the CPU that forked them, under the Linux model of `version`.
+fn chain_forks(machine_name: &str, version: LinuxVersion) -> nest_trace::metrics::ForkPlacement {
+    let m = machine(machine_name);
+    let w = builtin::build("configure:steps=40", m.nr_cores()).unwrap();
+    let mut cfg = SimConfig::new(m.clone(), Governor::Performance, 1);
+    cfg.record_trace = true;
+    cfg.linux = version;
+    let trace = nest_sim::run(cfg, &w, &mut Baseline)
+        .unwrap()
+        .trace
+        .unwrap();
+    let tl = nest_trace::timeline::Timeline::build(&trace);
+    let all: BTreeSet<u32> = trace.descendants(1);
+    nest_trace::metrics::tasks_placement(&trace, &tl, &all, 0, trace.end_ns(), 0).forks
+}
+
+#[test]
+fn forks_leave_a_small_socket_on_linux_7_and_stay_on_linux_5_10() {
+    // The 2x4x2 guest's 7.3 kernel sent 39 of 40 children of a fork/wait
+    // chain to the other socket (`nest trace tree` of a recorded
+    // `nest-load churn`): with 8 CPUs per socket imb_numa_nr is 1, so the
+    // parent's socket (1 task running, +1) may not take the child while
+    // the other socket has more idle CPUs.
+    let guest7 = chain_forks("test-guest-2s", LinuxVersion::Linux7);
+    assert!(guest7.other_socket * 10 >= guest7.total() * 9, "{guest7:?}");
+    // Linux 5.10 keeps forks local below a quarter of the machine's CPUs;
+    // Debian 11's 5.10.0-32 in the same guest put all 40 children on
+    // other cores of the parent's LLC.
+    let guest510 = chain_forks("test-guest-2s", LinuxVersion::Linux510);
+    assert_eq!(guest510.other_socket, 0, "{guest510:?}");
+    assert!(guest510.total() >= 80, "{guest510:?}");
+    // With 32 CPUs per socket imb_numa_nr is 4: a chain stays local on 7.x.
+    let big7 = chain_forks("xeon-gold-5218-2s", LinuxVersion::Linux7);
+    assert_eq!(big7.other_socket, 0, "{big7:?}");
+    assert!(big7.total() >= 80, "{big7:?}");
 }

@@ -323,7 +323,6 @@ fn run_metrics(a: MetricsArgs) -> anyhow::Result<()> {
 }
 
 fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
-    use crate::model::EventKind;
     let trace = input::load(&a.trace)?;
     let root = match a.pid {
         Some(pid) => pid,
@@ -334,23 +333,7 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
     };
     let interval_ns = a.interval;
     check_intervals(&trace, interval_ns)?;
-    // The root's lifetime: from its first exec (or the trace's start) to
-    // its exit (or the trace's end).
-    let mut from = None;
-    let mut to = trace.end_ns();
-    for e in &trace.events {
-        match &e.kind {
-            EventKind::Exec { pid, .. } if *pid == root => {
-                from.get_or_insert(e.ts_ns);
-            }
-            EventKind::Exit { pid } if *pid == root => to = e.ts_ns,
-            _ => {}
-        }
-    }
-    let from = from.unwrap_or(0);
-    let tl = crate::timeline::Timeline::build(&trace);
-    let pids = trace.descendants(root);
-    let p = crate::metrics::tasks_placement(&trace, &tl, &pids, from, to, interval_ns);
+    let p = crate::metrics::tree_placement(&trace, root, interval_ns);
     let meta = |key: &str| trace.meta_get(key).unwrap_or("unknown").to_string();
     let lines = [
         format!("root={root}"),
@@ -363,6 +346,14 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
         format!("cross_socket_migrations={}", p.cross_socket_migrations),
         format!("cpus_used={}", p.cpus_used),
         format!("run_seconds={:.3}", p.run_ns as f64 / 1e9),
+        format!("forks={}", p.forks.total()),
+        format!("forks_same_cpu={}", p.forks.same_cpu),
+        format!("forks_same_core={}", p.forks.same_core),
+        format!("forks_same_llc={}", p.forks.same_llc),
+        format!("forks_same_socket={}", p.forks.same_socket),
+        format!("forks_other_socket={}", p.forks.other_socket),
+        format!("wakeups={}", p.wakeups),
+        format!("wakeups_on_prev_cpu={}", p.wakeups_on_prev_cpu),
         format!("lost_events={}", meta("lost_events")),
         format!("overrun_events={}", meta("overrun_events")),
     ];

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Cpu, Pid, Trace};
+use crate::model::{Cpu, EventKind, Pid, PrevState, Trace};
 use crate::table::{Cell, Table};
 use crate::timeline::{Step, Timeline, value_at};
 
@@ -302,6 +302,55 @@ pub struct TasksPlacement {
     pub tasks: usize,
     /// Their total running time in the window.
     pub run_ns: u64,
+    /// Where the tasks forked in the window by tasks of the set first ran.
+    pub forks: ForkPlacement,
+    /// Times one of the tasks ran again after sleeping, in the window...
+    pub wakeups: u64,
+    /// ...and, of those, times it ran on the CPU it had slept on.
+    pub wakeups_on_prev_cpu: u64,
+}
+
+/// Where forked tasks first ran, relative to the CPU that forked them
+/// (the parent's at that moment): each fork counts in the closest class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForkPlacement {
+    pub same_cpu: u64,
+    /// The other hardware thread of the parent's core.
+    pub same_core: u64,
+    /// Another core sharing the parent's last-level cache.
+    pub same_llc: u64,
+    /// Another last-level cache of the parent's socket.
+    pub same_socket: u64,
+    pub other_socket: u64,
+}
+
+impl ForkPlacement {
+    pub fn total(&self) -> u64 {
+        self.same_cpu + self.same_core + self.same_llc + self.same_socket + self.other_socket
+    }
+
+    fn count(&mut self, tl: &Timeline, forked_on: Cpu, first_ran_on: Cpu) {
+        let (a, b) = (
+            tl.topology.place(forked_on),
+            tl.topology.place(first_ran_on),
+        );
+        // CPUs the topology does not know share nothing.
+        let share = |level: fn(&nest_topology::CpuPlace) -> u32| {
+            a.zip(b).is_some_and(|(a, b)| level(a) == level(b))
+        };
+        let class = if forked_on == first_ran_on {
+            &mut self.same_cpu
+        } else if share(|p| p.core) {
+            &mut self.same_core
+        } else if share(|p| p.llc) {
+            &mut self.same_llc
+        } else if share(|p| p.socket) {
+            &mut self.same_socket
+        } else {
+            &mut self.other_socket
+        };
+        *class += 1;
+    }
 }
 
 /// The [`TasksPlacement`] of `pids` in `trace` (replayed as `tl`).
@@ -340,20 +389,50 @@ pub fn tasks_placement(
         }
     }
     let (mut migrations, mut cross_socket_migrations) = (0, 0);
+    let mut forks = ForkPlacement::default();
+    // Forked children not yet seen running, with the CPU they were forked on.
+    let mut unstarted = std::collections::HashMap::new();
+    // Tasks of the set asleep, with the CPU they went to sleep on.
+    let mut asleep = std::collections::HashMap::new();
+    let (mut wakeups, mut wakeups_on_prev_cpu) = (0, 0);
     for e in &trace.events {
-        if let crate::model::EventKind::Migrate {
-            pid,
-            from: a,
-            to: b,
-        } = e.kind
-            && pids.contains(&pid)
-            && e.ts_ns >= from
-            && e.ts_ns < end.max(from + 1)
-        {
-            migrations += 1;
-            if tl.socket(a) != tl.socket(b) {
-                cross_socket_migrations += 1;
+        if e.ts_ns < from || e.ts_ns >= end.max(from + 1) {
+            continue;
+        }
+        match e.kind {
+            EventKind::Migrate {
+                pid,
+                from: a,
+                to: b,
+            } if pids.contains(&pid) => {
+                migrations += 1;
+                if tl.socket(a) != tl.socket(b) {
+                    cross_socket_migrations += 1;
+                }
             }
+            // Forks within the set: the root's own creation is not one.
+            EventKind::NewTask { parent, child, .. }
+                if pids.contains(&parent) && pids.contains(&child) =>
+            {
+                unstarted.insert(child, e.cpu);
+            }
+            EventKind::Switch {
+                prev,
+                prev_state,
+                next,
+            } => {
+                if prev_state == PrevState::Blocked && pids.contains(&prev) {
+                    asleep.insert(prev, e.cpu);
+                }
+                if let Some(forked_on) = unstarted.remove(&next) {
+                    forks.count(tl, forked_on, e.cpu);
+                }
+                if let Some(slept_on) = asleep.remove(&next) {
+                    wakeups += 1;
+                    wakeups_on_prev_cpu += u64::from(slept_on == e.cpu);
+                }
+            }
+            _ => {}
         }
     }
     let n = count as f64;
@@ -376,7 +455,30 @@ pub fn tasks_placement(
         cpus_used: cpus.len(),
         tasks: tasks.len(),
         run_ns,
+        forks,
+        wakeups,
+        wakeups_on_prev_cpu,
     }
+}
+
+/// The [`TasksPlacement`] of `root`'s process tree over `root`'s
+/// lifetime: from its first exec (or the trace's start) to its exit (or
+/// the trace's end).
+pub fn tree_placement(trace: &Trace, root: Pid, interval_ns: u64) -> TasksPlacement {
+    let mut from = None;
+    let mut to = trace.end_ns();
+    for e in &trace.events {
+        match &e.kind {
+            EventKind::Exec { pid, .. } if *pid == root => {
+                from.get_or_insert(e.ts_ns);
+            }
+            EventKind::Exit { pid } if *pid == root => to = e.ts_ns,
+            _ => {}
+        }
+    }
+    let tl = Timeline::build(trace);
+    let pids = trace.descendants(root);
+    tasks_placement(trace, &tl, &pids, from.unwrap_or(0), to, interval_ns)
 }
 
 /// Nearest-rank percentile of sorted values: the smallest value with at
@@ -600,6 +702,25 @@ pub fn nest_activity(tl: &Timeline) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Event, Topology};
+
+    const MS: u64 = 1_000_000;
+
+    fn ev(ms: u64, cpu: Cpu, kind: EventKind) -> Event {
+        Event {
+            ts_ns: ms * MS,
+            cpu,
+            kind,
+        }
+    }
+
+    fn sw(prev: Pid, next: Pid) -> EventKind {
+        EventKind::Switch {
+            prev,
+            prev_state: PrevState::Blocked,
+            next,
+        }
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
@@ -613,18 +734,6 @@ mod tests {
 
     #[test]
     fn tasks_placement_counts_only_the_set_per_interval() {
-        use crate::model::{Event, EventKind, PrevState, Topology};
-        const MS: u64 = 1_000_000;
-        let ev = |ms: u64, cpu, kind| Event {
-            ts_ns: ms * MS,
-            cpu,
-            kind,
-        };
-        let sw = |prev, next| EventKind::Switch {
-            prev,
-            prev_state: PrevState::Blocked,
-            next,
-        };
         // 2 sockets x 2 CPUs (CPUs 0, 1 on socket 0; 2, 3 on socket 1).
         // Task 10 runs on CPU 0 for 0-5 ms, migrates to CPU 2 (another
         // socket), runs there 12-15 ms; task 11 runs on CPU 1 2-4 ms, moves
@@ -684,6 +793,51 @@ mod tests {
         let early = tasks_placement(&trace, &tl, &pids, 0, 5 * MS, 0);
         assert_eq!((early.intervals, early.migrations), (1, 0));
         assert!((early.mean_cpus - 2.0).abs() < 1e-9, "{early:?}");
+    }
+
+    #[test]
+    fn forks_are_classed_by_where_the_child_first_ran() {
+        // 2 sockets x 2 cores x 2 threads: CPU 0's sibling is 4, CPU 2 is
+        // on socket 0's other core, CPU 1 on socket 1.
+        let fork = |child| EventKind::NewTask {
+            parent: 10,
+            child,
+            comm: "c".into(),
+        };
+        let events = vec![
+            ev(0, 0, sw(0, 10)),
+            ev(1, 0, fork(11)),
+            ev(2, 0, fork(12)),
+            ev(3, 0, fork(13)),
+            ev(4, 0, fork(14)),
+            ev(5, 4, sw(0, 11)),  // same core
+            ev(6, 2, sw(0, 12)),  // same LLC
+            ev(7, 1, sw(0, 13)),  // other socket
+            ev(8, 0, sw(10, 14)), // same CPU; 10 sleeps on CPU 0
+            ev(9, 1, sw(13, 14)), // a later run does not count
+            ev(9, 0, sw(14, 10)), // 10 wakes where it slept
+            ev(9, 0, sw(10, 11)), // 10 sleeps on CPU 0 again
+            ev(9, 2, sw(12, 10)), // and wakes on CPU 2
+            ev(10, 3, sw(0, 99)), // the trace's end
+        ];
+        let trace = Trace {
+            topology: Topology::regular(2, 2, 2),
+            meta: Vec::new(),
+            events,
+        };
+        let tl = Timeline::build(&trace);
+        let pids = BTreeSet::from([10, 11, 12, 13, 14]);
+        let p = tasks_placement(&trace, &tl, &pids, 0, 10 * MS, 0);
+        let expected = ForkPlacement {
+            same_cpu: 1,
+            same_core: 1,
+            same_llc: 1,
+            same_socket: 0,
+            other_socket: 1,
+        };
+        assert_eq!(p.forks, expected);
+        assert_eq!(p.forks.total(), 4);
+        assert_eq!((p.wakeups, p.wakeups_on_prev_cpu), (2, 1));
     }
 
     #[test]

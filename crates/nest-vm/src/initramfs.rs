@@ -16,6 +16,11 @@ use crate::kernel::{GuestKernel, cache_dir};
 /// dependencies (netfs, 9pnet) come from `modules.dep`.
 pub const MODULES: [&str; 2] = ["9pnet_virtio", "9p"];
 
+/// Built into current kernels, modules in older ones (Debian 11's 5.10
+/// has `CONFIG_VIRTIO_PCI=m`; without it 9p finds no virtio channel):
+/// loaded first when the kernel has them as modules.
+pub const MODULES_IF_MODULAR: [&str; 1] = ["virtio_pci"];
+
 const INIT: &str = include_str!("init.sh");
 const STAGE2: &str = include_str!("stage2.sh");
 
@@ -74,7 +79,8 @@ fn module_name(path: &str) -> &str {
     file.split(".ko").next().unwrap_or(file)
 }
 
-/// Module paths (relative to the module tree) to load, dependencies first.
+/// Module paths (relative to the module tree) to load, dependencies
+/// first: [`MODULES_IF_MODULAR`] that the kernel has, then `wanted`.
 pub fn load_order(modules_dir: &Path, wanted: &[&str]) -> Result<Vec<String>> {
     let dep_file = modules_dir.join("modules.dep");
     let text = fs::read_to_string(&dep_file).with_context(|| {
@@ -83,7 +89,24 @@ pub fn load_order(modules_dir: &Path, wanted: &[&str]) -> Result<Vec<String>> {
             dep_file.display()
         )
     })?;
-    resolve(&parse_modules_dep(&text), wanted)
+    modules_to_load(&parse_modules_dep(&text), wanted)
+}
+
+/// [`MODULES_IF_MODULAR`] that `deps` has, then `wanted`, resolved.
+fn modules_to_load(deps: &HashMap<String, Vec<String>>, wanted: &[&str]) -> Result<Vec<String>> {
+    let names: Vec<&str> = MODULES_IF_MODULAR
+        .into_iter()
+        .filter(|name| find_module(deps, name).is_some())
+        .chain(wanted.iter().copied())
+        .collect();
+    resolve(deps, &names)
+}
+
+/// The path of module `name` (`-` and `_` alike) in `deps`.
+fn find_module<'a>(deps: &'a HashMap<String, Vec<String>>, name: &str) -> Option<&'a String> {
+    let name = name.replace('-', "_");
+    deps.keys()
+        .find(|path| module_name(path).replace('-', "_") == name)
 }
 
 /// `modules.dep` as module path -> dependency paths.
@@ -99,13 +122,9 @@ pub fn parse_modules_dep(text: &str) -> HashMap<String, Vec<String>> {
 
 /// Depth-first: every module after its dependencies, each once.
 pub fn resolve(deps: &HashMap<String, Vec<String>>, wanted: &[&str]) -> Result<Vec<String>> {
-    let by_name: HashMap<String, &String> = deps
-        .keys()
-        .map(|path| (module_name(path).replace('-', "_"), path))
-        .collect();
     let mut order = Vec::new();
     for name in wanted {
-        let Some(path) = by_name.get(&name.replace('-', "_")) else {
+        let Some(path) = find_module(deps, name) else {
             bail!(
                 "kernel module {name} not found in modules.dep: the guest kernel lacks 9p support"
             );
@@ -191,6 +210,29 @@ kernel/fs/netfs/netfs.ko.xz:
         let order = resolve(&parse_modules_dep(DEP), &MODULES).unwrap();
         let names: Vec<_> = order.iter().map(|p| module_name(p)).collect();
         assert_eq!(names, ["netfs", "9pnet", "9pnet_virtio", "9p"]);
+    }
+
+    #[test]
+    fn virtio_pci_is_loaded_first_only_where_it_is_a_module() {
+        let built_in = modules_to_load(&parse_modules_dep(DEP), &MODULES).unwrap();
+        assert_eq!(built_in.len(), 4);
+        let modular = format!(
+            "{DEP}kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio.ko\n\
+             kernel/drivers/virtio/virtio.ko:\n"
+        );
+        let order = modules_to_load(&parse_modules_dep(&modular), &MODULES).unwrap();
+        let names: Vec<_> = order.iter().map(|p| module_name(p)).collect();
+        assert_eq!(
+            names,
+            [
+                "virtio",
+                "virtio_pci",
+                "netfs",
+                "9pnet",
+                "9pnet_virtio",
+                "9p"
+            ]
+        );
     }
 
     #[test]

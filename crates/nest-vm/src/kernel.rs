@@ -33,6 +33,12 @@ pub fn default_kernel_dir() -> PathBuf {
     cache_dir().join("kernel").join("current")
 }
 
+/// Where `scripts/guest-kernel.sh --linux-5.10` caches Debian 11's kernel,
+/// the reference for the simulator's `linux-5.10` model (no sched_ext).
+pub fn linux_510_kernel_dir() -> PathBuf {
+    cache_dir().join("kernel-5.10").join("current")
+}
+
 impl GuestKernel {
     /// Checks that `dir` holds a complete cached kernel.
     pub fn locate(dir: &Path) -> Result<Self> {

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod run;
 mod trace;
+mod validate;
 mod vm;
 
 #[derive(Debug, Parser)]
@@ -33,6 +34,9 @@ enum Command {
     /// Run workloads under several schedulers (and governors), repeatedly
     /// and interleaved, and report each one's improvement over the first.
     Bench(bench::BenchArgs),
+    /// Compare the simulator's Linux model with real kernels: record
+    /// workloads in the guest, replay them in the simulator, print both.
+    Validate(validate::ValidateArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
         Command::Vm(args) => vm::run(args),
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Validate(args) => validate::run(args),
     };
     result.unwrap_or_else(failure)
 }

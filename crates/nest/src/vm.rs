@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use nest_policy::duration_within;
-use nest_vm::{GuestKernel, VmOutcome, VmSpec, default_kernel_dir, shell_join};
+use nest_vm::{
+    GuestKernel, VmOutcome, VmSpec, default_kernel_dir, linux_510_kernel_dir, shell_join,
+};
 
 #[derive(Debug, Args)]
 pub struct VmArgs {
@@ -24,6 +26,11 @@ enum VmCommand {
         /// Look for a newer kernel even if one is cached.
         #[arg(long)]
         refresh: bool,
+        /// Debian 11's 5.10 kernel instead (no sched_ext: the default
+        /// scheduler of the generation Nest was compared with), for
+        /// `nest vm run --kernel DIR`.
+        #[arg(long = "linux-5.10")]
+        linux_510: bool,
     },
     /// Boot a guest, run CMD as root in it and exit with its status.
     Run(RunArgs),
@@ -80,30 +87,46 @@ struct RunArgs {
 
 pub fn run(args: VmArgs) -> Result<ExitCode> {
     match args.command {
-        VmCommand::Kernel { refresh } => kernel(refresh),
+        VmCommand::Kernel { refresh, linux_510 } => kernel(refresh, linux_510),
         VmCommand::Run(args) => run_guest(args),
     }
 }
 
-fn kernel(refresh: bool) -> Result<ExitCode> {
-    let current = default_kernel_dir();
+fn kernel(refresh: bool, linux_510: bool) -> Result<ExitCode> {
+    let dir = ensure_kernel(refresh, linux_510)?;
+    writeln!(std::io::stdout(), "{}", dir.display())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The cached guest kernel's directory (Debian 11's 5.10 with
+/// `linux_510`), fetched first by scripts/guest-kernel.sh, whose progress
+/// goes to stderr, if none is cached or `refresh` is given.
+pub(crate) fn ensure_kernel(refresh: bool, linux_510: bool) -> Result<PathBuf> {
+    let current = if linux_510 {
+        linux_510_kernel_dir()
+    } else {
+        default_kernel_dir()
+    };
     if !refresh && GuestKernel::locate(&current).is_ok() {
-        writeln!(std::io::stdout(), "{}", resolve(&current).display())?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(resolve(&current));
     }
     let script = find_script("guest-kernel.sh")?;
     let mut cmd = Command::new(&script);
     if refresh {
         cmd.arg("--refresh");
     }
+    if linux_510 {
+        cmd.arg("--linux-5.10");
+    }
     let status = cmd
+        .stdout(std::process::Stdio::null())
         .status()
         .with_context(|| format!("cannot run {}", script.display()))?;
-    Ok(if status.success() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    if !status.success() {
+        bail!("{} could not provide a guest kernel", script.display());
+    }
+    GuestKernel::locate(&current)?;
+    Ok(resolve(&current))
 }
 
 /// The real directory behind the `current` link, for stable paths.

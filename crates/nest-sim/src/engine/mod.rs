@@ -23,6 +23,7 @@ use queue::{Key, key_time};
 
 use crate::governor::Governor;
 use crate::machine::Machine;
+use crate::policy::fork_balance::LinuxVersion;
 use crate::policy::{Ctx, Policy};
 use crate::results::RunResult;
 use crate::workload::Workload;
@@ -43,6 +44,8 @@ pub struct SimConfig {
     pub max_time_ns: u64,
     /// Run the kernel's periodic and newly-idle load balancing.
     pub load_balance: bool,
+    /// The generation of the fair scheduler the Linux model follows.
+    pub linux: LinuxVersion,
     /// Record the schedule as a nest-trace [`Trace`].
     pub record_trace: bool,
     /// Report progress on stderr (about once a second of wall time).
@@ -62,6 +65,7 @@ impl SimConfig {
             slice_ns: 3_000_000,
             max_time_ns: 600_000_000_000,
             load_balance: true,
+            linux: LinuxVersion::default(),
             record_trace: false,
             progress: false,
         }

@@ -7,6 +7,7 @@
 //! so new policies (Nest, S_move, S_local...) need no engine change.
 
 pub mod baseline;
+pub mod fork_balance;
 pub mod nest;
 pub mod smove;
 
@@ -122,6 +123,11 @@ impl Ctx<'_> {
     /// When `cpu` last became idle (meaningful when idle).
     pub fn idle_since(&self, cpu: Cpu) -> u64 {
         self.k.cpus[cpu as usize].idle_since
+    }
+
+    /// Which generation of the fair scheduler the Linux model follows.
+    pub fn linux_version(&self) -> fork_balance::LinuxVersion {
+        self.k.cfg.linux
     }
 
     /// PELT-like utilisation of `cpu` in [0, 1] at the last frequency step.

@@ -1,0 +1,281 @@
+//! Where the fair scheduler puts a forked task: `find_idlest_cpu()` in
+//! kernel/sched/fair.c (`sched_balance_find_dst_cpu()` since 6.10), which
+//! `select_task_rq_fair()` calls for `SD_BALANCE_FORK` from the highest
+//! domain that has the flag (every level below a distant NUMA one).
+//!
+//! From the top of the parent CPU's domain hierarchy down, at each level:
+//! `find_idlest_group()` compares the level's groups (the local one, which
+//! holds the current CPU, and the others) and either keeps the local group
+//! (go down a level) or names the idlest other group, whose
+//! `find_idlest_group_cpu()` becomes the current CPU (then go on below the
+//! level just decided). Levels with one group are degenerate and skipped,
+//! as `cpu_attach_domain()` removes them.
+//!
+//! Simplifications, all because the simulator has no such state: every task
+//! has nice 0, so a group's load is its number of tasks; PELT's runnable
+//! average is the utilisation; no task has a preferred NUMA node
+//! (`numa_preferred_nid` is unset for a new task) or a restricted affinity;
+//! idle CPUs have no idle states, so the shallowest idle CPU is the most
+//! recently idled one (`rq->idle_stamp`).
+
+use nest_trace::Cpu;
+
+use super::Ctx;
+
+/// Which generation of the fair scheduler's rules to follow where they
+/// differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LinuxVersion {
+    /// Linux 5.9-5.18, the fair scheduler Nest was compared with (5.9).
+    #[value(name = "linux-5.10")]
+    Linux510,
+    /// Linux 5.19 and later (EEVDF from 6.6): the NUMA rule of `imb_numa_nr`.
+    #[default]
+    #[value(name = "linux-7")]
+    Linux7,
+}
+
+/// A level of the scheduling-domain hierarchy, top down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    /// The machine; groups are sockets (NUMA nodes).
+    Numa,
+    /// A socket; groups are its last-level caches.
+    Package,
+    /// A last-level cache; groups are physical cores.
+    Cache,
+    /// A physical core; groups are its hardware threads.
+    Smt,
+}
+
+const LEVELS: [Level; 4] = [Level::Numa, Level::Package, Level::Cache, Level::Smt];
+
+impl Level {
+    /// `sd->imbalance_pct` (`sd_init()` in kernel/sched/topology.c).
+    fn imbalance_pct(self) -> f64 {
+        match self {
+            Level::Smt => 110.0,
+            _ => 117.0,
+        }
+    }
+
+    /// The groups of this level's domain around `cpu`: the local group
+    /// first, the others in CPU order from `cpu` on, wrapping, as
+    /// `build_sched_groups()` links them (`for_each_cpu_wrap` from `cpu`).
+    /// Borrowed from the kernel's precomputed CPU lists: forks are
+    /// frequent and must not allocate per CPU.
+    fn groups<'a>(self, cx: &'a Ctx, cpu: Cpu) -> Vec<&'a [Cpu]> {
+        let first_of = |cpus: &[Cpu], c: Cpu| cpus.first() == Some(&c);
+        let mut groups: Vec<&[Cpu]> = match self {
+            Level::Numa => (0..cx.topology().nr_sockets() as u32)
+                .map(|s| cx.socket_cpus(s))
+                .collect(),
+            Level::Package => cx
+                .socket_cpus(cx.socket(cpu))
+                .iter()
+                .filter(|&&c| first_of(cx.llc_cpus(cx.llc(c)), c))
+                .map(|&c| cx.llc_cpus(cx.llc(c)))
+                .collect(),
+            Level::Cache => cx
+                .llc_cpus(cx.llc(cpu))
+                .iter()
+                .filter(|&&c| first_of(cx.smt_siblings(c), c))
+                .map(|&c| cx.smt_siblings(c))
+                .collect(),
+            Level::Smt => cx.smt_siblings(cpu).chunks(1).collect(),
+        };
+        let nr_cpus = cx.nr_cpus();
+        groups.sort_by_key(|g| {
+            let local = g.contains(&cpu);
+            let first = g.first().copied().unwrap_or(cpu);
+            (!local, (first + nr_cpus - cpu) % nr_cpus)
+        });
+        groups
+    }
+}
+
+/// `enum group_type`, in the kernel's order: lower is less busy. The types
+/// the simulator cannot produce (misfit, asym packing, imbalanced) are left
+/// out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum GroupType {
+    HasSpare,
+    FullyBusy,
+    Overloaded,
+}
+
+/// `struct sg_lb_stats` as `update_sg_wakeup_stats()` fills it.
+#[derive(Clone, Copy, Debug)]
+struct GroupStats {
+    idle_cpus: u32,
+    nr_running: u32,
+    /// Sum of the CPUs' utilisation, in CPUs (1.0 = one CPU's capacity).
+    util: f64,
+    /// Load per CPU of capacity: tasks per CPU (every task has nice 0).
+    avg_load: f64,
+    kind: GroupType,
+}
+
+impl GroupStats {
+    fn of(cx: &Ctx, cpus: &[Cpu], imbalance_pct: f64) -> Self {
+        let (mut idle_cpus, mut nr_running, mut util) = (0, 0, 0.0);
+        for &c in cpus {
+            nr_running += cx.nr_running(c);
+            idle_cpus += u32::from(cx.is_idle(c));
+            util += cx.util(c);
+        }
+        let weight = cpus.len() as f64;
+        Self {
+            idle_cpus,
+            nr_running,
+            util,
+            avg_load: f64::from(nr_running) / weight,
+            kind: classify(nr_running, weight, util, imbalance_pct),
+        }
+    }
+}
+
+/// `group_classify()`, with `group_is_overloaded()` and
+/// `group_has_capacity()` (runnable average taken as the utilisation).
+fn classify(nr_running: u32, weight: f64, util: f64, imbalance_pct: f64) -> GroupType {
+    let nr = f64::from(nr_running);
+    if nr > weight && weight * 100.0 < util * imbalance_pct {
+        return GroupType::Overloaded;
+    }
+    if nr < weight || weight * 100.0 > util * imbalance_pct {
+        return GroupType::HasSpare;
+    }
+    GroupType::FullyBusy
+}
+
+/// `update_pick_idlest()`: is `candidate` idler than `idlest`?
+fn idler(candidate: &GroupStats, idlest: &GroupStats) -> bool {
+    if candidate.kind != idlest.kind {
+        return candidate.kind < idlest.kind;
+    }
+    match candidate.kind {
+        GroupType::Overloaded | GroupType::FullyBusy => candidate.avg_load < idlest.avg_load,
+        // Most idle CPUs, then the lowest utilisation (since v5.9).
+        GroupType::HasSpare => {
+            candidate.idle_cpus > idlest.idle_cpus
+                || (candidate.idle_cpus == idlest.idle_cpus && candidate.util < idlest.util)
+        }
+    }
+}
+
+/// `sd->imb_numa_nr` of the NUMA domain (`build_sched_domains()` in
+/// kernel/sched/topology.c, 5.19+): the domain just above the LLC allows
+/// one task per LLC it spans, or an eighth of its CPUs when it spans one
+/// LLC (`span_weight >> 3`), at least 1. One NUMA level: factor 1.
+fn imb_numa_nr(cx: &Ctx, cpu: Cpu) -> u32 {
+    let socket = cx.socket_cpus(cx.socket(cpu)).len() as u32;
+    let llc = cx.llc_cpus(cx.llc(cpu)).len() as u32;
+    let nr_llcs = socket / llc.max(1);
+    if nr_llcs <= 1 {
+        (socket >> 3).max(1)
+    } else {
+        nr_llcs
+    }
+}
+
+/// Does the NUMA rule keep the task on the local node? `local` and
+/// `idlest` both have spare capacity.
+fn numa_keeps_local(
+    cx: &Ctx,
+    cpu: Cpu,
+    version: LinuxVersion,
+    local: &GroupStats,
+    idlest: &GroupStats,
+) -> bool {
+    match version {
+        // allow_numa_imbalance(local_sgs.sum_nr_running, sd->span_weight):
+        // fewer tasks than a quarter of the NUMA domain's CPUs.
+        LinuxVersion::Linux510 => local.nr_running < cx.nr_cpus() >> 2,
+        // adjust_numa_imbalance(imbalance, local_sgs.sum_nr_running + 1,
+        // sd->imb_numa_nr) == 0: with the child, the local node would run
+        // at most imb_numa_nr tasks, and the idle-CPU difference is at most
+        // NUMA_IMBALANCE_MIN (2).
+        LinuxVersion::Linux7 => {
+            let imbalance = local.idle_cpus.abs_diff(idlest.idle_cpus);
+            local.nr_running < imb_numa_nr(cx, cpu) && imbalance <= 2
+        }
+    }
+}
+
+/// `find_idlest_group()`: the group to move to, or `None` to stay in the
+/// local group (`groups[0]`).
+fn find_idlest_group(
+    cx: &Ctx,
+    level: Level,
+    cpu: Cpu,
+    version: LinuxVersion,
+    groups: &[&[Cpu]],
+) -> Option<usize> {
+    let pct = level.imbalance_pct();
+    let local = GroupStats::of(cx, groups[0], pct);
+    let mut idlest: Option<(usize, GroupStats)> = None;
+    for (i, cpus) in groups.iter().enumerate().skip(1) {
+        let stats = GroupStats::of(cx, cpus, pct);
+        if idlest.as_ref().is_none_or(|(_, best)| idler(&stats, best)) {
+            idlest = Some((i, stats));
+        }
+    }
+    let (index, idlest) = idlest?;
+    if local.kind != idlest.kind {
+        return (local.kind > idlest.kind).then_some(index);
+    }
+    let stay = match local.kind {
+        GroupType::Overloaded | GroupType::FullyBusy => {
+            let imbalance = (pct - 100.0) / 100.0;
+            idlest.avg_load >= local.avg_load + imbalance
+                || 100.0 * local.avg_load <= pct * idlest.avg_load
+        }
+        GroupType::HasSpare => {
+            (level == Level::Numa && numa_keeps_local(cx, cpu, version, &local, &idlest))
+                || local.idle_cpus >= idlest.idle_cpus
+        }
+    };
+    (!stay).then_some(index)
+}
+
+/// `find_idlest_group_cpu()`: the shallowest idle CPU of the group (here:
+/// the most recently idled), else the least loaded one.
+fn find_idlest_group_cpu(cx: &Ctx, group: &[Cpu]) -> Cpu {
+    if let Some(idle) =
+        group
+            .iter()
+            .copied()
+            .filter(|&c| cx.is_idle(c))
+            .fold(None, |best: Option<Cpu>, c| match best {
+                Some(b) if cx.idle_since(b) >= cx.idle_since(c) => Some(b),
+                _ => Some(c),
+            })
+    {
+        return idle;
+    }
+    group
+        .iter()
+        .copied()
+        .fold(None, |best: Option<Cpu>, c| match best {
+            Some(b) if cx.nr_running(b) <= cx.nr_running(c) => Some(b),
+            _ => Some(c),
+        })
+        .unwrap_or(group[0])
+}
+
+/// `find_idlest_cpu()`: the CPU a task forked on `parent` starts on.
+pub fn select_fork(cx: &Ctx, parent: Cpu, version: LinuxVersion) -> Cpu {
+    let mut cpu = parent;
+    for level in LEVELS {
+        let groups = level.groups(cx, cpu);
+        if groups.len() <= 1 {
+            continue;
+        }
+        if let Some(index) = find_idlest_group(cx, level, cpu, version, &groups) {
+            // The chosen CPU's own domains below this level decide next;
+            // in a symmetric topology they are the next levels.
+            cpu = find_idlest_group_cpu(cx, groups[index]);
+        }
+    }
+    cpu
+}

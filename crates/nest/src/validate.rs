@@ -1,0 +1,435 @@
+//! `nest validate`: the simulator's Linux model against real kernels.
+//!
+//! For each kernel generation (Debian's sched_ext kernel for `linux-7`,
+//! Debian 11's for `linux-5.10`), boots the 2x4x2 NUMA guest and records
+//! each workload with `nest trace record` under the kernel's default
+//! scheduler; replays every recorded command in the simulator on the
+//! guest's model (`test-guest-2s`) under the Linux model of the same
+//! generation; and prints the recorded command's placement in both, side
+//! by side, with whether each figure agrees within its band ([`BANDS`]).
+//! Exits non-zero when a figure leaves its band.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use nest_policy::duration_within;
+use nest_sim::policy::baseline::Baseline;
+use nest_sim::policy::fork_balance::LinuxVersion;
+use nest_sim::workload::{replay, rtapp};
+use nest_sim::{Governor, Machine, SimConfig};
+use nest_trace::Trace;
+use nest_trace::metrics::{TasksPlacement, tree_placement};
+use nest_vm::{VmSpec, shell_quote};
+
+use crate::vm::ensure_kernel;
+
+/// The simulator's model of the guest (2 sockets x 4 cores x 2 threads).
+const GUEST_MACHINE: &str = "test-guest-2s";
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Kernel generations to compare with their models.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "linux-7,linux-5.10"
+    )]
+    kernels: Vec<LinuxVersion>,
+    /// Workloads (nest-load programs) to record and replay.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "chain,pingpong,batch,overload"
+    )]
+    workloads: Vec<Workload>,
+    /// Directory for the recorded traces and figures.csv.
+    #[arg(short, long, default_value = "out/validate")]
+    out: PathBuf,
+    /// Compare the traces already in --out instead of booting guests.
+    #[arg(long)]
+    from_traces: bool,
+    /// Longest a guest may run (it is killed after).
+    #[arg(long, default_value = "900s", value_parser = duration_within(1_000_000_000..=u64::MAX))]
+    timeout: Duration,
+}
+
+/// A workload: a nest-load command, recorded from its start to its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Workload {
+    /// A serial fork/wait chain (40 children of 20 ms), like configure.
+    Chain,
+    /// Two processes bouncing a byte through pipes for 1 s.
+    Pingpong,
+    /// One CPU-bound thread per CPU, 200 ms of CPU time each.
+    Batch,
+    /// Three CPU-bound threads per CPU, 50 ms each.
+    Overload,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Chain => "chain",
+            Workload::Pingpong => "pingpong",
+            Workload::Batch => "batch",
+            Workload::Overload => "overload",
+        }
+    }
+
+    fn nest_load_args(self) -> &'static str {
+        match self {
+            Workload::Chain => "churn --count 40 --work-us 20000",
+            Workload::Pingpong => "pingpong --seconds 1",
+            Workload::Batch => "batch --tasks 16 --work-ms 200",
+            Workload::Overload => "batch --tasks 48 --work-ms 50",
+        }
+    }
+}
+
+fn kernel_label(version: LinuxVersion) -> &'static str {
+    match version {
+        LinuxVersion::Linux7 => "linux-7",
+        LinuxVersion::Linux510 => "linux-5.10",
+    }
+}
+
+fn trace_path(out: &Path, version: LinuxVersion, workload: Workload) -> PathBuf {
+    out.join(format!(
+        "{}-{}.nest.jsonl",
+        kernel_label(version),
+        workload.name()
+    ))
+}
+
+/// One figure of the recorded command's placement.
+struct Figure {
+    name: &'static str,
+    value: fn(&TasksPlacement) -> Option<f64>,
+    /// Largest difference, real vs simulated, that counts as agreement.
+    band: f64,
+}
+
+fn share(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+/// The figures compared and their bands. CPUs per 100 ms gets a whole
+/// CPU: in the guest, kernel threads and the recorder move idle CPUs'
+/// idle stamps, so a child may start on another idle CPU of the same
+/// kind, which the simulator (no other tasks) never sees. Shares get 0.25:
+/// which class of CPU a fork or wakeup takes is the decision being
+/// checked, and a model that gets it right agrees far closer than that.
+const BANDS: [Figure; 5] = [
+    Figure {
+        name: "CPUs / 100 ms",
+        value: |p| Some(p.mean_cpus),
+        band: 1.0,
+    },
+    Figure {
+        name: "sockets / 100 ms",
+        value: |p| Some(p.mean_sockets),
+        band: 0.35,
+    },
+    Figure {
+        name: "forks to another socket",
+        value: |p| share(p.forks.other_socket, p.forks.total()),
+        band: 0.25,
+    },
+    Figure {
+        name: "forks to the parent's LLC",
+        value: |p| {
+            share(
+                p.forks.same_cpu + p.forks.same_core + p.forks.same_llc,
+                p.forks.total(),
+            )
+        },
+        band: 0.25,
+    },
+    Figure {
+        name: "wakeups on the previous CPU",
+        value: |p| share(p.wakeups_on_prev_cpu, p.wakeups),
+        band: 0.25,
+    },
+];
+
+pub fn run(args: ValidateArgs) -> Result<ExitCode> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let out = nest_vm::output_dir(&args.out)?;
+    if !args.from_traces {
+        for &version in &args.kernels {
+            record_in_guest(&out, version, &args.workloads, args.timeout)?;
+        }
+    }
+    let machine = Machine::builtin(GUEST_MACHINE)?;
+    let mut rows = Vec::new();
+    for &version in &args.kernels {
+        for &workload in &args.workloads {
+            let path = trace_path(&out, version, workload);
+            let real = nest_trace::input::load(&path).with_context(|| {
+                format!(
+                    "{}: no recorded trace (run without --from-traces)",
+                    path.display()
+                )
+            })?;
+            let simulated = simulate(&real, &machine, version)
+                .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
+            let (real_root, real) = command_placement(&real, None)?;
+            let (_, simulated) = command_placement(&simulated, Some(1))?;
+            eprintln!(
+                "nest validate: {} {}: root {real_root}",
+                kernel_label(version),
+                workload.name()
+            );
+            rows.extend(compare(version, workload, &real, &simulated));
+        }
+    }
+    let csv = out.join("figures.csv");
+    std::fs::write(&csv, to_csv(&rows))
+        .with_context(|| format!("cannot write {}", csv.display()))?;
+    print_table(&rows)?;
+    let outside = rows.iter().filter(|r| r.agrees == Some(false)).count();
+    eprintln!(
+        "nest validate: {} figures, {outside} outside their band; wrote {}",
+        rows.len(),
+        csv.display()
+    );
+    Ok(if outside == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Boots the guest on `version`'s kernel and records every workload.
+fn record_in_guest(
+    out: &Path,
+    version: LinuxVersion,
+    workloads: &[Workload],
+    timeout: Duration,
+) -> Result<()> {
+    let kernel_dir = ensure_kernel(false, version == LinuxVersion::Linux510)?;
+    let bin = std::env::current_exe()
+        .context("cannot find the nest binary")?
+        .parent()
+        .map(Path::to_path_buf)
+        .context("the nest binary has no directory")?;
+    if !bin.join("nest-load").is_file() {
+        bail!(
+            "{} has no nest-load: build it next to nest (cargo build -p nest-load, or --release for a release nest)",
+            bin.display()
+        );
+    }
+    let script = workloads
+        .iter()
+        .map(|&w| {
+            format!(
+                "{nest} trace record --buffer-kb 8192 --out {trace} -- {load} {args} >&2 || exit 1",
+                nest = shell_quote(&bin.join("nest").to_string_lossy()),
+                trace = shell_quote(&trace_path(out, version, w).to_string_lossy()),
+                load = shell_quote(&bin.join("nest-load").to_string_lossy()),
+                args = w.nest_load_args(),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let spec = VmSpec {
+        numa: true,
+        timeout,
+        kernel_dir,
+        output_dir: Some(out.to_path_buf()),
+        ..VmSpec::with_topology(2, 4, 2)
+    };
+    eprintln!(
+        "nest validate: recording {} workload(s) under {} in the 2x4x2 guest",
+        workloads.len(),
+        kernel_label(version)
+    );
+    let outcome = nest_vm::run(&spec, &format!("set -u\n{script}"))?;
+    if let Some(failure) = outcome.failure() {
+        bail!(
+            "the {} guest failed: {failure}\n{}",
+            kernel_label(version),
+            outcome.stderr
+        );
+    }
+    Ok(())
+}
+
+/// Replays the recorded command of `real` on `machine` under the Linux
+/// model of `version`; returns the simulated schedule.
+fn simulate(real: &Trace, machine: &Machine, version: LinuxVersion) -> Result<Trace> {
+    let workload = replay::replay(real, &Default::default())?;
+    let workload = rtapp::parse(&workload.to_json_string(), "replay")?;
+    let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
+    cfg.record_trace = true;
+    cfg.linux = version;
+    let result = nest_sim::run(cfg, &workload, &mut Baseline)?;
+    result.trace.context("the simulator recorded no trace")
+}
+
+/// The placement of the recorded command's tree (root: `root`, else the
+/// trace's `command_pid`) over its lifetime, in 100 ms intervals.
+fn command_placement(trace: &Trace, root: Option<u32>) -> Result<(u32, TasksPlacement)> {
+    let root = match root {
+        Some(pid) => pid,
+        None => trace
+            .meta_get("command_pid")
+            .and_then(|pid| pid.parse().ok())
+            .context("the trace has no command_pid (record it with `nest trace record -- CMD`)")?,
+    };
+    Ok((root, tree_placement(trace, root, 100_000_000)))
+}
+
+struct Row {
+    kernel: &'static str,
+    workload: &'static str,
+    figure: &'static str,
+    real: Option<f64>,
+    simulated: Option<f64>,
+    band: f64,
+    /// None when either side has no value (e.g. no forks).
+    agrees: Option<bool>,
+}
+
+fn compare(
+    version: LinuxVersion,
+    workload: Workload,
+    real: &TasksPlacement,
+    simulated: &TasksPlacement,
+) -> Vec<Row> {
+    BANDS
+        .iter()
+        .map(|f| {
+            let (r, s) = ((f.value)(real), (f.value)(simulated));
+            Row {
+                kernel: kernel_label(version),
+                workload: workload.name(),
+                figure: f.name,
+                real: r,
+                simulated: s,
+                band: f.band,
+                agrees: r.zip(s).map(|(r, s)| (r - s).abs() <= f.band),
+            }
+        })
+        .collect()
+}
+
+fn cell(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+}
+
+fn verdict(row: &Row) -> &'static str {
+    match row.agrees {
+        Some(true) => "agrees",
+        Some(false) => "OUTSIDE",
+        None => "-",
+    }
+}
+
+fn print_table(rows: &[Row]) -> Result<()> {
+    use std::io::Write;
+    let mut text = format!(
+        "{:<11} {:<9} {:<28} {:>7} {:>7} {:>6}  {}\n",
+        "kernel", "workload", "figure", "real", "sim", "band", "verdict"
+    );
+    for r in rows {
+        text.push_str(&format!(
+            "{:<11} {:<9} {:<28} {:>7} {:>7} {:>6.2}  {}\n",
+            r.kernel,
+            r.workload,
+            r.figure,
+            cell(r.real),
+            cell(r.simulated),
+            r.band,
+            verdict(r)
+        ));
+    }
+    std::io::stdout().write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn to_csv(rows: &[Row]) -> String {
+    let mut csv = String::from("kernel,workload,figure,real,simulated,band,verdict\n");
+    for r in rows {
+        let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
+        csv.push_str(&format!(
+            "{},{},{},{},{},{},{}\n",
+            r.kernel,
+            r.workload,
+            r.figure,
+            num(r.real),
+            num(r.simulated),
+            r.band,
+            verdict(r)
+        ));
+    }
+    csv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nest_trace::metrics::ForkPlacement;
+
+    fn placement(cpus: f64, forks_away: u64, forks_local: u64) -> TasksPlacement {
+        TasksPlacement {
+            mean_cpus: cpus,
+            mean_sockets: 1.0,
+            forks: ForkPlacement {
+                other_socket: forks_away,
+                same_llc: forks_local,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn figures_agree_within_their_band_and_say_when_they_cannot_be_compared() {
+        let real = placement(2.7, 39, 1);
+        let rows = compare(
+            LinuxVersion::Linux7,
+            Workload::Chain,
+            &real,
+            &placement(1.9, 40, 0),
+        );
+        assert_eq!(rows.len(), BANDS.len());
+        let verdict_of = |rows: &[Row], figure: &str| {
+            rows.iter()
+                .find(|r| r.figure == figure)
+                .map(verdict)
+                .unwrap()
+        };
+        assert_eq!(verdict_of(&rows, "CPUs / 100 ms"), "agrees");
+        assert_eq!(verdict_of(&rows, "forks to another socket"), "agrees");
+        // No wakeups on either side: nothing to compare.
+        assert_eq!(verdict_of(&rows, "wakeups on the previous CPU"), "-");
+        // A model that kept the chain on the parent's LLC.
+        let rows = compare(
+            LinuxVersion::Linux7,
+            Workload::Chain,
+            &real,
+            &placement(1.9, 0, 40),
+        );
+        assert_eq!(verdict_of(&rows, "forks to another socket"), "OUTSIDE");
+        assert_eq!(verdict_of(&rows, "forks to the parent's LLC"), "OUTSIDE");
+        let csv = to_csv(&rows);
+        assert!(csv.starts_with("kernel,workload,figure,real,simulated,band,verdict\n"));
+        assert!(
+            csv.contains("linux-7,chain,forks to another socket,0.9750,0.0000,0.25,OUTSIDE\n"),
+            "{csv}"
+        );
+    }
+
+    #[test]
+    fn traces_are_named_by_kernel_and_workload() {
+        let path = trace_path(Path::new("/o"), LinuxVersion::Linux510, Workload::Overload);
+        assert_eq!(path, PathBuf::from("/o/linux-5.10-overload.nest.jsonl"));
+    }
+}
