@@ -24,13 +24,22 @@ attempt() {
 }
 
 # Wait (up to 30 s: loading BPF under emulation takes seconds) until
-# sched_ext is enabled or the scheduler process PID has died.
+# sched_ext is enabled or the scheduler process PID has died. scx_enable()
+# (kernel/sched/ext.c) sets the state to enabled before it increments
+# enable_seq, so a script reading enable_seq right away could see the old
+# count and later take the increment for an ejection: wait until the
+# count holds still too.
 wait_enabled() {
-	local pid=$1
+	local pid=$1 seq
 	for _ in $(seq 1 300); do
-		[ "$(cat $sysfs/state)" = enabled ] && return
+		[ "$(cat $sysfs/state)" = enabled ] && break
 		kill -0 "$pid" 2>/dev/null || return
 		sleep 0.1
+	done
+	for _ in $(seq 1 30); do
+		seq=$(enable_seq)
+		sleep 0.2
+		[ "$(enable_seq)" = "$seq" ] && return
 	done
 }
 
