@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use nest_policy::{LlcLayout, Params, ParamsArgs, PerfMode, duration_ns_within, duration_within};
+use nest_policy::{
+    LlcLayout, Mechanism, Params, ParamsArgs, PerfMode, duration_ns_within, duration_within,
+};
 use scx_utils::{NR_CPU_IDS, Topology, compat};
 
 use crate::bpf_intf;
@@ -55,6 +57,14 @@ pub struct Opts {
     /// leaving every other task to the default scheduler.
     #[arg(long, help_heading = PLACEMENT)]
     pub partial: bool,
+
+    /// Keep warm spinning in a virtual machine. It is off there by default:
+    /// a vCPU cannot keep a physical core's frequency up (the host decides
+    /// that), and a spinning vCPU takes host time from the guest's other
+    /// vCPUs (under QEMU's emulation, a pipe ping-pong ran 86 round trips a
+    /// second with spinning and 2449 without).
+    #[arg(long, help_heading = PLACEMENT)]
+    pub warm_spin_in_vm: bool,
 
     /// Print statistics every DURATION while scheduling (e.g. 1s).
     #[arg(long, value_name = "DURATION", value_parser = duration_within(MIN_INTERVAL_NS..=u64::MAX),
@@ -145,15 +155,36 @@ pub struct SchedConfig {
     exit_dump_len: u32,
     stall_comm: Option<Vec<u8>>,
     smove_at_min: bool,
+    /// Warm spinning was switched off because this is a virtual machine.
+    spin_off_in_vm: bool,
+}
+
+/// Is this a virtual machine? The CPU says so (the `hypervisor` flag of
+/// /proc/cpuinfo, CPUID leaf 1 ECX bit 31, which KVM and QEMU set).
+pub fn in_virtual_machine() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| {
+        info.lines()
+            .filter(|line| line.starts_with("flags"))
+            .any(|line| line.split_whitespace().any(|flag| flag == "hypervisor"))
+    })
 }
 
 impl SchedConfig {
-    pub fn from_opts(opts: &Opts) -> Self {
-        let params = Params {
+    /// The configuration of `opts`; `in_vm`: running in a virtual machine
+    /// (see [`in_virtual_machine`]), where warm spinning is off unless
+    /// `--warm-spin-in-vm` asks for it.
+    pub fn from_opts(opts: &Opts, in_vm: bool) -> Self {
+        let mut params = Params {
             slice_ns: opts.slice,
             ..opts.nest.params()
         };
+        let spin_off_in_vm =
+            in_vm && !opts.warm_spin_in_vm && !params.disabled.contains(&Mechanism::WarmSpin);
+        if spin_off_in_vm {
+            params.disabled.push(Mechanism::WarmSpin);
+        }
         Self {
+            spin_off_in_vm,
             policy: opts.policy,
             params,
             partial: opts.partial,
@@ -177,7 +208,7 @@ impl SchedConfig {
         let disabled: Vec<&str> = self.params.disabled.iter().map(|m| m.name()).collect();
         format!(
             "policy {:?}{}, P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, \
-             frequency requests {}, {}{}",
+             frequency requests {}, {}{}{}",
             self.policy,
             if self.policy == Policy::Smove {
                 format!(" (D {} us)", self.params.smove_delay_ns / 1000)
@@ -199,6 +230,11 @@ impl SchedConfig {
                 String::new()
             } else {
                 format!(", disabled: {}", disabled.join(","))
+            },
+            if self.spin_off_in_vm {
+                " (warm-spin off in a virtual machine; --warm-spin-in-vm keeps it)"
+            } else {
+                ""
             }
         )
     }
@@ -396,7 +432,7 @@ mod tests {
 
     fn config(args: &[&str]) -> Result<SchedConfig, clap::Error> {
         let argv = std::iter::once("scx_nest").chain(args.iter().copied());
-        Ok(SchedConfig::from_opts(&Opts::try_parse_from(argv)?))
+        Ok(SchedConfig::from_opts(&Opts::try_parse_from(argv)?, false))
     }
 
     /// The message of a refused command line; clap exits 2 for these.
@@ -404,6 +440,29 @@ mod tests {
         let err = config(args).unwrap_err();
         assert_eq!(err.exit_code(), 2, "{err}");
         err.to_string()
+    }
+
+    #[test]
+    fn warm_spinning_is_off_in_a_virtual_machine_unless_asked_for() {
+        let opts = |args: &[&str]| {
+            Opts::try_parse_from(std::iter::once("scx_nest").chain(args.iter().copied())).unwrap()
+        };
+        let spinning = |cfg: &SchedConfig| !cfg.params.disabled.contains(&Mechanism::WarmSpin);
+        assert!(spinning(&SchedConfig::from_opts(&opts(&[]), false)));
+        let vm = SchedConfig::from_opts(&opts(&[]), true);
+        assert!(!spinning(&vm));
+        assert!(
+            vm.describe()
+                .contains("a virtual machine; --warm-spin-in-vm keeps it")
+        );
+        assert!(spinning(&SchedConfig::from_opts(
+            &opts(&["--warm-spin-in-vm"]),
+            true
+        )));
+        // Switched off by hand: nothing to say about the machine.
+        let by_hand = SchedConfig::from_opts(&opts(&["--disable", "warm-spin"]), true);
+        assert!(!spinning(&by_hand));
+        assert!(!by_hand.describe().contains("virtual machine"));
     }
 
     #[test]
@@ -468,14 +527,13 @@ mod tests {
         let opts = Opts::try_parse_from(["scx_nest", "--stats", "500ms", "--watchdog", "2s"]);
         let opts = opts.unwrap();
         assert_eq!(opts.stats, Some(Duration::from_millis(500)));
-        assert_eq!(SchedConfig::from_opts(&opts).watchdog_ms, Some(2000));
+        assert_eq!(SchedConfig::from_opts(&opts, false).watchdog_ms, Some(2000));
         let err = usage_error(&["--watchdog", "31s"]);
         assert!(err.contains("between 100ms and 30s"), "{err}");
     }
 
     #[test]
     fn other_bad_values_are_usage_errors_that_say_what_is_valid() {
-        use nest_policy::Mechanism;
         let cfg = config(&["--disable", "reserve,warm-spin"]).unwrap();
         assert_eq!(
             cfg.params.disabled,
@@ -493,7 +551,7 @@ mod tests {
     fn exit_dump_len_and_verbose_are_taken() {
         let opts = Opts::try_parse_from(["scx_nest", "-v", "--exit-dump-len", "65536"]).unwrap();
         assert!(opts.verbose);
-        assert_eq!(SchedConfig::from_opts(&opts).exit_dump_len, 65536);
+        assert_eq!(SchedConfig::from_opts(&opts, false).exit_dump_len, 65536);
         assert!(!Opts::try_parse_from(["scx_nest"]).unwrap().verbose);
     }
 

@@ -67,9 +67,16 @@ fn show_output(report: &Report) {
 #[ignore = "boots a QEMU guest; run via scripts/test.sh"]
 fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
     let load_seconds = 10;
+    // Warm spinning is off in a virtual machine unless asked for: ask, so
+    // that its code runs in a real kernel here and in the hotplug test.
     let (outcome, report) = guest(
         "lifecycle.sh",
-        &[&load_seconds.to_string(), "--stats", "2s"],
+        &[
+            &load_seconds.to_string(),
+            "--stats",
+            "2s",
+            "--warm-spin-in-vm",
+        ],
     );
     show_output(&report);
     let mut problems = lifecycle_problems(&report);
@@ -116,7 +123,12 @@ fn scx_nest_survives_cpu_hotplug_under_a_hostile_load() {
     let (outcome, report) = guest_on(
         &two_sockets_smt(),
         "robustness.sh",
-        &[&load_seconds.to_string(), "--stats", "4s"],
+        &[
+            &load_seconds.to_string(),
+            "--stats",
+            "4s",
+            "--warm-spin-in-vm",
+        ],
     );
     show_output(&report);
     for key in [
