@@ -19,16 +19,6 @@ try_mount -t devpts devpts /dev/pts
 try_mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 
 . "$share/env"
-# The host's output directory, at the same path as on the host; mounted
-# after the tmpfs mounts above so that a directory under /tmp works too.
-if [ -n "${NEST_OUT:-}" ]; then
-	$bb mkdir -p "$NEST_OUT" 2>/dev/null
-	if ! $bb mount -t 9p -o trans=virtio,version=9p2000.L output "$NEST_OUT"; then
-		echo "nest-init: error: cannot mount the output directory at $NEST_OUT" >/dev/console
-		$bb poweroff -f
-	fi
-	export NEST_OUT
-fi
 # A working directory under /tmp, /run or /boot is hidden by the guest's own
 # mounts: the host shares it separately; put it back at its path.
 if [ -n "${NEST_WORKDIR_SHARED:-}" ]; then
@@ -37,6 +27,18 @@ if [ -n "${NEST_WORKDIR_SHARED:-}" ]; then
 		echo "nest-init: error: cannot mount the working directory at $NEST_WORKDIR" >/dev/console
 		$bb poweroff -f
 	fi
+fi
+# The host's output directory, at the same path as on the host; mounted
+# after the tmpfs mounts above so that a directory under /tmp works too,
+# and after the working directory so that an output directory inside it is
+# not hidden by it.
+if [ -n "${NEST_OUT:-}" ]; then
+	$bb mkdir -p "$NEST_OUT" 2>/dev/null
+	if ! $bb mount -t 9p -o trans=virtio,version=9p2000.L output "$NEST_OUT"; then
+		echo "nest-init: error: cannot mount the output directory at $NEST_OUT" >/dev/console
+		$bb poweroff -f
+	fi
+	export NEST_OUT
 fi
 echo "nest-init: running the command" >/dev/console
 echo ready >"$share/ready"

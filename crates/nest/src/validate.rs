@@ -242,6 +242,9 @@ fn record_in_guest(
         numa: true,
         timeout,
         kernel_dir,
+        // Shared at the same path even under /tmp, where the guest mounts
+        // its own tmpfs (a clone in /tmp: the binaries would be hidden).
+        workdir: Some(bin.clone()),
         output_dir: Some(out.to_path_buf()),
         ..VmSpec::with_topology(2, 4, 2)
     };
