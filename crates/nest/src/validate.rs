@@ -72,15 +72,6 @@ enum Workload {
 }
 
 impl Workload {
-    fn name(self) -> &'static str {
-        match self {
-            Workload::Chain => "chain",
-            Workload::Pingpong => "pingpong",
-            Workload::Batch => "batch",
-            Workload::Overload => "overload",
-        }
-    }
-
     fn nest_load_args(self) -> &'static str {
         match self {
             Workload::Chain => "churn --count 40 --work-us 20000",
@@ -91,18 +82,22 @@ impl Workload {
     }
 }
 
-fn kernel_label(version: LinuxVersion) -> &'static str {
-    match version {
-        LinuxVersion::Linux7 => "linux-7",
-        LinuxVersion::Linux510 => "linux-5.10",
-    }
+/// The name a value has on the command line (`linux-5.10`, `chain`).
+fn value_name(value: impl ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
 }
+
+/// The recorded command is the replay's first task, pid 1 in the
+/// simulator's trace (pid = task id + 1).
+const SIMULATED_ROOT: u32 = 1;
 
 fn trace_path(out: &Path, version: LinuxVersion, workload: Workload) -> PathBuf {
     out.join(format!(
         "{}-{}.nest.jsonl",
-        kernel_label(version),
-        workload.name()
+        value_name(version),
+        value_name(workload)
     ))
 }
 
@@ -180,11 +175,11 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
             let simulated = simulate(&real, &machine, version)
                 .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
             let (real_root, real) = command_placement(&real, None)?;
-            let (_, simulated) = command_placement(&simulated, Some(1))?;
+            let (_, simulated) = command_placement(&simulated, Some(SIMULATED_ROOT))?;
             eprintln!(
                 "nest validate: {} {}: root {real_root}",
-                kernel_label(version),
-                workload.name()
+                value_name(version),
+                value_name(workload)
             );
             rows.extend(compare(version, workload, &real, &simulated));
         }
@@ -251,13 +246,13 @@ fn record_in_guest(
     eprintln!(
         "nest validate: recording {} workload(s) under {} in the 2x4x2 guest",
         workloads.len(),
-        kernel_label(version)
+        value_name(version)
     );
     let outcome = nest_vm::run(&spec, &format!("set -u\n{script}"))?;
     if let Some(failure) = outcome.failure() {
         bail!(
             "the {} guest failed: {failure}\n{}",
-            kernel_label(version),
+            value_name(version),
             outcome.stderr
         );
     }
@@ -290,8 +285,8 @@ fn command_placement(trace: &Trace, root: Option<u32>) -> Result<(u32, TasksPlac
 }
 
 struct Row {
-    kernel: &'static str,
-    workload: &'static str,
+    kernel: String,
+    workload: String,
     figure: &'static str,
     real: Option<f64>,
     simulated: Option<f64>,
@@ -311,8 +306,8 @@ fn compare(
         .map(|f| {
             let (r, s) = ((f.value)(real), (f.value)(simulated));
             Row {
-                kernel: kernel_label(version),
-                workload: workload.name(),
+                kernel: value_name(version),
+                workload: value_name(workload),
                 figure: f.name,
                 real: r,
                 simulated: s,
