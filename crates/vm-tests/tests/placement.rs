@@ -167,10 +167,14 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
         "nest overload",
         work_conservation_problems(&nest.overload),
     );
-    // The control: dispersal must fail both absolute chain checks.
+    // The control: dispersal must fail the CPU check and the underload
+    // check, absolute or against the default scheduler. On a loaded host
+    // the slowed chain forks fewer children per 100 ms, and the control
+    // once stayed under the absolute 8 CPUs while still far above the
+    // default scheduler.
     let control = chain_problems(&spread.chain, &default.chain);
     eprintln!("the spread control fails the chain checks with: {control:#?}");
-    for check in ["chain CPUs per 100 ms:", "underload per 100 ms:"] {
+    for check in ["chain CPUs per 100 ms", "underload per 100 ms"] {
         if !control.iter().any(|p| p.starts_with(check)) {
             problems.push(format!(
                 "the spread control passed the check '{check}', which cannot tell dispersal then"
