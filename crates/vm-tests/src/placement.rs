@@ -325,22 +325,26 @@ pub fn batch_problems(run: &BatchFigures, default: &BatchFigures) -> Vec<String>
             default.completion_ns as f64 / 1e6
         ));
     }
-    problems.extend(work_conservation_problems(run));
+    problems.extend(work_conservation_problems(run, default));
     problems
 }
 
 /// Everything wrong with the work conservation of a batch (`run`): a CPU
 /// idle while one of its threads waited for longer than
-/// [`MAX_IDLE_WHILE_WAITING_NS`].
-pub fn work_conservation_problems(run: &BatchFigures) -> Vec<String> {
+/// [`MAX_IDLE_WHILE_WAITING_NS`] or than the default scheduler's longest
+/// in the same boot (`default`), whichever is more: on a loaded host an
+/// emulated vCPU wakes later under every scheduler (one run with two host
+/// hogs: Nest 12.5 ms, the default scheduler 30.4 ms).
+pub fn work_conservation_problems(run: &BatchFigures, default: &BatchFigures) -> Vec<String> {
+    let limit = MAX_IDLE_WHILE_WAITING_NS.max(default.batch_task.longest_ns);
     let v = run.batch_task;
-    if v.longest_ns <= MAX_IDLE_WHILE_WAITING_NS {
+    if v.longest_ns <= limit {
         return Vec::new();
     }
     vec![format!(
-        "a CPU stayed idle for {:.1} ms while a batch thread waited (limit {} ms)",
+        "a CPU stayed idle for {:.1} ms while a batch thread waited (limit {:.1} ms)",
         v.longest_ns as f64 / 1e6,
-        MAX_IDLE_WHILE_WAITING_NS / 1_000_000
+        limit as f64 / 1e6
     )]
 }
 
@@ -495,10 +499,12 @@ mod tests {
         let default = batch(Some(100), 400, 20);
         let ok = batch(Some(40), 439, 12);
         assert_eq!(batch_problems(&ok, &default), Vec::<String>::new());
-        let bad = batch_problems(&batch(Some(1500), 441, 13), &default);
+        let bad = batch_problems(&batch(Some(1500), 441, 25), &default);
         assert_eq!(bad.len(), 3, "{bad:?}");
         let never = batch_problems(&batch(None, 400, 0), &default);
         assert!(never[0].contains("only 12 CPUs"), "{never:?}");
-        assert_eq!(work_conservation_problems(&default).len(), 1);
+        // The limit is 12 ms or the default scheduler's longest (20 ms).
+        assert!(work_conservation_problems(&batch(Some(40), 400, 19), &default).is_empty());
+        assert_eq!(work_conservation_problems(&default, &ok).len(), 1);
     }
 }

@@ -165,7 +165,7 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
     add(
         &mut problems,
         "nest overload",
-        work_conservation_problems(&nest.overload),
+        work_conservation_problems(&nest.overload, &default.overload),
     );
     // The control: dispersal must fail the CPU check and the underload
     // check, absolute or against the default scheduler. On a loaded host

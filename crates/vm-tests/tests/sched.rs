@@ -164,7 +164,7 @@ fn nest_shares_by_weight_conserves_work_and_keeps_throughput_and_latency() {
             .map(|p| format!("nest: 32 hogs: {p}")),
     );
     problems.extend(
-        work_conservation_problems(&batches[1])
+        work_conservation_problems(&batches[1], &batches[0])
             .into_iter()
             .map(|p| format!("nest: 32 hogs: {p}")),
     );
