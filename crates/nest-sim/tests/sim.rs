@@ -311,18 +311,15 @@ fn one_thread_per_core_with_barriers_is_not_hurt_by_nest() {
     let nest = run(&m, spec, &mut nest_with(&m, Default::default()), 1);
     let ratio = nest.completion_ns as f64 / linux;
     assert!(ratio < 1.05, "Nest took {ratio:.3}x the Linux model's time");
-    // The published, SMT-blind placement pairs threads on sibling threads:
-    // the test can tell the difference.
-    let blind = nest_policy::Params {
-        disabled: vec![nest_policy::Mechanism::WholeCores],
-        ..Default::default()
-    };
-    let paired = run(&m, spec, &mut nest_with(&m, blind), 1).completion_ns as f64;
-    assert!(
-        paired / linux > 1.2,
-        "SMT-blind Nest: {:.3}x",
-        paired / linux
-    );
+    // One thread per core: no thread shares a core while a core idles.
+    // (Nest's fallback, sched_ext's default idle selection, takes whole
+    // idle cores first, so here even the SMT-blind published placement
+    // keeps one thread per core; the guest's VM test shows it pairing
+    // threads where other tasks put sibling CPUs in the primary nest.)
+    let trace = nest.trace.as_ref().unwrap();
+    let sharing = nest_trace::metrics::smt_sharing(&nest_trace::timeline::Timeline::build(trace));
+    let needless = sharing.numbers("needless_share")[0];
+    assert!(needless <= 0.02, "needless SMT sharing {needless:.3}");
 }
 
 #[test]

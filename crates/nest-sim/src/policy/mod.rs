@@ -7,6 +7,7 @@
 //! so new policies (Nest, S_move, S_local...) need no engine change.
 
 pub mod baseline;
+pub mod ext_idle;
 pub mod fork_balance;
 pub mod nest;
 pub mod smove;

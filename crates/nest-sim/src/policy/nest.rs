@@ -21,6 +21,7 @@ use nest_policy::{Mechanism, NestPolicy, PERF_ONE, Params, Platform, Stat, TaskS
 use nest_trace::{Cpu, Nest as NestKind};
 
 use super::baseline;
+use super::ext_idle::ExtIdle;
 use super::{Ctx, Policy, Spin, TaskId, Wake};
 
 /// The Nest policy, driven by the shared C code.
@@ -36,6 +37,8 @@ pub struct Nest {
     version: Option<u64>,
     /// The task running on each CPU (for the tick's frequency request).
     curr: Vec<Option<TaskId>>,
+    /// sched_ext's idle selection, the fallback.
+    ext_idle: ExtIdle,
 }
 
 /// The C policy's counters of nest membership changes: their sum changes
@@ -61,6 +64,7 @@ impl Nest {
             nests: vec![NestKind::None; topo.nr_cpus()],
             version: None,
             curr: vec![None; topo.nr_cpus()],
+            ext_idle: ExtIdle::new(topo),
         })
     }
 
@@ -111,22 +115,39 @@ pub(super) fn task_state(tasks: &mut Vec<TaskState>, task: TaskId) -> &mut TaskS
     &mut tasks[i]
 }
 
+/// The default placement a C policy's host falls back to.
+pub(super) enum DefaultPlacement<'a> {
+    /// The Linux model ([`baseline`]): S_local and S_move, which the paper
+    /// built into the fair scheduler.
+    Linux,
+    /// sched_ext's built-in idle selection ([`ExtIdle`]), as `scx_nest`
+    /// runs Nest.
+    SchedExt(&'a mut ExtIdle),
+}
+
 /// The simulator as the C policy's platform, for one placement (or one
 /// S_move timer).
 pub(super) struct SimPlatform<'a, 'b> {
     cx: &'a Ctx<'b>,
     waker: Option<Cpu>,
     why: Wake,
+    default: DefaultPlacement<'a>,
     /// CPUs claimed during this placement (claims are exclusive).
     claimed: Vec<Cpu>,
 }
 
 impl<'a, 'b> SimPlatform<'a, 'b> {
-    pub(super) fn new(cx: &'a Ctx<'b>, waker: Option<Cpu>, why: Wake) -> Self {
+    pub(super) fn new(
+        cx: &'a Ctx<'b>,
+        waker: Option<Cpu>,
+        why: Wake,
+        default: DefaultPlacement<'a>,
+    ) -> Self {
         Self {
             cx,
             waker,
             why,
+            default,
             claimed: Vec::new(),
         }
     }
@@ -141,6 +162,24 @@ impl SimPlatform<'_, '_> {
     /// Are all SMT threads of `cpu`'s core free?
     fn core_idle(&self, cpu: u32) -> bool {
         self.cx.smt_siblings(cpu).iter().all(|&s| self.free(s))
+    }
+
+    /// The Linux model's choice; restricted to whole idle cores, its CPU if
+    /// its core is idle, else an idle core of `prev`'s LLC, else of any LLC.
+    fn linux_default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
+        let cpu = baseline::select(self.cx, prev, self.waker, self.why);
+        if !whole_core || self.core_idle(cpu) {
+            return (cpu, self.claim_idle(cpu));
+        }
+        let llc = self.cx.llc(prev);
+        let in_llc = self.cx.llc_cpus(llc).iter().copied();
+        let core = in_llc
+            .chain(0..self.cx.nr_cpus())
+            .find(|&c| self.core_idle(c));
+        match core {
+            Some(c) => (c, self.claim_idle(c)),
+            None => (cpu, false),
+        }
     }
 }
 
@@ -157,32 +196,42 @@ impl Platform for SimPlatform<'_, '_> {
         cpu < self.cx.nr_cpus()
     }
 
-    /// The baseline's choice; restricted to whole idle cores, the
-    /// baseline's CPU if its core is idle, else an idle core of `prev`'s
-    /// LLC, else of any LLC (like sched_ext's default with
-    /// SCX_PICK_IDLE_CORE).
+    /// sched_ext's `scx_bpf_select_cpu_dfl()` (`SCX_PICK_IDLE_CORE` for a
+    /// whole core) called on the waker's CPU, for Nest; the Linux model
+    /// for the others.
     fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
-        let cpu = baseline::select(self.cx, prev, self.waker, self.why);
-        if !whole_core || self.core_idle(cpu) {
-            return (cpu, self.claim_idle(cpu));
-        }
-        let llc = self.cx.llc(prev);
-        let in_llc = self.cx.llc_cpus(llc).iter().copied();
-        let core = in_llc
-            .chain(0..self.cx.nr_cpus())
-            .find(|&c| self.core_idle(c));
-        match core {
-            Some(c) => (c, self.claim_idle(c)),
-            None => (cpu, false),
+        let caller = self.waker.unwrap_or(prev);
+        let (cx, claimed) = (self.cx, &self.claimed);
+        let free = |c: u32| cx.is_idle(c) && !claimed.contains(&c);
+        let found = match &mut self.default {
+            DefaultPlacement::Linux => return self.linux_default_cpu(prev, whole_core),
+            DefaultPlacement::SchedExt(ext) => {
+                ext.select_cpu_dfl(cx, prev, caller, whole_core, free)
+            }
+        };
+        match found {
+            Some(cpu) => (cpu, self.claim_idle(cpu)),
+            None => (prev, false),
         }
     }
 
+    /// sched_ext's `scx_bpf_pick_idle_cpu()` called on the waker's CPU, for
+    /// Nest; for the others a whole idle core, else any idle CPU, from CPU 0.
     fn pick_any_idle(&mut self) -> Option<u32> {
-        let n = self.cx.nr_cpus();
-        let cpu = (0..n)
-            .find(|&c| self.core_idle(c))
-            .or_else(|| (0..n).find(|&c| self.free(c)))?;
-        self.claim_idle(cpu).then_some(cpu)
+        let caller = self.waker.unwrap_or(0);
+        let (cx, claimed) = (self.cx, &self.claimed);
+        let free = |c: u32| cx.is_idle(c) && !claimed.contains(&c);
+        let found = match &mut self.default {
+            DefaultPlacement::SchedExt(ext) => ext.pick_idle_cpu(cx, caller, free),
+            DefaultPlacement::Linux => {
+                let n = cx.nr_cpus();
+                let core_free = |c: u32| cx.smt_siblings(c).iter().all(|&s| free(s));
+                (0..n)
+                    .find(|&c| core_free(c))
+                    .or_else(|| (0..n).find(|&c| free(c)))
+            }
+        };
+        found.filter(|&cpu| self.claim_idle(cpu))
     }
 
     fn now_ns(&self) -> u64 {
@@ -220,7 +269,8 @@ impl Policy for Nest {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu {
-        let mut plat = SimPlatform::new(cx, waker, why);
+        let default = DefaultPlacement::SchedExt(&mut self.ext_idle);
+        let mut plat = SimPlatform::new(cx, waker, why, default);
         let state = task_state(&mut self.tasks, task);
         let choice = self.policy.select_cpu(&mut plat, state, prev);
         self.report_nests(cx);

@@ -8,7 +8,7 @@
 use nest_policy::{NestPolicy, Params, Stat, TaskState};
 use nest_trace::{Cpu, Topology};
 
-use super::nest::{SimPlatform, task_state};
+use super::nest::{DefaultPlacement, SimPlatform, task_state};
 use super::{Ctx, Policy, TaskId, Wake};
 use crate::engine::TaskPhase;
 
@@ -42,7 +42,7 @@ impl Policy for SLocal {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu {
-        let mut plat = SimPlatform::new(cx, waker, why);
+        let mut plat = SimPlatform::new(cx, waker, why, DefaultPlacement::Linux);
         self.policy.slocal_select(&mut plat, waker, prev).cpu
     }
 }
@@ -90,7 +90,7 @@ impl Policy for SMove {
         why: Wake,
     ) -> Cpu {
         let state = task_state(&mut self.tasks, task);
-        let mut plat = SimPlatform::new(cx, waker, why);
+        let mut plat = SimPlatform::new(cx, waker, why, DefaultPlacement::Linux);
         let choice = self.policy.smove_select(&mut plat, state, waker, prev);
         if let Some(deferred) = choice.deferred {
             cx.arm_timer(deferred.delay_ns, task as u64);
@@ -108,7 +108,7 @@ impl Policy for SMove {
             return;
         };
         let state = task_state(&mut self.tasks, task);
-        let mut plat = SimPlatform::new(cx, None, Wake::Wakeup);
+        let mut plat = SimPlatform::new(cx, None, Wake::Wakeup, DefaultPlacement::Linux);
         let target = self.policy.smove_timer(&mut plat, state);
         if let (Some(cpu), TaskPhase::Queued(_)) = (target, cx.task_phase(task)) {
             cx.migrate(task, cpu);
