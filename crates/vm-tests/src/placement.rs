@@ -335,12 +335,13 @@ pub fn batch_problems(run: &BatchFigures, default: &BatchFigures) -> Vec<String>
 
 /// Everything wrong with the work conservation of a batch (`run`): a CPU
 /// idle while one of its threads waited for longer than
-/// [`MAX_IDLE_WHILE_WAITING_NS`] or than the default scheduler's longest
-/// in the same boot (`default`), whichever is more: on a loaded host an
-/// emulated vCPU wakes later under every scheduler (one run with two host
-/// hogs: Nest 12.5 ms, the default scheduler 30.4 ms).
+/// [`MAX_IDLE_WHILE_WAITING_NS`] or than 1.5 times the default scheduler's
+/// longest in the same boot (`default`), whichever is more: on a loaded
+/// host an emulated vCPU wakes later under every scheduler, at random
+/// (runs with two host hogs, Nest / default: 12.5 / 30.4 ms, 15.7 / 14.4
+/// ms).
 pub fn work_conservation_problems(run: &BatchFigures, default: &BatchFigures) -> Vec<String> {
-    let limit = MAX_IDLE_WHILE_WAITING_NS.max(default.batch_task.longest_ns);
+    let limit = MAX_IDLE_WHILE_WAITING_NS.max(default.batch_task.longest_ns * 3 / 2);
     let v = run.batch_task;
     if v.longest_ns <= limit {
         return Vec::new();
@@ -503,12 +504,16 @@ mod tests {
         let default = batch(Some(100), 400, 20);
         let ok = batch(Some(40), 499, 12);
         assert_eq!(batch_problems(&ok, &default), Vec::<String>::new());
-        let bad = batch_problems(&batch(Some(1500), 501, 25), &default);
+        let bad = batch_problems(&batch(Some(1500), 501, 35), &default);
         assert_eq!(bad.len(), 3, "{bad:?}");
         let never = batch_problems(&batch(None, 400, 0), &default);
         assert!(never[0].contains("only 12 CPUs"), "{never:?}");
-        // The limit is 12 ms or the default scheduler's longest (20 ms).
-        assert!(work_conservation_problems(&batch(Some(40), 400, 19), &default).is_empty());
+        // The limit is 12 ms or 1.5 x the default scheduler's longest (20 ms).
+        assert!(work_conservation_problems(&batch(Some(40), 400, 30), &default).is_empty());
+        assert_eq!(
+            work_conservation_problems(&batch(Some(40), 400, 31), &default).len(),
+            1
+        );
         assert_eq!(work_conservation_problems(&default, &ok).len(), 1);
     }
 }

@@ -19,8 +19,8 @@
 //!   bound), or 2% of their preemptions if that is more (some boots'
 //!   default hardly migrates); and no CPU idle for more than 12 ms (two
 //!   4 ms ticks and one for the emulated vCPU's wake-up,
-//!   `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`) while one of the
-//!   hogs waited. Migrations over the whole run are
+//!   `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`, or 1.5x the default
+//!   scheduler's longest in the same boot) while one of the hogs waited. Migrations over the whole run are
 //!   printed: most of Nest's come when the first hogs exit and the LLC's
 //!   shared queue reshuffles the rest (2026-11-22: 731 in all, 161 of
 //!   17142 preemptions in the steady state; default 166 and 151 of 19974;
