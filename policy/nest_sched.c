@@ -64,6 +64,13 @@
 /* The least weight a task is charged with (nest_sched_stopping()). */
 #define NEST_CHARGE_WEIGHT_MIN 5
 
+/*
+ * How long a queued task may wait before it runs next (nest_starving()),
+ * and how many tasks at the end of a queue the host looks at for one.
+ */
+#define NEST_STARVE_NS (1000ULL * 1000 * 1000)
+#define NEST_STARVE_SCAN 4
+
 static u32 llc_index(u32 llc)
 {
 	return llc & (NEST_MAX_LLCS - 1);
@@ -382,6 +389,24 @@ nest_prev_keeps_cpu(const struct nest_ctx *ctx, s32 cpu,
 	    !plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime))
 		head_vtime += NEST_LOCALITY_SLICES * ctx->cfg->slice_ns;
 	return !vtime_before(head_vtime, vtime);
+}
+
+/*
+ * Starvation guard: has a task queued at @queued_ns (0: not queued) waited
+ * so long that it must run next, whatever its virtual time? sched_ext
+ * ejects a scheduler that leaves a runnable task waiting for its watchdog
+ * timeout (30 s), and weighted virtual time alone can make a task wait
+ * that long: a SCHED_IDLE task (weight 1, charged as
+ * NEST_CHARGE_WEIGHT_MIN) beside nice -20 hogs (weight 8668) waits about
+ * 1700 of their slices, and a run far past its slice (a vCPU the host
+ * stopped, under emulation) leads by as much again. Seen: a stress-ng
+ * race-sched task in a loaded emulated guest, ejected. The fair scheduler
+ * has no such limit; here a task that waited NEST_STARVE_NS runs next,
+ * which costs the others at most a slice per second.
+ */
+static bool nest_starving(const struct nest_ctx *ctx, u64 queued_ns)
+{
+	return queued_ns && (s64)(ctx->now - queued_ns) > (s64)NEST_STARVE_NS;
 }
 
 /*

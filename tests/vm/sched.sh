@@ -11,7 +11,12 @@
 #   3. hackbench (rt-tests), 3 runs: the time each reports;
 #   4. cyclictest (SCHED_OTHER: no -p) beside a CPU hog on the same CPU,
 #      recorded into OUT/NAME-cyclic.nest.jsonl; its own summary line.
-# Under scx_nest also: state and enable_seq before and after, exit status.
+# Under scx_nest also: state and enable_seq before and after, exit status;
+# and, last, a SCHED_IDLE hog pinned beside 8 nice -20 hogs for STARVE_S
+# seconds (default 40) after a 15 s warm-up: the CPU time it got
+# (nest_starve_idle_ns). By weights alone it would wait about a minute
+# between runs, past sched_ext's 30 s watchdog (the default scheduler
+# starves it too, without a watchdog).
 #
 # Usage: sched.sh OUTDIR [SCX_NEST_OPTIONS...]
 set -u
@@ -21,6 +26,7 @@ out=${1:?usage: sched.sh OUTDIR [SCX_NEST_OPTIONS...]}
 shift
 bin=${NEST_BIN:-target/debug}
 weight_s=${WEIGHT_S:-4}
+starve_s=${STARVE_S:-40}
 cg=/sys/fs/cgroup
 state() { cat $sysfs/state 2>/dev/null || echo none; }
 # Nanoseconds task PID has run (first field of /proc/PID/schedstat).
@@ -63,6 +69,22 @@ weights() {
 	done
 }
 
+starvation() {
+	local pids=() idle before
+	for _ in 1 2 3 4 5 6 7 8; do
+		taskset -c 6 nice -n -20 sh -c "$spin" &
+		pids+=($!)
+	done
+	taskset -c 6 chrt --idle 0 sh -c "$spin" &
+	idle=$!
+	sleep 15
+	before=$(ran_ns $idle)
+	sleep "$starve_s"
+	fact nest_starve_idle_ns $(($(ran_ns $idle) - before))
+	kill "${pids[@]}" $idle
+	wait "${pids[@]}" $idle 2>/dev/null
+}
+
 record() {
 	local name=$1
 	shift
@@ -100,6 +122,7 @@ fact nest_state_before "$(state)"
 fact nest_ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 fact nest_enable_seq_before "$(enable_seq)"
 phases nest
+starvation
 fact nest_state_after "$(state)"
 fact nest_enable_seq_after "$(enable_seq)"
 stop_scheduler $sched nest_sched_exit

@@ -228,6 +228,13 @@ s32 nest_native_queue_to_consume(struct nest_state *st,
 	return nest_queue_to_consume(&ctx, cpu);
 }
 
+bool nest_native_starving(u64 now, u64 queued_ns)
+{
+	struct nest_ctx ctx = { .now = now };
+
+	return nest_starving(&ctx, queued_ns);
+}
+
 bool nest_native_prefer_queued(struct nest_state *st,
 			       const struct nest_config *cfg, nest_env_t env,
 			       s32 cpu, u64 head_vtime,

@@ -80,6 +80,7 @@ bool nest_native_wakeup_preempts(struct nest_state *st,
 s32 nest_native_queue_to_consume(struct nest_state *st,
 				 const struct nest_config *cfg,
 				 nest_env_t env, s32 cpu);
+bool nest_native_starving(u64 now, u64 queued_ns);
 bool nest_native_prefer_queued(struct nest_state *st,
 			       const struct nest_config *cfg, nest_env_t env,
 			       s32 cpu, u64 head_vtime,

@@ -802,6 +802,13 @@ impl NestPolicy {
         Queue::from_c(queue)
     }
 
+    /// Starvation guard: must a task queued at `queued_ns` (0: not queued)
+    /// run next at `now_ns`, whatever its virtual time?
+    pub fn starving(&self, queued_ns: u64, now_ns: u64) -> bool {
+        // SAFETY: plain values.
+        unsafe { ffi::nest_native_starving(now_ns, queued_ns) }
+    }
+
     /// `cpu` takes from its own LLC queue, whose first task has virtual
     /// time `head_vtime`: should it take `task`, a later one, first?
     pub fn prefer_queued(&self, cpu: u32, head_vtime: u64, task: &TaskState) -> bool {

@@ -347,3 +347,18 @@ fn a_lowest_weight_task_is_charged_as_weight_five() {
     run(&p, &mut nice10, 4, NICE_10, 0, SLICE);
     assert_eq!(nice10.vtime() - start, SLICE * 100 / 11);
 }
+
+#[test]
+fn a_task_queued_for_over_a_second_runs_next_whatever_its_virtual_time() {
+    let p = policy();
+    const SEC: u64 = 1000 * MS;
+    let now = 100 * SEC;
+    assert!(!p.starving(0, now), "not queued");
+    assert!(!p.starving(now - SEC / 2, now));
+    assert!(!p.starving(now - SEC, now), "exactly the limit");
+    assert!(p.starving(now - SEC - 1, now));
+    assert!(
+        !p.starving(now + 1, now),
+        "queued by a CPU whose clock is ahead"
+    );
+}

@@ -33,6 +33,10 @@
 //!   interval, 1500 loops) pinned beside a CPU hog on CPU 5: p99 of its
 //!   wake-up latency (wakeup to switch-in, from the trace) at most 1.5x
 //!   the default scheduler's, over at least 200 wake-ups;
+//! - starvation guard: a SCHED_IDLE hog pinned beside 8 nice -20 hogs
+//!   runs within a 40 s window after a 15 s warm-up (by weights alone it
+//!   would wait about a minute, and sched_ext's watchdog ejects the
+//!   scheduler after 30 s: it did before the guard, 2026-11-23);
 //! - no ejection: enabled from before the first phase to after the last
 //!   (enable_seq unchanged), exit 0 on SIGINT, no kernel problem.
 //!
@@ -191,6 +195,15 @@ fn nest_shares_by_weight_conserves_work_and_keeps_throughput_and_latency() {
         columns(&headers, &lat.map(|l| l.rows()))
     );
     problems.extend(latency_problems(&lat[1], &lat[0]));
+
+    // Starvation guard.
+    let starved = report.get("nest_starve_idle_ns");
+    eprintln!("SCHED_IDLE hog beside 8 nice -20 hogs, CPU time over 40 s: {starved:?} ns");
+    if starved.and_then(|ns| ns.parse::<u64>().ok()).unwrap_or(0) == 0 {
+        problems.push(format!(
+            "nest: the SCHED_IDLE hog never ran in 40 s: {starved:?} ns"
+        ));
+    }
 
     assert!(problems.is_empty(), "problems: {problems:#?}");
 }

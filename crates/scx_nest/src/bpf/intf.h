@@ -82,7 +82,8 @@ enum scx_nest_policy {
 	X(STOLEN, queue, "Tasks taken from another LLC's queue")	\
 	X(KEPT_LOCAL, queue, "Tasks taken ahead of their queue's first because they last ran on that CPU") \
 	X(TICK_KICKED, cpu, "Idle CPUs woken at a tick because tasks waited in the LLC queue") \
-	X(RELEASED, cpu, "CPUs taken by a higher scheduling class (tasks re-enqueued)")
+	X(RELEASED, cpu, "CPUs taken by a higher scheduling class (tasks re-enqueued)") \
+	X(STARVED, queue, "Tasks run ahead of their virtual time after waiting over a second (starvation guard)")
 
 #define NEST_EV_ENUMERATOR(name, group, description) NEST_EV_##name,
 enum scx_nest_event {
@@ -96,6 +97,8 @@ struct task_ctx {
 	struct nest_task nest;
 	/* When the task was placed on a claimed idle CPU (0: it was not). */
 	u64 placed_ns;
+	/* Since when the task waits in one of our queues (0: it does not). */
+	u64 queued_ns;
 	/* That CPU was warm spinning. */
 	u32 placed_on_spinning;
 	/* Preempted at a tick to be re-placed on a whole idle core. */

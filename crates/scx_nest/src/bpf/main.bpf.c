@@ -650,6 +650,8 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue);
 
 	t->queued_woken = !!(enq_flags & SCX_ENQ_WAKEUP);
+	if (!t->queued_ns)
+		t->queued_ns = pctx.now ? pctx.now : 1;
 	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
 				 vtime, enq_flags);
 	if (!(enq_flags & SCX_ENQ_WAKEUP)) {
@@ -745,6 +747,33 @@ static bool consume_own_llc(struct nest_ctx *pctx, s32 cpu, u64 dsq)
 }
 
 /*
+ * Starvation guard: run a task of queue @dsq that has waited too long
+ * (nest_starving()) and may run on @cpu. Such a task is near the end of
+ * the queue, having the latest virtual time: only the last few are looked
+ * at.
+ */
+static bool consume_starving(struct nest_ctx *pctx, s32 cpu, u64 dsq)
+{
+	struct task_struct *p;
+	u32 seen = 0;
+
+	bpf_for_each(scx_dsq, p, dsq, SCX_DSQ_ITER_REV) {
+		struct task_ctx *t = lookup_task(p);
+
+		if (++seen > NEST_STARVE_SCAN)
+			break;
+		if (!t || !nest_starving(pctx, t->queued_ns) ||
+		    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			continue;
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+			count_event(NEST_EV_STARVED, 1);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
  * Were the first tasks of LLC queue @dsq all preempted on CPUs other than
  * @cpu: none woken, none last ran on @cpu (see nest_prev_keeps_cpu())?
  */
@@ -807,7 +836,12 @@ static bool consume(s32 cpu, struct task_struct *prev)
 	s32 queue = nest_queue_to_consume(&pctx, cpu);
 	u32 own = nest_queue_llc(&pctx, cpu);
 
-	if (queue == NEST_QUEUE_NONE || prev_keeps_cpu(&pctx, prev, cpu, queue))
+	if (queue == NEST_QUEUE_NONE)
+		return false;
+	if (consume_starving(&pctx, cpu, PINNED_DSQ_BASE + cpu_index(cpu)) ||
+	    consume_starving(&pctx, cpu, LLC_DSQ_BASE + own))
+		return true;
+	if (prev_keeps_cpu(&pctx, prev, cpu, queue))
 		return false;
 	if (queue < 0) {
 		if (scx_bpf_dsq_move_to_local(queue_dsq(queue), 0))
@@ -889,6 +923,7 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 	perf_running(p, t);
 	if (!t)
 		return;
+	t->queued_ns = 0;
 	nest_sched_running(&pctx, &t->nest, cpu, refresh_weight(p, t));
 	if (policy_kind == POLICY_SMOVE)
 		nest_smove_task_running(&t->nest);
