@@ -13,10 +13,10 @@
 #      recorded into OUT/NAME-cyclic.nest.jsonl; its own summary line.
 # Under scx_nest also: state and enable_seq before and after, exit status;
 # and, last, a SCHED_IDLE hog pinned beside 8 nice -20 hogs for STARVE_S
-# seconds (default 40) after a 15 s warm-up: the CPU time it got
-# (nest_starve_idle_ns). By weights alone it would wait about a minute
-# between runs, past sched_ext's 30 s watchdog (the default scheduler
-# starves it too, without a watchdog).
+# seconds (default 40) after a 15 s warm-up, sampled every 2 s: the
+# longest it went without running (nest_starve_longest_wait_s). By weights
+# alone it waits longer and longer, past sched_ext's 30 s watchdog (the
+# default scheduler starves it too, without a watchdog).
 #
 # Usage: sched.sh OUTDIR [SCX_NEST_OPTIONS...]
 set -u
@@ -70,7 +70,7 @@ weights() {
 }
 
 starvation() {
-	local pids=() idle before
+	local pids=() idle last now waited=0 longest=0
 	for _ in 1 2 3 4 5 6 7 8; do
 		taskset -c 6 nice -n -20 sh -c "$spin" &
 		pids+=($!)
@@ -78,9 +78,15 @@ starvation() {
 	taskset -c 6 chrt --idle 0 sh -c "$spin" &
 	idle=$!
 	sleep 15
-	before=$(ran_ns $idle)
-	sleep "$starve_s"
-	fact nest_starve_idle_ns $(($(ran_ns $idle) - before))
+	last=$(ran_ns $idle)
+	for _ in $(seq 1 $((starve_s / 2))); do
+		sleep 2
+		now=$(ran_ns $idle)
+		if [ "$now" = "$last" ]; then waited=$((waited + 2)); else waited=0; fi
+		[ $waited -gt $longest ] && longest=$waited
+		last=$now
+	done
+	fact nest_starve_longest_wait_s $longest
 	kill "${pids[@]}" $idle
 	wait "${pids[@]}" $idle 2>/dev/null
 }

@@ -34,9 +34,10 @@
 //!   wake-up latency (wakeup to switch-in, from the trace) at most 1.5x
 //!   the default scheduler's, over at least 200 wake-ups;
 //! - starvation guard: a SCHED_IDLE hog pinned beside 8 nice -20 hogs
-//!   runs within a 40 s window after a 15 s warm-up (by weights alone it
-//!   would wait about a minute, and sched_ext's watchdog ejects the
-//!   scheduler after 30 s: it did before the guard, 2026-11-23);
+//!   never goes more than 10 s without running, sampled every 2 s over
+//!   40 s after a 15 s warm-up (by weights alone its waits grow past
+//!   sched_ext's 30 s watchdog, which ejects the scheduler; before the
+//!   guard it went 25 s and more without running);
 //! - no ejection: enabled from before the first phase to after the last
 //!   (enable_seq unchanged), exit 0 on SIGINT, no kernel problem.
 //!
@@ -60,6 +61,12 @@ use vm_tests::{Report, kernel_problems, repo_root, run_ok};
 
 /// scx_nest's options (see the module documentation).
 const SCX_ARGS: &str = "--disable warm-spin";
+
+/// Longest a SCHED_IDLE hog beside nice -20 hogs may go without running:
+/// the guard runs a task that waited a second; 2 s samples, and a margin
+/// for the emulated machine. Before the guard: 25 s and growing (old
+/// binary, 8 hogs, 1x2x1 guest, 2026-11-23).
+const STARVE_MAX_WAIT_S: u64 = 10;
 
 fn hogs(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> BatchFigures {
     let trace = cmp.trace(&format!("{name}-hogs"));
@@ -197,12 +204,15 @@ fn nest_shares_by_weight_conserves_work_and_keeps_throughput_and_latency() {
     problems.extend(latency_problems(&lat[1], &lat[0]));
 
     // Starvation guard.
-    let starved = report.get("nest_starve_idle_ns");
-    eprintln!("SCHED_IDLE hog beside 8 nice -20 hogs, CPU time over 40 s: {starved:?} ns");
-    if starved.and_then(|ns| ns.parse::<u64>().ok()).unwrap_or(0) == 0 {
-        problems.push(format!(
-            "nest: the SCHED_IDLE hog never ran in 40 s: {starved:?} ns"
-        ));
+    let waited = report.get("nest_starve_longest_wait_s");
+    eprintln!(
+        "SCHED_IDLE hog beside 8 nice -20 hogs, longest time without running (2 s samples over 40 s): {waited:?} s"
+    );
+    match waited.and_then(|s| s.parse::<u64>().ok()) {
+        Some(s) if s <= STARVE_MAX_WAIT_S => {}
+        _ => problems.push(format!(
+            "nest: the SCHED_IDLE hog went {waited:?} s without running (limit {STARVE_MAX_WAIT_S} s)"
+        )),
     }
 
     assert!(problems.is_empty(), "problems: {problems:#?}");
