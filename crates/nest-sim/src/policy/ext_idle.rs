@@ -105,9 +105,8 @@ impl ExtIdle {
         whole_core: bool,
         free: impl Fn(Cpu) -> bool,
     ) -> Option<Cpu> {
-        let core_free = |cpu: Cpu| cx.smt_siblings(cpu).iter().all(|&s| free(s));
         if self.smt {
-            if core_free(prev) {
+            if core_free(cx, prev, &free) {
                 return Some(prev);
             }
             for i in 0..self.spans.len() {
@@ -147,9 +146,9 @@ impl ExtIdle {
         core_only: bool,
         free: &impl Fn(Cpu) -> bool,
     ) -> Option<Cpu> {
-        let core_free = |cpu: Cpu| cx.smt_siblings(cpu).iter().all(|&s| free(s));
         if self.smt {
-            if let Some(cpu) = self.distribute(cx, caller, span, prev, core_free) {
+            let whole = |cpu: Cpu| core_free(cx, cpu, free);
+            if let Some(cpu) = self.distribute(cx, caller, span, prev, whole) {
                 return Some(cpu);
             }
             if core_only {
@@ -190,6 +189,11 @@ impl ExtIdle {
         }
         found
     }
+}
+
+/// Are all SMT threads of `cpu`'s core `free`? (The idle-core mask.)
+pub(super) fn core_free(cx: &Ctx, cpu: Cpu, free: &impl Fn(Cpu) -> bool) -> bool {
+    cx.smt_siblings(cpu).iter().all(|&s| free(s))
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use nest_policy::{Mechanism, NestPolicy, PERF_ONE, Params, Platform, Stat, TaskS
 use nest_trace::{Cpu, Nest as NestKind};
 
 use super::baseline;
-use super::ext_idle::ExtIdle;
+use super::ext_idle::{ExtIdle, core_free};
 use super::{Ctx, Policy, Spin, TaskId, Wake};
 
 /// The Nest policy, driven by the shared C code.
@@ -153,15 +153,20 @@ impl<'a, 'b> SimPlatform<'a, 'b> {
     }
 }
 
+/// Is `cpu` idle and not among the CPUs `claimed` by this placement?
+fn free_cpu(cx: &Ctx, claimed: &[Cpu], cpu: u32) -> bool {
+    cpu < cx.nr_cpus() && cx.is_idle(cpu) && !claimed.contains(&cpu)
+}
+
 impl SimPlatform<'_, '_> {
     /// Is `cpu` idle and not claimed by this placement?
     fn free(&self, cpu: u32) -> bool {
-        cpu < self.cx.nr_cpus() && self.cx.is_idle(cpu) && !self.claimed.contains(&cpu)
+        free_cpu(self.cx, &self.claimed, cpu)
     }
 
     /// Are all SMT threads of `cpu`'s core free?
     fn core_idle(&self, cpu: u32) -> bool {
-        self.cx.smt_siblings(cpu).iter().all(|&s| self.free(s))
+        core_free(self.cx, cpu, &|c| self.free(c))
     }
 
     /// The Linux model's choice; restricted to whole idle cores, its CPU if
@@ -202,7 +207,7 @@ impl Platform for SimPlatform<'_, '_> {
     fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
         let caller = self.waker.unwrap_or(prev);
         let (cx, claimed) = (self.cx, &self.claimed);
-        let free = |c: u32| cx.is_idle(c) && !claimed.contains(&c);
+        let free = |c: u32| free_cpu(cx, claimed, c);
         let found = match &mut self.default {
             DefaultPlacement::Linux => return self.linux_default_cpu(prev, whole_core),
             DefaultPlacement::SchedExt(ext) => {
@@ -220,14 +225,13 @@ impl Platform for SimPlatform<'_, '_> {
     fn pick_any_idle(&mut self) -> Option<u32> {
         let caller = self.waker.unwrap_or(0);
         let (cx, claimed) = (self.cx, &self.claimed);
-        let free = |c: u32| cx.is_idle(c) && !claimed.contains(&c);
+        let free = |c: u32| free_cpu(cx, claimed, c);
         let found = match &mut self.default {
             DefaultPlacement::SchedExt(ext) => ext.pick_idle_cpu(cx, caller, free),
             DefaultPlacement::Linux => {
                 let n = cx.nr_cpus();
-                let core_free = |c: u32| cx.smt_siblings(c).iter().all(|&s| free(s));
                 (0..n)
-                    .find(|&c| core_free(c))
+                    .find(|&c| core_free(cx, c, &free))
                     .or_else(|| (0..n).find(|&c| free(c)))
             }
         };
