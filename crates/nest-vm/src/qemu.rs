@@ -52,9 +52,22 @@ pub fn find_qemu() -> Result<PathBuf> {
     bail!("qemu-system-x86_64 not found on PATH: run scripts/setup.sh (installs qemu-system-x86)")
 }
 
+/// RCU's CPU stall timeout in the guest, in seconds (the kernel's default
+/// is 21). Single-threaded TCG runs every vCPU in turn on one host thread,
+/// each for up to 100 ms (QEMU's `TCG_KICK_PERIOD`,
+/// accel/tcg/tcg-accel-ops-rr.h), so a guest CPU of a busy 16-vCPU guest
+/// runs a sixteenth of the time at best, less when the host is busy too: a
+/// loaded CI run saw a stall report 5 s into a stress at 82 ms per
+/// context switch, and sched_ext ejects any BPF scheduler on an RCU stall
+/// (`scx_rcu_cpu_stall()`, kernel/sched/ext.c). Stalls are still reported,
+/// and judged, at three times the hardware timeout. sched_ext's own
+/// watchdog (30 s) still catches a task the scheduler leaves waiting.
+pub const RCU_STALL_TIMEOUT_S: u32 = 60;
+
 /// The kernel command line.
 pub fn kernel_cmdline(spec: &VmSpec) -> String {
-    let mut args = vec!["console=ttyS0", "panic=-1", "rdinit=/init"];
+    let rcu_stall = format!("rcupdate.rcu_cpu_stall_timeout={RCU_STALL_TIMEOUT_S}");
+    let mut args = vec!["console=ttyS0", "panic=-1", "rdinit=/init", &rcu_stall];
     args.extend(spec.extra_cmdline.iter().map(String::as_str));
     args.join(" ")
 }
@@ -264,7 +277,7 @@ mod tests {
         };
         assert_eq!(
             kernel_cmdline(&spec),
-            "console=ttyS0 panic=-1 rdinit=/init loglevel=4"
+            "console=ttyS0 panic=-1 rdinit=/init rcupdate.rcu_cpu_stall_timeout=60 loglevel=4"
         );
     }
 }

@@ -119,11 +119,27 @@ fn is_key(word: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// Kernel problems in a log: BUG, WARNING, Oops, panics, stalls.
+/// How many console lines after a problem's line a report carries: the
+/// stalled CPUs and tasks of an RCU stall, the error of an ejection, the
+/// first frames of a backtrace. CI keeps no guest files, so these lines
+/// are all a failed run leaves to go on.
+const PROBLEM_CONTEXT_LINES: usize = 12;
+
+/// Kernel problems in a log (BUG, WARNING, Oops, panics, stalls), each
+/// `Kind: line` followed by the indented lines after it.
 pub fn kernel_problems(log: &str) -> Vec<String> {
+    let lines: Vec<&str> = log.lines().collect();
     scan_console(log)
         .into_iter()
-        .map(|issue| format!("{:?}: {}", issue.kind, issue.line.trim()))
+        .map(|issue| {
+            let after: String = lines
+                .iter()
+                .skip(issue.line_number)
+                .take(PROBLEM_CONTEXT_LINES)
+                .map(|line| format!("\n    {}", line.trim_end()))
+                .collect();
+            format!("{:?}: {}{after}", issue.kind, issue.line.trim())
+        })
         .collect()
 }
 
@@ -265,6 +281,17 @@ scx_nest: EXIT: unregistered from user space
 --- dmesg
 [    1.0] sched_ext: BPF scheduler \"nest\" enabled
 [    9.0] sched_ext: BPF scheduler \"nest\" disabled (unregistered from user space)";
+
+    #[test]
+    fn a_kernel_problem_carries_the_lines_after_it() {
+        let log = "[1.0] boot\n[2.0] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\n[2.0] rcu: \t5-...!: (1 GPs behind)\n[2.1] task:stress-ng";
+        let problems = kernel_problems(log);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].starts_with("Stall: [2.0] rcu: INFO"));
+        assert!(problems[0].contains("\n    [2.0] rcu: \t5-...!"));
+        assert!(problems[0].ends_with("\n    [2.1] task:stress-ng"));
+        assert!(!problems[0].contains("boot"));
+    }
 
     #[test]
     fn a_clean_run_passes() {
