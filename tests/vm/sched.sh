@@ -10,7 +10,9 @@
 #   2. 32 hogs (nest-load hogs) for 5 s, recorded into OUT/NAME-hogs.nest.jsonl;
 #   3. hackbench (rt-tests), 3 runs: the time each reports;
 #   4. cyclictest (SCHED_OTHER: no -p) beside a CPU hog on the same CPU,
-#      recorded into OUT/NAME-cyclic.nest.jsonl; its own summary line.
+#      recorded into OUT/NAME-cyclic.nest.jsonl; its own summary line; a
+#      second round (NAME-cyclic2) after the starvation phase for Nest and
+#      after scx_nest exits for the default: default, nest, nest, default.
 # Under scx_nest also: state and enable_seq before and after, exit status;
 # and, last, a SCHED_IDLE hog pinned beside 8 nice -20 hogs for STARVE_S
 # seconds (default 40) after a 15 s warm-up, sampled every 2 s: the
@@ -109,7 +111,12 @@ phases() {
 		fact "${name}_hackbench_exit" $?
 		fact "${name}_hackbench_s" "$(awk '/^Time:/ { print $2 }' /tmp/hackbench.out)"
 	done
-	record "$name-cyclic" sh -c "taskset -c 5 sh -c '$spin' & hog=\$!
+	cyclic "$name-cyclic"
+}
+
+# cyclictest pinned beside a CPU hog on CPU 5, recorded as NAME.
+cyclic() {
+	record "$1" sh -c "taskset -c 5 sh -c '$spin' & hog=\$!
 		cyclictest -q -m -t 1 -a 5 -i 2000 -l 1500 >/tmp/cyclic.out 2>&1
 		status=\$?; kill \$hog; cat /tmp/cyclic.out; exit \$status"
 }
@@ -129,10 +136,12 @@ fact nest_ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 fact nest_enable_seq_before "$(enable_seq)"
 phases nest
 starvation
+cyclic nest-cyclic2
 fact nest_state_after "$(state)"
 fact nest_enable_seq_after "$(enable_seq)"
 stop_scheduler $sched nest_sched_exit
 fact nest_state_after_exit "$(state)"
+cyclic default-cyclic2
 sed 's/^/scx_nest: /' /tmp/scx_nest.log | tail -n 20
 ls -l "$out"
 echo "--- dmesg"

@@ -6,7 +6,7 @@
 //! The guest scripts (`tests/vm/sched.sh`, `tests/vm/partial.sh`) only
 //! report facts and traces.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use nest_trace::metrics::{TasksPlacement, percentile, tasks_placement};
 use nest_trace::timeline::Timeline;
@@ -293,14 +293,9 @@ pub struct Latency {
 }
 
 impl Latency {
-    /// The wake-up latencies (wakeup to switch-in) of the tasks of `pids`.
-    pub fn of(tl: &Timeline, pids: &BTreeSet<Pid>) -> Self {
-        let mut lat: Vec<u64> = tl
-            .wakeup_latencies
-            .iter()
-            .filter(|(pid, _)| pids.contains(pid))
-            .map(|&(_, ns)| ns)
-            .collect();
+    /// Percentiles of wake-up latencies (wakeup to switch-in, ns), given
+    /// in any order.
+    pub fn of_samples(mut lat: Vec<u64>) -> Self {
         lat.sort_unstable();
         Self {
             wakeups: lat.len(),
@@ -319,6 +314,22 @@ impl Latency {
             ("max (us)", us(self.max_ns)),
         ]
     }
+}
+
+/// The wake-up latencies (ns) of the task of `pids` woken most often:
+/// cyclictest's measuring thread, not its main thread, which wakes for
+/// other reasons on any CPU.
+pub fn busiest_wakeups(tl: &Timeline, pids: &BTreeSet<Pid>) -> Vec<u64> {
+    let mut wakeups: BTreeMap<Pid, Vec<u64>> = BTreeMap::new();
+    for &(pid, ns) in &tl.wakeup_latencies {
+        if pids.contains(&pid) {
+            wakeups.entry(pid).or_default().push(ns);
+        }
+    }
+    wakeups
+        .into_values()
+        .max_by_key(Vec::len)
+        .unwrap_or_default()
 }
 
 /// The first process that exec'd `comm` in `trace`, and its tree.
@@ -554,6 +565,20 @@ mod tests {
         assert!(hackbench_median(&report, "n").is_err());
         assert!(hackbench_problems(1.3, 1.2).is_empty());
         assert_eq!(hackbench_problems(1.4, 1.2).len(), 1);
+    }
+
+    #[test]
+    fn latency_is_the_busiest_waker_of_the_tree() {
+        let tl = Timeline {
+            wakeup_latencies: vec![(7, 900), (8, 10), (8, 30), (9, 5), (8, 20)],
+            ..Timeline::default()
+        };
+        let tree: BTreeSet<Pid> = [7, 8].into();
+        let mut lat = busiest_wakeups(&tl, &tree);
+        lat.sort_unstable();
+        assert_eq!(lat, [10, 20, 30]);
+        let l = Latency::of_samples(lat);
+        assert_eq!((l.wakeups, l.p50_ns, l.max_ns), (3, 20, 30));
     }
 
     #[test]
