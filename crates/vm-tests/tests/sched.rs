@@ -22,9 +22,10 @@
 //!   `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`, or 1.5x the default
 //!   scheduler's longest in the same boot) while one of the hogs waited.
 //!   Migrations over the whole run are printed: most of Nest's come when
-//!   the first hogs exit and the LLC's shared queue reshuffles the rest (2026-11-22: 731 in all, 161 of
-//!   17142 preemptions in the steady state; default 166 and 151 of 19974;
-//!   the one shared FIFO queue before had 7076 against 135);
+//!   the first hogs exit and the LLC's shared queue reshuffles the rest
+//!   (2026-11-22: 731 in all, 161 of 17142 preemptions in the steady
+//!   state; default 166 and 151 of 19974; the one shared FIFO queue
+//!   before had 7076 against 135);
 //! - hackbench (rt-tests, processes, 2 groups of 5 fds, 200 loops: small,
 //!   emulation is slow), median of 3: throughput at least 90% of the
 //!   default's is printed, not asserted yet (measured 0.833 s against the
