@@ -17,8 +17,8 @@
 //!   the chain on 2-4 CPUs, and the chain lasts 5-6 intervals, so the
 //!   comparison is also noisy); issue 10 stays open;
 //! - as many CPU-bound threads as CPUs: every CPU used within a second,
-//!   completion within 25% of the default scheduler (a guard against gross
-//!   throughput loss; see `BATCH_MAX_SLOWDOWN`);
+//!   and work conserved (below); the completion time is printed, not
+//!   judged (wall-clock time under emulation; see `batch_problems`);
 //! - an overload (three threads per CPU): no CPU idle for more than two
 //!   ticks while a thread waits, and no ejection (scx_nest stays enabled
 //!   through the recording and exits cleanly).
@@ -32,9 +32,10 @@
 //!
 //! Limits under emulation: all vCPUs share one host thread, so the
 //! completion time of CPU-bound work says more about how long threads wait
-//! for a CPU than about the speed of a placement, and the 5% check is weak
-//! (here Nest finishes first: the default scheduler spreads a process's
-//! threads over the second NUMA node slowly). Which socket the chain runs
+//! for a CPU than about the speed of a placement, and with a busy host it
+//! varies more between two recordings of one boot than between schedulers
+//! (Nest / default 0.79-1.05 idle, 1.56 once with two host hogs while work
+//! was conserved): printed, not judged. Which socket the chain runs
 //! on is printed, not asserted: Nest kept 96-100% of it on one socket in
 //! 8 of 9 runs of this test but 71% in one (62-97% in exploratory boots),
 //! since a primary CPU of the other socket is preferred to a reserve CPU
