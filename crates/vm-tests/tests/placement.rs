@@ -33,7 +33,7 @@
 //! Limits under emulation: all vCPUs share one host thread, so the
 //! completion time of CPU-bound work says more about how long threads wait
 //! for a CPU than about the speed of a placement, and with a busy host it
-//! varies more between two recordings of one boot than between schedulers
+//! can vary more between two recordings of one boot than between schedulers
 //! (Nest / default 0.79-1.05 idle, 1.56 once with two host hogs while work
 //! was conserved): printed, not judged. Which socket the chain runs
 //! on is printed, not asserted: Nest kept 96-100% of it on one socket in
