@@ -44,6 +44,17 @@
  * parent's. When a task exits and its CPU goes idle, the CPU leaves the
  * primary nest at once.
  *
+ * Fork reuse (NEST_MECH_FORK_REUSE, an addition to the published design):
+ * a fork first takes the CPU that the last task to exit in its parent's LLC
+ * left, if nothing ran there since and it has been idle for at most
+ * P_remove; the CPU is promoted back to the primary nest. A shell or make
+ * forks, waits for the child's exit and forks again: exit demotion alone
+ * makes the next child take another primary CPU, then the reserve, so the
+ * children rotate over five or six CPUs (measured in the 2x4x2 guest, see
+ * docs/scheduler.md), while the fair scheduler's fork path takes the CPU
+ * that went idle most recently (find_idlest_group_cpu(): the latest
+ * idle_stamp among equally shallow idle CPUs), the one the last child left.
+ *
  * A CPU taken offline (CPU hotplug) leaves both nests and is never claimed
  * nor admitted to a nest until it comes back online; it then has to earn
  * its place again like any other CPU.
@@ -133,6 +144,12 @@ static u32 cpu_llc(const struct nest_config *cfg, s32 cpu)
 	return cfg->cpu_llc[cpu_index(cpu)];
 }
 
+/* LLC index @llc, masked for the verifier (see cpu_index()). */
+static u32 llc_index(u32 llc)
+{
+	return llc & (NEST_MAX_LLCS - 1);
+}
+
 /* Is @cpu offline (CPU hotplug)? */
 static bool cpu_offline(struct nest_state *st, s32 cpu)
 {
@@ -216,6 +233,8 @@ enum nest_search {
 	NEST_SEARCH_WHOLE_CORE = 1 << 1,
 	/* The task is impatient: skip the primary nest. */
 	NEST_SEARCH_IMPATIENT = 1 << 2,
+	/* A fork, with fork reuse on: try the last exit's CPU first. */
+	NEST_SEARCH_FORK_REUSE = 1 << 3,
 };
 
 /*
@@ -424,6 +443,37 @@ static void adopt_fallback_cpu(const struct nest_ctx *ctx, s32 cpu,
 }
 
 /*
+ * Fork reuse: claim the CPU the last exiting task of LLC @llc left, if no
+ * task ran there since and it went idle at most P_remove ago; it is
+ * promoted to the primary nest. Returns the CPU or -1.
+ */
+static s32 claim_exit_cpu(const struct nest_ctx *ctx, u32 llc, u32 flags)
+{
+	struct nest_exit *e = &ctx->st->last_exit[llc_index(llc)];
+	u64 since = READ_ONCE(e->idle_since);
+	s32 cpu = READ_ONCE(e->cpu);
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	/* idle_since changes (to 0) as soon as a task runs on the CPU. */
+	if (!since || !c || READ_ONCE(c->idle_since) != since ||
+	    ctx->now - since > ctx->cfg->p_remove_ns ||
+	    !try_claim_for(ctx, cpu, flags))
+		return -1;
+	promote(ctx, cpu);
+	return cpu;
+}
+
+/* The task that ran on @cpu exited and @cpu went idle: remember it. */
+static void note_exit_cpu(const struct nest_ctx *ctx, s32 cpu, u64 idle_since)
+{
+	struct nest_exit *e =
+		&ctx->st->last_exit[llc_index(cpu_llc(ctx->cfg, cpu))];
+
+	WRITE_ONCE(e->cpu, cpu);
+	WRITE_ONCE(e->idle_since, idle_since);
+}
+
+/*
  * Steps 1 to 3: the nests, with enum nest_search options @flags. Returns the
  * claimed CPU or -1.
  */
@@ -439,6 +489,14 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	    mask_test(st->primary, cpu) && try_claim_for(ctx, cpu, flags)) {
 		*how = NEST_STAT_ATTACHED;
 		return cpu;
+	}
+
+	if (flags & NEST_SEARCH_FORK_REUSE) {
+		cpu = claim_exit_cpu(ctx, llc, flags);
+		if (cpu >= 0) {
+			*how = NEST_STAT_FORK_REUSE;
+			return cpu;
+		}
 	}
 
 	if (!(flags & NEST_SEARCH_IMPATIENT)) {
@@ -570,14 +628,17 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 	/* A fork has no previous CPU of its own: no impatience either way. */
 	bool fork = plat_is_fork(ctx->env);
 	bool impatient = !fork && task_impatient(ctx->cfg, t);
-	u32 how = NEST_STAT_NO_IDLE;
+	u32 how = NEST_STAT_NO_IDLE, flags = 0;
 	s32 cpu;
 
-	if (impatient)
+	if (impatient) {
 		count(ctx, NEST_STAT_IMPATIENT);
+		flags |= NEST_SEARCH_IMPATIENT;
+	}
+	if (fork && mech_on(ctx->cfg, NEST_MECH_FORK_REUSE))
+		flags |= NEST_SEARCH_FORK_REUSE;
 
-	cpu = search_all(ctx, t, prev_cpu,
-			 impatient ? NEST_SEARCH_IMPATIENT : 0, &how);
+	cpu = search_all(ctx, t, prev_cpu, flags, &how);
 	if (how == NEST_STAT_FALLBACK || how == NEST_STAT_FALLBACK_WIDE)
 		adopt_fallback_cpu(ctx, cpu, impatient);
 	if (cpu >= 0)
@@ -690,6 +751,7 @@ static bool nest_cpu_idle(const struct nest_ctx *ctx, s32 cpu)
 	WRITE_ONCE(c->idle_since, ctx->now ? ctx->now : 1);
 	if (READ_ONCE(c->task_exited)) {
 		WRITE_ONCE(c->task_exited, 0);
+		note_exit_cpu(ctx, cpu, READ_ONCE(c->idle_since));
 		if (mech_on(ctx->cfg, NEST_MECH_EXIT_DEMOTION))
 			demote(ctx, cpu, NEST_STAT_EXIT_DEMOTED);
 	}

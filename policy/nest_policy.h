@@ -85,6 +85,12 @@ enum nest_mechanism {
 	 * is idle (see nest_policy.c, "Whole cores first").
 	 */
 	NEST_MECH_WHOLE_CORES = 1 << 7,
+	/*
+	 * Not in the published design: a fork first takes the CPU the last
+	 * task to exit in its parent's LLC left, while nothing ran there since
+	 * (see nest_policy.c, "Fork reuse").
+	 */
+	NEST_MECH_FORK_REUSE = 1 << 8,
 };
 
 /*
@@ -102,6 +108,7 @@ enum nest_mechanism {
 	X(PREV, place, "Placements on the previous CPU, found in the primary nest") \
 	X(PRIMARY, place, "Placements on another idle primary CPU")	\
 	X(RESERVE, place, "Placements on an idle reserve CPU (promoted)") \
+	X(FORK_REUSE, place, "Forks placed on the CPU an exiting task just left") \
 	X(FALLBACK, place, "Placements by the default idle-CPU selection") \
 	X(FALLBACK_WIDE, place, "Placements on an idle CPU found on any socket") \
 	X(NO_IDLE, place, "Placements that found no idle CPU (task queued)") \
@@ -273,6 +280,14 @@ struct nest_cpu {
 	u32 __pad;
 };
 
+/* The last CPU of an LLC that went idle after its task exited. */
+struct nest_exit {
+	/* When it went idle (its nest_cpu.idle_since then; 0: none yet). */
+	u64 idle_since;
+	s32 cpu;
+	u32 __pad;
+};
+
 /* The nests; global to the policy and updated with atomic operations. */
 struct nest_state {
 	u64 primary[NEST_MASK_WORDS];
@@ -281,6 +296,8 @@ struct nest_state {
 	s32 nr_reserve;
 	u32 __pad;
 	struct nest_cpu cpus[NEST_MAX_CPUS];
+	/* Fork reuse: each LLC's last CPU left by an exiting task. */
+	struct nest_exit last_exit[NEST_MAX_LLCS];
 	/*
 	 * Each LLC queue's virtual time: the largest virtual time of a task
 	 * that started running on one of its CPUs.

@@ -71,11 +71,6 @@
 #define NEST_STARVE_NS (1000ULL * 1000 * 1000)
 #define NEST_STARVE_SCAN 4
 
-static u32 llc_index(u32 llc)
-{
-	return llc & (NEST_MAX_LLCS - 1);
-}
-
 /* @ns of running time in virtual time, for a task of weight @weight. */
 static u64 scale_by_weight(u64 ns, u32 weight)
 {

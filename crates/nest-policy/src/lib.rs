@@ -151,10 +151,13 @@ pub enum Mechanism {
     /// Not in the published design: prefer CPUs whose SMT sibling is idle
     /// while the default placement can find a whole idle core.
     WholeCores = ffi::NEST_MECH_WHOLE_CORES,
+    /// Not in the published design: a fork first takes the CPU the last
+    /// exiting task of its parent's LLC left, while nothing ran there since.
+    ForkReuse = ffi::NEST_MECH_FORK_REUSE,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 8] = [
+    pub const ALL: [Mechanism; 9] = [
         Mechanism::Attach,
         Mechanism::Reserve,
         Mechanism::Impatience,
@@ -163,6 +166,7 @@ impl Mechanism {
         Mechanism::WideFallback,
         Mechanism::WarmSpin,
         Mechanism::WholeCores,
+        Mechanism::ForkReuse,
     ];
 
     /// The bit of `enum nest_mechanism`.
@@ -181,6 +185,7 @@ impl Mechanism {
             Mechanism::WideFallback => "wide-fallback",
             Mechanism::WarmSpin => "warm-spin",
             Mechanism::WholeCores => "whole-cores",
+            Mechanism::ForkReuse => "fork-reuse",
         }
     }
 

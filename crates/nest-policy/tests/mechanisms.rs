@@ -406,6 +406,79 @@ fn exit_demotes_the_cpu_at_once() {
     assert_eq!(p.stat(Stat::ExitDemoted), 1);
 }
 
+/// The parent runs on CPU 0 with CPUs 1 and 2 in the primary nest too; its
+/// first child runs on CPU 1, exits there at 1 ms, and CPU 1 goes idle.
+fn first_child_exits(p: &NestPolicy, m: &Machine) {
+    grow_primary(p, m, &[0, 1, 2], 0);
+    m.set_busy(&[0]);
+    let mut child = TaskState::new();
+    let choice = p.select_cpu(&mut Plat::fork(m, 0), &mut child, 0);
+    assert_eq!(choice.cpu, 1, "{choice:?}");
+    p.task_running(&mut child, 1, 0);
+    p.task_exiting(1);
+    block(p, m, 1, MS);
+    assert_eq!(p.stat(Stat::ExitDemoted), 1);
+}
+
+/// The next fork of the parent on CPU 0, at `now`.
+fn next_fork(p: &NestPolicy, m: &Machine, now: u64) -> u32 {
+    let choice = p.select_cpu(&mut Plat::fork(m, now), &mut TaskState::new(), 0);
+    assert!(choice.idle, "{choice:?}");
+    choice.cpu
+}
+
+#[test]
+fn a_fork_takes_the_cpu_the_last_child_left_and_promotes_it() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    first_child_exits(&p, &m);
+    assert_eq!(next_fork(&p, &m, 2 * MS), 1);
+    assert_eq!(p.stat(Stat::ForkReuse), 1);
+    assert!(p.primary().contains(&1), "promoted back: {:?}", p.primary());
+}
+
+#[test]
+fn without_fork_reuse_the_children_rotate_over_the_primary_nest() {
+    let m = Machine::new();
+    let params = Params {
+        disabled: vec![Mechanism::ForkReuse],
+        ..Params::default()
+    };
+    let p = policy(&m, params);
+    first_child_exits(&p, &m);
+    assert_eq!(next_fork(&p, &m, 2 * MS), 2, "CPU 1 left the primary nest");
+    assert_eq!(p.stat(Stat::ForkReuse), 0);
+}
+
+#[test]
+fn a_fork_does_not_reuse_an_exit_cpu_that_ran_a_task_since_or_idled_too_long() {
+    // Another task ran on CPU 1 after the exit and blocked there.
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    first_child_exits(&p, &m);
+    m.set_busy(&[1]);
+    p.task_running(&mut TaskState::new(), 1, 2 * MS);
+    block(&p, &m, 1, 3 * MS);
+    assert_eq!(next_fork(&p, &m, 4 * MS), 2);
+
+    // CPU 1 has been idle longer than P_remove since the exit.
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    first_child_exits(&p, &m);
+    // (The reserve search may still find CPU 1: not as a reuse.)
+    next_fork(&p, &m, MS + Params::default().p_remove_ns + 1);
+    assert_eq!(p.stat(Stat::ForkReuse), 0);
+}
+
+#[test]
+fn a_wakeup_does_not_reuse_the_exit_cpu() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    first_child_exits(&p, &m);
+    let choice = p.select_cpu(&mut Plat::new(&m, 2 * MS), &mut TaskState::new(), 0);
+    assert_eq!(choice.cpu, 2, "{choice:?}");
+}
+
 #[test]
 fn the_fallback_looks_at_every_socket_before_giving_up() {
     let m = Machine::new();
@@ -956,6 +1029,6 @@ fn mechanism_names_parse_and_unknown_ones_list_the_valid_ones() {
     assert_eq!(
         err,
         "unknown mechanism 'spinning'; valid: attach, reserve, impatience, compaction, \
-         exit-demotion, wide-fallback, warm-spin, whole-cores"
+         exit-demotion, wide-fallback, warm-spin, whole-cores, fork-reuse"
     );
 }
