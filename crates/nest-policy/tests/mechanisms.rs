@@ -451,17 +451,19 @@ fn without_fork_reuse_the_children_rotate_over_the_primary_nest() {
 }
 
 #[test]
-fn a_fork_does_not_reuse_an_exit_cpu_that_ran_a_task_since_or_idled_too_long() {
-    // Another task ran on CPU 1 after the exit and blocked there.
+fn a_fork_does_not_reuse_an_exit_cpu_that_ran_a_task_since() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
     first_child_exits(&p, &m);
+    // Another task ran on CPU 1 after the exit and blocked there.
     m.set_busy(&[1]);
     p.task_running(&mut TaskState::new(), 1, 2 * MS);
     block(&p, &m, 1, 3 * MS);
     assert_eq!(next_fork(&p, &m, 4 * MS), 2);
+}
 
-    // CPU 1 has been idle longer than P_remove since the exit.
+#[test]
+fn a_fork_does_not_reuse_an_exit_cpu_idle_longer_than_p_remove() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
     first_child_exits(&p, &m);
