@@ -206,6 +206,24 @@ pub fn lifecycle_problems(report: &Report) -> Vec<String> {
     problems
 }
 
+/// Everything wrong with the statistics of a run started with `--stats`:
+/// the monitor must have printed at least one whole sample (its first and
+/// last group lines) from the running scheduler. Counted in samples, not
+/// in time: the monitor waits for the stats server, however long that takes.
+pub fn stats_problems(report: &Report) -> Vec<String> {
+    let printed = |group: &str| {
+        report
+            .output
+            .iter()
+            .any(|line| line.starts_with(&format!("scx_nest: [scx_nest] {group}")))
+    };
+    ["nest ", "perf "]
+        .iter()
+        .filter(|group| !printed(group))
+        .map(|group| format!("--stats printed no '{}' line", group.trim_end()))
+        .collect()
+}
+
 /// Everything wrong with a robustness run (tests/vm/robustness.sh): the
 /// lifecycle verdict, plus: every load exited 0; at least `min_transitions`
 /// CPUs went offline and as many came back, without a failed write; and
@@ -343,6 +361,20 @@ scx_nest: EXIT: unregistered from user space
                 "{problems:?}"
             );
         }
+    }
+
+    #[test]
+    fn stats_need_a_whole_sample() {
+        let sample = "scx_nest: [scx_nest] nest  primary_cpus=4 reserve_cpus=0\n\
+                      scx_nest: [scx_nest] place attached=1 prev=0\n\
+                      scx_nest: [scx_nest] perf  util: requests=24 cpus=4\n";
+        assert_eq!(stats_problems(&Report::parse(sample)), Vec::<String>::new());
+        let cut = sample.replace("[scx_nest] perf", "[scx_nest] per");
+        assert_eq!(
+            stats_problems(&Report::parse(&cut)),
+            vec!["--stats printed no 'perf' line"]
+        );
+        assert_eq!(stats_problems(&Report::parse(GOOD)).len(), 2);
     }
 
     #[test]
