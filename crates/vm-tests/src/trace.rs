@@ -5,7 +5,7 @@
 //! [`compare_problems`] checks the facts the guest script reported;
 //! [`Figures`] are the placement figures printed side by side.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use nest_trace::metrics::{interval_stats_between, percentile};
 use nest_trace::timeline::Timeline;
@@ -238,6 +238,55 @@ pub fn compare_problems(report: &Report, runs: &[&str]) -> Vec<String> {
     problems
 }
 
+/// Children per window of [`Figures::mean_workload_cpus_per_children`].
+pub const CHILDREN_PER_WINDOW: usize = 10;
+
+/// Distinct CPUs that tasks of `pids` ran on between `start` and `end`.
+fn cpus_between(tl: &Timeline, pids: &BTreeSet<Pid>, start: u64, end: u64) -> usize {
+    tl.runs
+        .iter()
+        .filter(|r| pids.contains(&r.pid) && r.start < end && r.end > start)
+        .map(|r| r.cpu)
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+/// Mean distinct CPUs of `pids` per window of [`CHILDREN_PER_WINDOW`]
+/// children of `w`: the windows are cut where every tenth child first
+/// runs, from the workload's start; a last window with fewer children is
+/// left out. 0 with fewer children than one window.
+fn cpus_per_children(tl: &Timeline, w: &Workload, pids: &BTreeSet<Pid>) -> f64 {
+    let children: BTreeSet<Pid> = w.children.iter().copied().collect();
+    let mut first_run: BTreeMap<Pid, u64> = BTreeMap::new();
+    for r in tl.runs.iter().filter(|r| children.contains(&r.pid)) {
+        let start = first_run.entry(r.pid).or_insert(r.start);
+        *start = (*start).min(r.start);
+    }
+    let mut starts: Vec<u64> = first_run.into_values().collect();
+    starts.sort_unstable();
+    let mut bounds: Vec<u64> = std::iter::once(w.start_ns)
+        .chain(
+            starts
+                .iter()
+                .copied()
+                .skip(CHILDREN_PER_WINDOW)
+                .step_by(CHILDREN_PER_WINDOW),
+        )
+        .collect();
+    if !starts.is_empty() && starts.len().is_multiple_of(CHILDREN_PER_WINDOW) {
+        bounds.push(w.end_ns);
+    }
+    let windows: Vec<f64> = bounds
+        .windows(2)
+        .map(|b| cpus_between(tl, pids, b[0], b[1]) as f64)
+        .collect();
+    if windows.is_empty() {
+        0.0
+    } else {
+        windows.iter().sum::<f64>() / windows.len() as f64
+    }
+}
+
 /// Placement figures of one trace, over the workload's exec..exit window
 /// cut into intervals of `interval_ns` (all tasks of the machine count).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -262,6 +311,11 @@ pub struct Figures {
     /// Mean distinct CPUs the workload's own tasks ran on per interval
     /// (other tasks of the machine left out).
     pub mean_workload_cpus: f64,
+    /// Mean distinct CPUs the workload's own tasks ran on per window of
+    /// [`CHILDREN_PER_WINDOW`] children started. Counted in events, not in
+    /// time: how many children fit in 100 ms depends on the emulator's and
+    /// the host's speed, how many CPUs a chain of ten children used does not.
+    pub mean_workload_cpus_per_children: f64,
     /// Share of the workload's run time spent on the socket where most of
     /// it ran.
     pub main_socket_share: f64,
@@ -299,16 +353,7 @@ impl Figures {
         } else {
             stats
                 .iter()
-                .map(|s| {
-                    tl.runs
-                        .iter()
-                        .filter(|r| {
-                            pids.contains(&r.pid) && r.start < s.end_ns && r.end > s.start_ns
-                        })
-                        .map(|r| r.cpu)
-                        .collect::<BTreeSet<_>>()
-                        .len() as f64
-                })
+                .map(|s| cpus_between(tl, &pids, s.start_ns, s.end_ns) as f64)
                 .sum::<f64>()
                 / n
         };
@@ -326,6 +371,7 @@ impl Figures {
             wakeup_p99_ns: percentile(&lat, 99),
             workload_cpus: workload_cpus.len(),
             mean_workload_cpus,
+            mean_workload_cpus_per_children: cpus_per_children(tl, w, &pids),
             main_socket_share: main_socket_share(tl, &pids),
         }
     }
@@ -348,6 +394,10 @@ impl Figures {
             (
                 "mean workload CPUs / interval",
                 format!("{:.2}", self.mean_workload_cpus),
+            ),
+            (
+                "mean workload CPUs / 10 children",
+                format!("{:.2}", self.mean_workload_cpus_per_children),
             ),
             ("CPUs the workload ran on", self.workload_cpus.to_string()),
             (
@@ -551,6 +601,66 @@ mod tests {
         assert_eq!((f.wakeups, f.wakeup_p50_ns, f.wakeup_p99_ns), (2, 10, 20));
         let table = side_by_side("default", &f, "nest", &f);
         assert!(table.contains("mean CPUs used / interval"), "{table}");
+    }
+
+    /// A chain of `children` children of the parent (pid 10, CPU 0), child
+    /// `i` running 10 ns on CPU `cpu_of(i)`, one after the other.
+    fn chain(children: u32, cpu_of: impl Fn(u32) -> u32) -> Trace {
+        use EventKind::*;
+        let ev = |ts_ns, cpu, kind| Event { ts_ns, cpu, kind };
+        let sw = |prev, next| Switch {
+            prev,
+            prev_state: PrevState::Blocked,
+            next,
+        };
+        let exec = Exec {
+            pid: 10,
+            comm: "nest-load".into(),
+        };
+        let mut events = vec![ev(0, 0, exec), ev(0, 0, sw(0, 10))];
+        for i in 0..children {
+            let (child, cpu, t) = (100 + i, cpu_of(i), 100 * u64::from(i) + 10);
+            let fork = NewTask {
+                parent: 10,
+                child,
+                comm: "nest-load".into(),
+            };
+            events.extend([
+                ev(t, 0, fork),
+                ev(t, 0, sw(10, 0)),
+                ev(t + 10, cpu, sw(0, child)),
+                ev(t + 20, cpu, Exit { pid: child }),
+                ev(t + 20, cpu, sw(child, 0)),
+                ev(t + 30, 0, sw(0, 10)),
+            ]);
+        }
+        let end = 100 * u64::from(children) + 50;
+        events.extend([ev(end, 0, Exit { pid: 10 }), ev(end, 0, sw(10, 0))]);
+        Trace {
+            topology: Topology::regular(2, 8, 1),
+            meta: vec![("command_pid".into(), "10".into())],
+            events,
+        }
+    }
+
+    #[test]
+    fn cpus_per_children_count_windows_of_ten_children_whatever_their_pace() {
+        // Children alternate between CPUs 1 and 2; the parent stays on 0.
+        let f = Figures::of(&chain(20, |i| 1 + i % 2), 1_000_000).unwrap();
+        assert_eq!(f.mean_workload_cpus_per_children, 3.0);
+        // Spread over 16 CPUs: each window of ten sees ten CPUs + the parent's.
+        let f = Figures::of(&chain(20, |i| 1 + i % 15), 1_000_000).unwrap();
+        assert_eq!(f.mean_workload_cpus_per_children, 11.0);
+        // Five children more, on CPU 9: a window with fewer than ten is left out.
+        let f = Figures::of(
+            &chain(25, |i| if i < 20 { 1 + i % 2 } else { 9 }),
+            1_000_000,
+        )
+        .unwrap();
+        assert_eq!(f.mean_workload_cpus_per_children, 3.0);
+        // Fewer children than one window: nothing to count.
+        let f = Figures::of(&chain(9, |_| 1), 1_000_000).unwrap();
+        assert_eq!(f.mean_workload_cpus_per_children, 0.0);
     }
 
     #[test]

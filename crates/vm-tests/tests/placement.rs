@@ -5,8 +5,9 @@
 //! and under `scx_nest --policy spread`, a control that disperses work on
 //! purpose:
 //!
-//! - a serial fork/wait chain: few CPUs per 100 ms and little underload
-//!   (checked against absolute limits and against the default scheduler);
+//! - a serial fork/wait chain: few CPUs per ten children and little
+//!   underload per 100 ms (checked against absolute limits and against
+//!   the default scheduler);
 //!   the spread control must fail the same checks; issue 10's three checks
 //!   on the chain's process tree (its own tasks, 100 ms intervals over its
 //!   lifetime, `vm_tests::sched::tree_problems`: no more distinct CPUs per
@@ -172,13 +173,13 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
         work_conservation_problems(&nest.overload, &default.overload),
     );
     // The control: dispersal must fail the CPU check and the underload
-    // check, absolute or against the default scheduler. On a loaded host
-    // the slowed chain forks fewer children per 100 ms, and the control
-    // once stayed under the absolute 8 CPUs while still far above the
-    // default scheduler.
+    // check, absolute or against the default scheduler. The CPUs are
+    // counted per ten children, not per 100 ms: the spread control's chain
+    // runs slower (every placement wakes an idle vCPU), and per 100 ms it
+    // stayed under the absolute 8 CPUs in two idle runs of 2026-11-23.
     let control = chain_problems(&spread.chain, &default.chain);
     eprintln!("the spread control fails the chain checks with: {control:#?}");
-    for check in ["chain CPUs per 100 ms", "underload per 100 ms"] {
+    for check in ["chain CPUs per 10 children", "underload per 100 ms"] {
         if !control.iter().any(|p| p.starts_with(check)) {
             problems.push(format!(
                 "the spread control passed the check '{check}', which cannot tell dispersal then"
