@@ -231,7 +231,7 @@ fn steady_state_counts(trace: &Trace, threads: &[Pid]) -> (u64, u64) {
 /// own tasks: half the 16-CPU guest. Measured (2026-11-23): default 3.0,
 /// Nest 4.0, the spread control 12.9. Windows of children, not of time:
 /// per 100 ms the spread control measured 12.3-14.7 in 9 earlier runs,
-/// then 7.75-7.78 in two idle runs of 2026-11-23 whose spread chain ran
+/// then 7.75-7.78 in two runs of 2026-11-23 whose spread chain ran
 /// about half as fast as the default's (1794 against 936 ms), under this
 /// limit.
 pub const CHAIN_MAX_CPUS: f64 = 8.0;

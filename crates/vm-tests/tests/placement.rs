@@ -176,7 +176,7 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
     // check, absolute or against the default scheduler. The CPUs are
     // counted per ten children, not per 100 ms: the spread control's chain
     // runs slower (every placement wakes an idle vCPU), and per 100 ms it
-    // stayed under the absolute 8 CPUs in two idle runs of 2026-11-23.
+    // stayed under the absolute 8 CPUs in two runs of 2026-11-23.
     let control = chain_problems(&spread.chain, &default.chain);
     eprintln!("the spread control fails the chain checks with: {control:#?}");
     for check in ["chain CPUs per 10 children", "underload per 100 ms"] {
