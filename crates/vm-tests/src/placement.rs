@@ -228,8 +228,9 @@ fn steady_state_counts(trace: &Trace, threads: &[Pid]) -> (u64, u64) {
 
 /// The chain (a serial fork/wait chain, one process at a time) may use at
 /// most this many distinct CPUs per ten children on average, counting its
-/// own tasks: half the 16-CPU guest. Measured (2026-11-23): default 3.0,
-/// Nest 4.0, the spread control 12.9. Windows of children, not of time:
+/// own tasks: half the 16-CPU guest. Measured in three runs of 2026-11-23
+/// (one with two host hogs): default 2.8-4.6, Nest 3.5-4.5, the spread
+/// control 12.9-13.1. Windows of children, not of time:
 /// per 100 ms the spread control measured 12.3-14.7 in 9 earlier runs,
 /// then 7.75-7.78 in two runs of 2026-11-23 whose spread chain ran
 /// about half as fast as the default's (1794 against 936 ms), under this
@@ -240,8 +241,8 @@ pub const CHAIN_MAX_CPUS: f64 = 8.0;
 /// (exploring: up to 4.5), default 4.0-5.5, spread 12.4-14.2.
 pub const CHAIN_MAX_UNDERLOAD: f64 = 8.0;
 /// Nest may use at most this many more CPUs per ten children for the chain
-/// than the default scheduler did in the same boot. Measured: Nest +1.0,
-/// spread +9.9 (per 100 ms: Nest -0.2 to +2.2, spread +4.4 to +12.7).
+/// than the default scheduler did in the same boot. Measured: Nest -1.1
+/// to +1.7, spread +8.4 to +10.3 (per 100 ms: Nest -0.2 to +2.2, spread +4.4 to +12.7).
 pub const CHAIN_MAX_CPUS_OVER_DEFAULT: f64 = 4.5;
 /// ... and at most this much more underload. Measured Nest - default:
 /// -2.6 to +0.2; spread - default: +7.1 to +9.9.
