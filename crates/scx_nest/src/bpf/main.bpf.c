@@ -27,9 +27,10 @@
  * The policy learns what happens on the CPUs through three callbacks:
  * ops.running() (the task's recent CPUs; the CPU is busy), ops.update_idle()
  * (the CPU went idle: compaction age, immediate demotion after an exit,
- * warm spinning) and ops.stopping() of an exiting task; and about CPU
- * hotplug through ops.cpu_online()/ops.cpu_offline() (an offline CPU leaves
- * both nests, which also ends its warm spin).
+ * warm spinning) and ops.stopping() of a dead task (its final switch,
+ * task_dead()); and about CPU hotplug through ops.cpu_online() and
+ * ops.cpu_offline() (an offline CPU leaves both nests, which also ends its
+ * warm spin).
  *
  * Warm spinning: sched_ext has no hook in the idle loop, so an idle primary
  * CPU keeps warm by kicking itself: each kick sends it back through the
@@ -943,8 +944,8 @@ void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 
 	if (t)
 		nest_sched_stopping(&pctx, &t->nest, cpu, t->weight);
-	perf_stopping(p, runnable);
-	if (policy_kind == POLICY_NEST && (p->flags & PF_EXITING))
+	perf_stopping(p);
+	if (policy_kind == POLICY_NEST && task_dead(p))
 		nest_task_exiting(&nest_state, cpu);
 }
 

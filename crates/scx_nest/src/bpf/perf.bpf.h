@@ -66,13 +66,12 @@ static void perf_running(struct task_struct *p, struct task_ctx *t)
 						perf_level(cpu)));
 }
 
-/* ops.stopping(): @p stops running; if not @runnable and exiting, for good. */
-static void perf_stopping(struct task_struct *p, bool runnable)
+/* ops.stopping(): @p stops running; for good if it is dead (task_dead()). */
+static void perf_stopping(struct task_struct *p)
 {
 	struct nest_bpf_env env = { .p = p };
 	struct task_ctx *t;
 	struct nest_ctx pctx;
-	bool exiting;
 	s32 cpu;
 
 	if (!nest_perf_enabled(&nest_cfg))
@@ -82,9 +81,8 @@ static void perf_stopping(struct task_struct *p, bool runnable)
 		return;
 	pctx = policy_ctx(&env);
 	cpu = scx_bpf_task_cpu(p);
-	exiting = !runnable && (p->flags & PF_EXITING);
 	perf_request_cpu(cpu, nest_perf_stopping(&pctx, &t->nest, cpu,
-						 perf_level(cpu), exiting));
+						 perf_level(cpu), task_dead(p)));
 }
 
 /* ops.tick(): the tick of the CPU running @p. */

@@ -45,6 +45,25 @@ static void plat_count(nest_env_t env, enum nest_stat stat, u64 amount)
 		c->policy[stat] += amount;
 }
 
+#ifndef TASK_DEAD
+#define TASK_DEAD 0x00000080 /* include/linux/sched.h; a macro, not in BTF */
+#endif
+
+/*
+ * Is @p, in ops.stopping(), stopping for the last time? do_task_dead() sets
+ * TASK_DEAD just before the task's final __schedule(). PF_EXITING comes
+ * much earlier, at the start of do_exit(), and an exiting task may still
+ * sleep and run again several times: closing files on virtio-fs, FUSE or
+ * NFS waits for the server's reply (kernel: finish_task_switch() calls
+ * task_dead_fair() only for TASK_DEAD). In a 2x4x2 guest running a
+ * configure script, 2661 of 4298 exiting tasks slept 12514 times after
+ * sched_process_exit, for 0.24 ms at the median.
+ */
+static bool task_dead(const struct task_struct *p)
+{
+	return READ_ONCE(p->__state) == TASK_DEAD;
+}
+
 static bool plat_claim_idle(nest_env_t env, s32 cpu)
 {
 	return scx_bpf_test_and_clear_cpu_idle(cpu);
