@@ -354,6 +354,11 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
         format!("forks_other_socket={}", p.forks.other_socket),
         format!("wakeups={}", p.wakeups),
         format!("wakeups_on_prev_cpu={}", p.wakeups_on_prev_cpu),
+        format!("exiting_wakeups={}", p.exiting_wakeups),
+        format!(
+            "exiting_wakeups_on_prev_cpu={}",
+            p.exiting_wakeups_on_prev_cpu
+        ),
         format!("lost_events={}", meta("lost_events")),
         format!("overrun_events={}", meta("overrun_events")),
     ];

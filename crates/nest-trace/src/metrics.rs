@@ -308,6 +308,12 @@ pub struct TasksPlacement {
     pub wakeups: u64,
     /// ...and, of those, times it ran on the CPU it had slept on.
     pub wakeups_on_prev_cpu: u64,
+    /// Of the wake-ups, those of tasks that had exited already
+    /// (`sched_process_exit`): a task may sleep in `do_exit()` after it,
+    /// e.g. closing files on a network or FUSE file system...
+    pub exiting_wakeups: u64,
+    /// ...and, of those, times it ran on the CPU it had slept on.
+    pub exiting_wakeups_on_prev_cpu: u64,
 }
 
 /// Where forked tasks first ran, relative to the CPU that forked them
@@ -395,6 +401,8 @@ pub fn tasks_placement(
     // Tasks of the set asleep, with the CPU they went to sleep on.
     let mut asleep = std::collections::HashMap::new();
     let (mut wakeups, mut wakeups_on_prev_cpu) = (0, 0);
+    let mut exited = std::collections::HashSet::new();
+    let (mut exiting_wakeups, mut exiting_wakeups_on_prev_cpu) = (0, 0);
     for e in &trace.events {
         if e.ts_ns < from || e.ts_ns >= end.max(from + 1) {
             continue;
@@ -428,9 +436,17 @@ pub fn tasks_placement(
                     forks.count(tl, forked_on, e.cpu);
                 }
                 if let Some(slept_on) = asleep.remove(&next) {
+                    let on_prev = u64::from(slept_on == e.cpu);
                     wakeups += 1;
-                    wakeups_on_prev_cpu += u64::from(slept_on == e.cpu);
+                    wakeups_on_prev_cpu += on_prev;
+                    if exited.contains(&next) {
+                        exiting_wakeups += 1;
+                        exiting_wakeups_on_prev_cpu += on_prev;
+                    }
                 }
+            }
+            EventKind::Exit { pid } if pids.contains(&pid) => {
+                exited.insert(pid);
             }
             _ => {}
         }
@@ -458,6 +474,8 @@ pub fn tasks_placement(
         forks,
         wakeups,
         wakeups_on_prev_cpu,
+        exiting_wakeups,
+        exiting_wakeups_on_prev_cpu,
     }
 }
 
@@ -818,6 +836,11 @@ mod tests {
             ev(9, 0, sw(14, 10)), // 10 wakes where it slept
             ev(9, 0, sw(10, 11)), // 10 sleeps on CPU 0 again
             ev(9, 2, sw(12, 10)), // and wakes on CPU 2
+            ev(9, 2, EventKind::Exit { pid: 10 }),
+            ev(9, 2, sw(10, 0)),  // 10, exiting, sleeps on CPU 2
+            ev(9, 3, sw(0, 10)),  // and wakes on CPU 3
+            ev(9, 3, sw(10, 0)),  // sleeps there
+            ev(9, 3, sw(0, 10)),  // and wakes there
             ev(10, 3, sw(0, 99)), // the trace's end
         ];
         let trace = Trace {
@@ -837,7 +860,8 @@ mod tests {
         };
         assert_eq!(p.forks, expected);
         assert_eq!(p.forks.total(), 4);
-        assert_eq!((p.wakeups, p.wakeups_on_prev_cpu), (2, 1));
+        assert_eq!((p.wakeups, p.wakeups_on_prev_cpu), (4, 2));
+        assert_eq!((p.exiting_wakeups, p.exiting_wakeups_on_prev_cpu), (2, 1));
     }
 
     #[test]

@@ -24,7 +24,10 @@
 //!   judged (wall-clock time under emulation; see `batch_problems`);
 //! - an overload (three threads per CPU): no CPU idle for more than two
 //!   ticks while a thread waits, and no ejection (scx_nest stays enabled
-//!   through the recording and exits cleanly).
+//!   through the recording and exits cleanly);
+//! - over the whole command: tasks that exited and still sleep in
+//!   `do_exit()` wake where they slept (`exiting_wakeup_problems`): an
+//!   exit is the task's final switch, not `PF_EXITING`.
 //!
 //! Scheduler options, for every scx_nest run: `--disable warm-spin`, since
 //! a spinning vCPU takes the single emulation thread from the vCPUs doing
@@ -53,12 +56,13 @@ use std::time::Duration;
 
 use nest_trace::metrics::TasksPlacement;
 use nest_trace::timeline::Timeline;
+use nest_trace::{Pid, Trace};
 use vm_tests::compare::Comparison;
 use vm_tests::kernel_problems;
 use vm_tests::placement::{
     BatchFigures, batch_problems, chain_problems, launched, work_conservation_problems,
 };
-use vm_tests::sched::{tree_placement, tree_problems, tree_rows};
+use vm_tests::sched::{exiting_wakeup_problems, tree_placement, tree_problems, tree_rows};
 use vm_tests::trace::{Expect, Figures, columns, compare_problems, trace_problems};
 
 const CPUS: usize = 16;
@@ -73,6 +77,8 @@ struct Run {
     chain: Figures,
     /// The chain's process tree (issue 10's figures).
     chain_tree: TasksPlacement,
+    /// The whole command's process tree, over the whole trace.
+    command_tree: TasksPlacement,
     batch: BatchFigures,
     overload: BatchFigures,
 }
@@ -107,9 +113,18 @@ fn measure(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> Run {
             loads[0].start_ns,
             loads[0].end_ns,
         ),
+        command_tree: tree_placement(&trace, &tl, command_pid(&trace), 0, trace.end_ns()),
         batch: BatchFigures::of(&trace, &tl, &loads[1]),
         overload: BatchFigures::of(&trace, &tl, &loads[2]),
     }
+}
+
+/// The pid of the command the trace recorded.
+fn command_pid(trace: &Trace) -> Pid {
+    trace
+        .meta_get("command_pid")
+        .and_then(|p| p.parse().ok())
+        .expect("nest trace record writes command_pid")
 }
 
 /// `problems` of run `name`, prefixed, into `all`.
@@ -144,9 +159,10 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
     let headers = ["default", "nest", "spread"];
     let runs = [&default, &nest, &spread];
     eprintln!(
-        "fork/wait chain, 100 ms intervals:\n{}\nits process tree only (issue 10):\n{}\n{} CPU-bound threads:\n{}\noverload, {} threads:\n{}",
+        "fork/wait chain, 100 ms intervals:\n{}\nits process tree only (issue 10):\n{}\nthe whole command's process tree:\n{}\n{} CPU-bound threads:\n{}\noverload, {} threads:\n{}",
         columns(&headers, &runs.map(|r| r.chain.rows())),
         columns(&headers, &runs.map(|r| tree_rows(&r.chain_tree))),
+        columns(&headers, &runs.map(|r| tree_rows(&r.command_tree))),
         default.batch.tasks,
         columns(&headers, &runs.map(|r| r.batch.rows())),
         default.overload.tasks,
@@ -157,6 +173,11 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
         &mut problems,
         "nest chain",
         chain_problems(&nest.chain, &default.chain),
+    );
+    add(
+        &mut problems,
+        "nest, the whole command",
+        exiting_wakeup_problems(&nest.command_tree),
     );
     eprintln!(
         "issue 10's chain checks (printed, not asserted yet): {:?}",
