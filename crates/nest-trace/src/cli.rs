@@ -327,8 +327,7 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
     let root = match a.pid {
         Some(pid) => pid,
         None => trace
-            .meta_get("command_pid")
-            .and_then(|p| p.parse().ok())
+            .command_pid()
             .context("the trace has no command_pid: give the root with --pid")?,
     };
     let interval_ns = a.interval;

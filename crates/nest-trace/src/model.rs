@@ -105,6 +105,12 @@ impl Trace {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The pid of the command `nest trace record -- CMD` ran (meta
+    /// `command_pid`), if recorded and a number.
+    pub fn command_pid(&self) -> Option<Pid> {
+        self.meta_get("command_pid").and_then(|p| p.parse().ok())
+    }
+
     /// Set meta entry `key` to `value`, replacing an existing entry.
     pub fn meta_set(&mut self, key: &str, value: impl Into<String>) {
         let value = value.into();

@@ -277,8 +277,7 @@ fn command_placement(trace: &Trace, root: Option<u32>) -> Result<(u32, TasksPlac
     let root = match root {
         Some(pid) => pid,
         None => trace
-            .meta_get("command_pid")
-            .and_then(|pid| pid.parse().ok())
+            .command_pid()
             .context("the trace has no command_pid (record it with `nest trace record -- CMD`)")?,
     };
     Ok((root, tree_placement(trace, root, 100_000_000)))

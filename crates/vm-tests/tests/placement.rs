@@ -56,7 +56,6 @@ use std::time::Duration;
 
 use nest_trace::metrics::TasksPlacement;
 use nest_trace::timeline::Timeline;
-use nest_trace::{Pid, Trace};
 use vm_tests::compare::Comparison;
 use vm_tests::kernel_problems;
 use vm_tests::placement::{
@@ -98,6 +97,9 @@ fn measure(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> Run {
             .map(|p| format!("{name}.nest.jsonl: {p}")),
     );
     let tl = Timeline::build(&trace);
+    let command_pid = trace
+        .command_pid()
+        .expect("nest trace record writes command_pid");
     let loads = launched(&trace, "nest-load");
     assert_eq!(
         loads.len(),
@@ -113,18 +115,10 @@ fn measure(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> Run {
             loads[0].start_ns,
             loads[0].end_ns,
         ),
-        command_tree: tree_placement(&trace, &tl, command_pid(&trace), 0, trace.end_ns()),
+        command_tree: tree_placement(&trace, &tl, command_pid, 0, trace.end_ns()),
         batch: BatchFigures::of(&trace, &tl, &loads[1]),
         overload: BatchFigures::of(&trace, &tl, &loads[2]),
     }
-}
-
-/// The pid of the command the trace recorded.
-fn command_pid(trace: &Trace) -> Pid {
-    trace
-        .meta_get("command_pid")
-        .and_then(|p| p.parse().ok())
-        .expect("nest trace record writes command_pid")
 }
 
 /// `problems` of run `name`, prefixed, into `all`.

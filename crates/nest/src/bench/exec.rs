@@ -183,8 +183,7 @@ impl Bench<'_> {
             (None, Ok(trace)) => {
                 let mut timeline = nest_trace::timeline::Timeline::build(&trace);
                 // Only the workload: the recorded command and what it forked.
-                let command = trace.meta_get("command_pid").and_then(|p| p.parse().ok());
-                if let Some(pid) = command {
+                if let Some(pid) = trace.command_pid() {
                     let tree = trace.descendants(pid);
                     timeline.runs.retain(|r| tree.contains(&r.pid));
                 }
