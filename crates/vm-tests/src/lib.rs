@@ -224,6 +224,33 @@ pub fn stats_problems(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The sum of counter `name` (e.g. `exit_demoted`) over the samples that
+/// `--stats` printed (each sample counts what happened since the last).
+pub fn stat_total(report: &Report, name: &str) -> u64 {
+    let key = format!("{name}=");
+    report
+        .output
+        .iter()
+        .filter(|line| line.starts_with("scx_nest: [scx_nest] "))
+        .flat_map(|line| line.split_whitespace())
+        .filter_map(|field| field.strip_prefix(&key)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Everything wrong with the policy's view of task exits in a run of a
+/// load whose tasks fork and exit (`nest-load mixed`), started with
+/// `--stats`: some CPU left the primary nest when its task exited. None
+/// would mean ops.stopping() never recognised a task's final switch
+/// (`task_dead()` in the BPF host), and exit demotion and fork reuse had
+/// silently stopped. Measured before 8c06f44 (exits taken at PF_EXITING):
+/// 39 and 42 in two lifecycle runs (2026-11-23).
+pub fn exit_problems(report: &Report) -> Vec<String> {
+    if stat_total(report, "exit_demoted") > 0 {
+        return Vec::new();
+    }
+    vec!["no exit demotion in any --stats sample: the policy saw no task exit".into()]
+}
+
 /// Everything wrong with a robustness run (tests/vm/robustness.sh): the
 /// lifecycle verdict, plus: every load exited 0; at least `min_transitions`
 /// CPUs went offline and as many came back, without a failed write; and
@@ -375,6 +402,21 @@ scx_nest: EXIT: unregistered from user space
             vec!["--stats printed no 'perf' line"]
         );
         assert_eq!(stats_problems(&Report::parse(GOOD)).len(), 2);
+    }
+
+    #[test]
+    fn stat_totals_add_up_the_samples() {
+        let report = Report::parse(
+            "scx_nest: [scx_nest] nest  primary_cpus=4 compacted=1 exit_demoted=1 reserve_full=0\n\
+             scx_nest: [scx_nest] place attached=4 prev=1\n\
+             other: exit_demoted=100\n\
+             scx_nest: [scx_nest] nest  primary_cpus=2 compacted=40 exit_demoted=15\n",
+        );
+        assert_eq!(stat_total(&report, "exit_demoted"), 16);
+        assert_eq!(stat_total(&report, "demoted"), 0);
+        assert!(exit_problems(&report).is_empty());
+        let none = Report::parse("scx_nest: [scx_nest] nest  primary_cpus=4 exit_demoted=0\n");
+        assert_eq!(exit_problems(&none).len(), 1);
     }
 
     #[test]

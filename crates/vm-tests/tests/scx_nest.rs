@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use nest_vm::{VmOutcome, VmSpec, shell_quote};
 use vm_tests::{
-    Report, bin_dir, kernel_problems, lifecycle_problems, repo_root, robustness_problems, run_ok,
-    stats_problems,
+    Report, bin_dir, exit_problems, kernel_problems, lifecycle_problems, repo_root,
+    robustness_problems, run_ok, stat_total, stats_problems,
 };
 
 /// One guest at a time: TCG is CPU-bound and the host has few cores.
@@ -87,6 +87,12 @@ fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
     show_output(&report);
     let mut problems = lifecycle_problems(&report);
     problems.extend(stats_problems(&report));
+    problems.extend(exit_problems(&report));
+    eprintln!(
+        "exit demotions {}, forks placed by fork reuse {}",
+        stat_total(&report, "exit_demoted"),
+        stat_total(&report, "fork_reuse")
+    );
     problems.extend(kernel_problems(&outcome.console_log));
     assert!(
         problems.is_empty(),
