@@ -23,7 +23,8 @@ fn two_sockets() -> VmSpec {
         cores_per_socket: 2,
         threads_per_core: 1,
         numa: true,
-        timeout: Duration::from_secs(300),
+        // Hangs only: 3x the longest run seen (lifecycle, 190 s, two host hogs).
+        timeout: Duration::from_secs(600),
         workdir: Some(repo_root()),
         ..VmSpec::default()
     }
