@@ -211,12 +211,7 @@ pub fn lifecycle_problems(report: &Report) -> Vec<String> {
 /// last group lines) from the running scheduler. Counted in samples, not
 /// in time: the monitor waits for the stats server, however long that takes.
 pub fn stats_problems(report: &Report) -> Vec<String> {
-    let printed = |group: &str| {
-        report
-            .output
-            .iter()
-            .any(|line| line.starts_with(&format!("scx_nest: [scx_nest] {group}")))
-    };
+    let printed = |group: &str| stats_lines(report).any(|line| line.starts_with(group));
     ["nest ", "perf "]
         .iter()
         .filter(|group| !printed(group))
@@ -224,14 +219,19 @@ pub fn stats_problems(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The lines `--stats` printed, from their group name on (`nest  ...`).
+fn stats_lines(report: &Report) -> impl Iterator<Item = &str> {
+    report
+        .output
+        .iter()
+        .filter_map(|line| line.strip_prefix("scx_nest: [scx_nest] "))
+}
+
 /// The sum of counter `name` (e.g. `exit_demoted`) over the samples that
 /// `--stats` printed (each sample counts what happened since the last).
 pub fn stat_total(report: &Report, name: &str) -> u64 {
     let key = format!("{name}=");
-    report
-        .output
-        .iter()
-        .filter(|line| line.starts_with("scx_nest: [scx_nest] "))
+    stats_lines(report)
         .flat_map(|line| line.split_whitespace())
         .filter_map(|field| field.strip_prefix(&key)?.parse::<u64>().ok())
         .sum()
