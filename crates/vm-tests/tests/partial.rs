@@ -50,7 +50,7 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
     let spec = VmSpec {
         numa: true,
         memory_mb: 2048,
-        // Hangs only: 3x the longest run seen (447 s, a slow host, 2026-11-23).
+        // Hangs only: 3x the longest run seen (464 s, a slow host, 2026-11-24).
         timeout: Duration::from_secs(1400),
         workdir: Some(repo_root()),
         output_dir: Some(cmp.out.clone()),
