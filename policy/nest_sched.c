@@ -17,10 +17,11 @@
  *     restores; a new task starts there (nest_task_woken()).
  *   - One queue per last-level cache (LLC), with its own virtual time. A
  *     task joins its previous CPU's LLC queue; its virtual time moves from
- *     one queue's frame to another's keeping its lag, as
- *     migrate_task_rq_fair() renormalises vruntime. Tasks that may run on
- *     one CPU only (pinned, or migration disabled) wait in that CPU's own
- *     queue, in the same frame.
+ *     one queue's frame to another's keeping its lag, bounded as at a
+ *     wakeup, as the fair scheduler bounds a migrating entity's lag
+ *     (update_entity_lag() at dequeue, place_entity() at enqueue). Tasks
+ *     that may run on one CPU only (pinned, or migration disabled) wait
+ *     in that CPU's own queue, in the same frame.
  *   - Locality. A CPU out of work takes the earliest task of its own LLC
  *     queue, except that a task that last ran on this CPU and is at most
  *     eight slices later is taken first: a task preempted here comes back
@@ -109,22 +110,6 @@ static u64 llc_vtime(const struct nest_ctx *ctx, u32 llc)
 	return READ_ONCE(ctx->st->llc_vtime[llc_index(llc)]);
 }
 
-/*
- * Express @t's virtual time in LLC @llc's frame, keeping its lag (as
- * migrate_task_rq_fair() renormalises vruntime). A task seen for the
- * first time starts at @ref.
- */
-static void rebase_vtime(const struct nest_ctx *ctx, struct nest_task *t,
-			 u32 llc, u64 ref)
-{
-	if (t->vtime_llc == NEST_LLC_NONE)
-		t->vtime = ref;
-	else if (t->vtime_llc != llc)
-		t->vtime = t->vtime - llc_vtime(ctx, t->vtime_llc) +
-			   llc_vtime(ctx, llc);
-	t->vtime_llc = llc;
-}
-
 /* Lower *@ref to the virtual time of @queue's first task, if earlier. */
 static void earliest_of(const struct nest_ctx *ctx, s32 queue, u64 *ref)
 {
@@ -132,6 +117,65 @@ static void earliest_of(const struct nest_ctx *ctx, s32 queue, u64 *ref)
 
 	if (plat_queue_head(ctx->env, queue, &head) && vtime_before(head, *ref))
 		*ref = head;
+}
+
+/*
+ * Where LLC @llc's frame stands now: its virtual time, or its first
+ * waiting task's if that is earlier.
+ */
+static u64 frame_ref(const struct nest_ctx *ctx, u32 llc)
+{
+	u64 ref = llc_vtime(ctx, llc);
+
+	earliest_of(ctx, llc, &ref);
+	return ref;
+}
+
+/*
+ * How far a task of weight @weight may be from its frame's reference:
+ * two slices, scaled by its weight (update_entity_lag() bounds a lag to
+ * two slices, calc_delta_fair()-scaled).
+ */
+static u64 lag_bound(const struct nest_ctx *ctx, u32 weight)
+{
+	return scale_by_weight(2 * ctx->cfg->slice_ns, weight);
+}
+
+/* @vtime kept within @bound of @ref, on either side. */
+static u64 clamp_lag(u64 vtime, u64 ref, u64 bound)
+{
+	if (vtime_before(vtime, ref - bound))
+		return ref - bound;
+	if (vtime_before(ref + bound, vtime))
+		return ref + bound;
+	return vtime;
+}
+
+/*
+ * Express @t's virtual time, for weight @weight, in LLC @llc's frame. A
+ * task seen for the first time starts at @ref. A task from another frame
+ * keeps its lag against that frame's reference, bounded by lag_bound():
+ * an unbounded lag carried credit from one frame into another, where
+ * tasks that never sleep (sched_yield() loops) kept it for good. An LLC's
+ * virtual time is pushed far ahead by a low-weight task run out of turn,
+ * and a task leaving that LLC arrived tens of seconds before everyone in
+ * the next one, which then waited behind it until sched_ext's watchdog
+ * ejected the scheduler (stress-ng yield, race-sched, affinity in an
+ * emulated guest).
+ */
+static void rebase_vtime(const struct nest_ctx *ctx, struct nest_task *t,
+			 u32 llc, u64 ref, u32 weight)
+{
+	if (t->vtime_llc == NEST_LLC_NONE) {
+		t->vtime = ref;
+	} else if (t->vtime_llc != llc) {
+		u64 from = frame_ref(ctx, t->vtime_llc);
+		u64 to = frame_ref(ctx, llc);
+
+		t->vtime = clamp_lag(t->vtime, from, lag_bound(ctx, weight)) -
+			   from + to;
+	}
+	t->vtime_llc = llc;
 }
 
 /* The LLC whose frame the virtual times of @queue are in. */
@@ -156,17 +200,18 @@ static u32 queue_frame(const struct nest_ctx *ctx, s32 queue)
  * quarter slice behind a CPU hog that nest_wakeup_preempts() asks for,
  * and waited out the hog's slice: cyclictest beside a hog, on a loaded
  * emulator, 25-58 of 1470 wake-ups against the default scheduler's 2-9.
- * Only at wakeups: a task preempted or at the end of its slice keeps its
- * virtual time, or weights would not hold.
+ * A debt is bounded likewise (update_entity_lag() clamps both ways): a
+ * low-weight task, charged many times what it ran, would otherwise wake
+ * seconds ahead of its frame, and run only out of turn.
+ * Only at wakeups and frame changes: a task preempted or at the end of
+ * its slice keeps its virtual time, or weights would not hold.
  */
 static void nest_task_woken(const struct nest_ctx *ctx, struct nest_task *t,
 			    s32 queue, u32 weight)
 {
 	u32 llc = queue_frame(ctx, queue);
-	u64 ref = llc_vtime(ctx, llc);
-	u64 lag = scale_by_weight(2 * ctx->cfg->slice_ns, weight);
+	u64 ref = frame_ref(ctx, llc);
 
-	earliest_of(ctx, llc, &ref);
 	if (queue < 0) {
 		struct nest_cpu *c = nest_cpu(ctx->st, NEST_QUEUE_PINNED - queue);
 
@@ -182,18 +227,17 @@ static void nest_task_woken(const struct nest_ctx *ctx, struct nest_task *t,
 		    vtime_before(READ_ONCE(c->curr_vtime), ref))
 			ref = READ_ONCE(c->curr_vtime);
 	}
-	rebase_vtime(ctx, t, llc, ref);
-	if (vtime_before(t->vtime, ref - lag))
-		t->vtime = ref - lag;
+	rebase_vtime(ctx, t, llc, ref, weight);
+	t->vtime = clamp_lag(t->vtime, ref, lag_bound(ctx, weight));
 }
 
-/* The virtual time with which @t joins @queue. */
+/* The virtual time with which @t, of weight @weight, joins @queue. */
 static u64 nest_queue_vtime(const struct nest_ctx *ctx, struct nest_task *t,
-			    s32 queue)
+			    s32 queue, u32 weight)
 {
 	u32 llc = queue_frame(ctx, queue);
 
-	rebase_vtime(ctx, t, llc, llc_vtime(ctx, llc));
+	rebase_vtime(ctx, t, llc, frame_ref(ctx, llc), weight);
 	return t->vtime;
 }
 
@@ -219,16 +263,27 @@ static u64 nest_slice(const struct nest_ctx *ctx, u32 llc)
 	return slice > cfg->slice_min_ns ? slice : cfg->slice_min_ns;
 }
 
-/* The task described by @t, of weight @weight, starts running on @cpu. */
+/*
+ * The task described by @t, of weight @weight, starts running on @cpu.
+ * The LLC's virtual time advances to the task's, but not past the first
+ * task still waiting in the LLC's queue, as the fair scheduler's
+ * min_vruntime follows the earliest of the running and the waiting
+ * entities (update_min_vruntime()): a task run out of turn (on an idle
+ * CPU, or by the starvation guard) does not drag the frame ahead of the
+ * tasks that wait in it.
+ */
 static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 			       s32 cpu, u32 weight)
 {
 	u32 llc = llc_index(cpu_llc(ctx->cfg, cpu));
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+	u64 frontier;
 
-	rebase_vtime(ctx, t, llc, llc_vtime(ctx, llc));
-	if (vtime_before(llc_vtime(ctx, llc), t->vtime))
-		WRITE_ONCE(ctx->st->llc_vtime[llc], t->vtime);
+	rebase_vtime(ctx, t, llc, frame_ref(ctx, llc), weight);
+	frontier = t->vtime;
+	earliest_of(ctx, llc, &frontier);
+	if (vtime_before(llc_vtime(ctx, llc), frontier))
+		WRITE_ONCE(ctx->st->llc_vtime[llc], frontier);
 	t->run_start = ctx->now;
 	if (!c)
 		return;

@@ -175,11 +175,11 @@ void nest_native_task_woken(struct nest_state *st,
 
 u64 nest_native_queue_vtime(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
-			    struct nest_task *t, s32 queue)
+			    struct nest_task *t, s32 queue, u32 weight)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
 
-	return nest_queue_vtime(&ctx, t, queue);
+	return nest_queue_vtime(&ctx, t, queue, weight);
 }
 
 u64 nest_native_slice(struct nest_state *st, const struct nest_config *cfg,

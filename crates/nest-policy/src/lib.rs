@@ -692,7 +692,7 @@ impl NestPolicy {
 
     /// `task`, of weight `weight` (100: nice 0), woke up (or is new) at
     /// `now_ns` and would wait in `queue`: its virtual time is placed,
-    /// with at most a slice of credit.
+    /// with at most two slices (scaled by its weight) of credit or debt.
     pub fn task_woken(
         &self,
         plat: &mut dyn Platform,
@@ -716,8 +716,15 @@ impl NestPolicy {
         }
     }
 
-    /// The virtual time with which `task` joins `queue`.
-    pub fn queue_vtime(&self, plat: &mut dyn Platform, task: &mut TaskState, queue: Queue) -> u64 {
+    /// The virtual time with which `task`, of weight `weight`, joins
+    /// `queue`.
+    pub fn queue_vtime(
+        &self,
+        plat: &mut dyn Platform,
+        task: &mut TaskState,
+        queue: Queue,
+        weight: u32,
+    ) -> u64 {
         let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
@@ -727,6 +734,7 @@ impl NestPolicy {
                 Self::env_ptr(&mut env),
                 &mut task.0,
                 queue.to_c(),
+                weight,
             )
         }
     }
@@ -742,8 +750,15 @@ impl NestPolicy {
 
     /// `task`, of weight `weight`, starts running on `cpu` at `now_ns`
     /// (virtual time and wakeup preemption; see also `task_running`).
-    pub fn sched_running(&self, task: &mut TaskState, cpu: u32, weight: u32, now_ns: u64) {
-        let mut env = self.env(None);
+    pub fn sched_running(
+        &self,
+        plat: &mut dyn Platform,
+        task: &mut TaskState,
+        cpu: u32,
+        weight: u32,
+        now_ns: u64,
+    ) {
+        let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
             ffi::nest_native_sched_running(

@@ -53,10 +53,15 @@ fn policy() -> NestPolicy {
     NestPolicy::new(&Topology::regular(2, 4, 2), 0, &Params::default()).unwrap()
 }
 
-/// Run `task` on `cpu` from `start` for `ran` ns.
+/// Run `task` on `cpu` from `start` for `ran` ns, with no task waiting.
 fn run(p: &NestPolicy, task: &mut TaskState, cpu: u32, weight: u32, start: u64, ran: u64) {
-    p.sched_running(task, cpu, weight, start);
+    p.sched_running(&mut Queues::default(), task, cpu, weight, start);
     p.sched_stopping(task, cpu, weight, start + ran);
+}
+
+/// Is virtual time `a` before `b`? (They wrap, as the kernel's.)
+fn before(a: u64, b: u64) -> bool {
+    (a.wrapping_sub(b) as i64) < 0
 }
 
 #[test]
@@ -97,10 +102,11 @@ fn cpu_shares_follow_the_weights() {
         // task at the end of its slice keeps its virtual time.
         let other = tasks[1 - next].0.vtime();
         plat.heads.insert(Queue::Pinned(1), other);
-        let before = tasks[next].0.vtime();
+        let (task, weight, _) = &mut tasks[next];
+        let kept = task.vtime();
         assert_eq!(
-            p.queue_vtime(&mut plat, &mut tasks[next].0, Queue::Pinned(1)),
-            before
+            p.queue_vtime(&mut plat, task, Queue::Pinned(1), *weight),
+            kept
         );
     }
     let ratio = tasks[0].2 as f64 / tasks[1].2 as f64;
@@ -143,7 +149,7 @@ fn a_sleeper_charged_for_a_stop_still_preempts_a_hog() {
     let (mut hog, mut sleeper) = (TaskState::new(), TaskState::new());
     let (cpu, queue) = (5, Queue::Pinned(5));
     p.task_woken(&mut plat, &mut hog, queue, NICE_0, 0);
-    p.sched_running(&mut hog, cpu, NICE_0, 0);
+    p.sched_running(&mut plat, &mut hog, cpu, NICE_0, 0);
     let mut hog_since = 0;
     for period in 1..40u64 {
         let now = period * 2 * MS;
@@ -151,7 +157,7 @@ fn a_sleeper_charged_for_a_stop_still_preempts_a_hog() {
             continue; // the sleeper was still running (its charged run)
         }
         p.task_woken(&mut plat, &mut sleeper, queue, NICE_0, now);
-        let vtime = p.queue_vtime(&mut plat, &mut sleeper, queue);
+        let vtime = p.queue_vtime(&mut plat, &mut sleeper, queue, NICE_0);
         assert!(
             p.wakeup_preempts(cpu, vtime, now),
             "period {period}: the woken sleeper waits behind the hog"
@@ -160,7 +166,7 @@ fn a_sleeper_charged_for_a_stop_still_preempts_a_hog() {
         p.sched_stopping(&mut hog, cpu, NICE_0, now);
         run(&p, &mut sleeper, cpu, NICE_0, now, ran);
         hog_since = now + ran;
-        p.sched_running(&mut hog, cpu, NICE_0, hog_since);
+        p.sched_running(&mut plat, &mut hog, cpu, NICE_0, hog_since);
     }
 }
 
@@ -190,7 +196,7 @@ fn a_woken_task_preempts_a_task_far_ahead_in_virtual_time_only() {
     let mut plat = Queues::default();
     let mut hog = TaskState::new();
     p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
-    p.sched_running(&mut hog, 2, NICE_0, 0);
+    p.sched_running(&mut plat, &mut hog, 2, NICE_0, 0);
     let start = hog.vtime();
     // Just started: a woken task at the same virtual time does not preempt.
     assert!(!p.wakeup_preempts(2, start, 0));
@@ -326,8 +332,82 @@ fn virtual_time_keeps_its_lag_when_a_task_changes_llc() {
     run(&p, &mut b, 4, NICE_0, 0, SLICE);
     // a (LLC 0's clock is 50 slices on) moves to LLC 1: it lands near
     // LLC 1's time, a slice ahead as it was in LLC 0, not 50 slices ahead.
-    let moved = p.queue_vtime(&mut plat, &mut a, Queue::Llc(1));
+    let moved = p.queue_vtime(&mut plat, &mut a, Queue::Llc(1), NICE_0);
     assert!(moved <= b.vtime() + 2 * SLICE, "{moved} vs {}", b.vtime());
+}
+
+/// Seen in the guest (stress-ng yield, race-sched and affinity): a task
+/// run out of turn pushed LLC 0's time seconds ahead; tasks leaving LLC 0
+/// arrived in LLC 1 seconds before everyone there, and the sched_yield()
+/// loops among them, never sleeping, kept that credit while a task queued
+/// behind them waited 31 s and the watchdog ejected the scheduler.
+#[test]
+fn a_task_changing_llc_brings_at_most_two_slices_of_credit() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let (mut a, mut b, mut low) = (TaskState::new(), TaskState::new(), TaskState::new());
+    p.task_woken(&mut plat, &mut a, Queue::Llc(0), NICE_0, 0);
+    run(&p, &mut a, 0, NICE_0, 0, SLICE);
+    // A weight-1 task alone in LLC 0 runs 5 s of virtual time ahead.
+    p.task_woken(&mut plat, &mut low, Queue::Llc(0), 1, 0);
+    for i in 0..64 {
+        run(&p, &mut low, 1, 1, i * SLICE, SLICE);
+    }
+    p.task_woken(&mut plat, &mut b, Queue::Llc(1), NICE_0, 0);
+    run(&p, &mut b, 4, NICE_0, 0, SLICE);
+    // a, still queued with its old virtual time, moves to LLC 1 (a CPU
+    // there takes it, or its affinity changed).
+    let moved = p.queue_vtime(&mut plat, &mut a, Queue::Llc(1), NICE_0);
+    let earliest = (b.vtime() - SLICE).wrapping_sub(2 * SLICE);
+    assert!(
+        !before(moved, earliest),
+        "a lands {} ms before LLC 1's time",
+        (b.vtime() - SLICE).wrapping_sub(moved) as i64 / MS as i64
+    );
+    // The same when a CPU of LLC 1 runs it at once.
+    let mut c = TaskState::new();
+    p.task_woken(&mut plat, &mut c, Queue::Llc(0), NICE_0, 0);
+    p.sched_running(&mut plat, &mut c, 5, NICE_0, 0);
+    assert!(!before(c.vtime(), earliest));
+}
+
+#[test]
+fn a_woken_tasks_debt_is_bounded_too() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let (mut hog, mut nice10) = (TaskState::new(), TaskState::new());
+    p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut nice10, Queue::Llc(0), NICE_10, 0);
+    // nice 10 ran 100 slices alone: 3.6 s of virtual time.
+    for i in 0..100 {
+        run(&p, &mut nice10, 1, NICE_10, i * SLICE, SLICE);
+    }
+    // It sleeps and wakes up while the hog waits at its old time.
+    plat.queued.insert(0, 1);
+    plat.heads.insert(Queue::Llc(0), hog.vtime());
+    p.task_woken(&mut plat, &mut nice10, Queue::Llc(0), NICE_10, 0);
+    let bound = 2 * SLICE * 100 / NICE_10 as u64;
+    assert_eq!(nice10.vtime(), hog.vtime() + bound);
+}
+
+#[test]
+fn a_task_run_out_of_turn_does_not_drag_its_llcs_time_ahead() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let (mut waiting, mut late, mut new) = (TaskState::new(), TaskState::new(), TaskState::new());
+    p.task_woken(&mut plat, &mut waiting, Queue::Llc(0), NICE_0, 0);
+    p.task_woken(&mut plat, &mut late, Queue::Llc(0), 1, 0);
+    run(&p, &mut late, 1, 1, 0, 50 * SLICE);
+    // `late`, far ahead, runs again (an idle CPU) while `waiting` waits.
+    plat.queued.insert(0, 1);
+    plat.heads.insert(Queue::Llc(0), waiting.vtime());
+    p.sched_running(&mut plat, &mut late, 2, 1, 50 * SLICE);
+    // The queue empties; a new task starts at the LLC's time: not after
+    // the task that waited.
+    plat.queued.clear();
+    plat.heads.clear();
+    p.task_woken(&mut plat, &mut new, Queue::Llc(0), NICE_0, 0);
+    assert!(!before(waiting.vtime(), new.vtime()));
 }
 
 #[test]

@@ -648,7 +648,7 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	struct nest_ctx pctx = policy_ctx(&env);
 	u32 llc = nest_queue_llc(&pctx, cpu);
 	s32 queue = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
-	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue);
+	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue, t->weight);
 
 	t->queued_woken = !!(enq_flags & SCX_ENQ_WAKEUP);
 	if (!t->queued_ns)
