@@ -12,7 +12,8 @@
 #      affinity and yield stressors plus `nest-load affinity`, on a kernel
 #      booted with preempt=full so that tasks are preempted inside those
 #      sections; sched_ext's state sampled every second, its enable_seq
-#      and event counters before and after, the loads' exit statuses.
+#      and event counters before and after, the loads' exit statuses,
+#      scx_nest's statistics every 5 s.
 #
 # Usage: partial.sh OUTDIR [SCX_NEST_OPTIONS...]
 set -u
@@ -66,8 +67,9 @@ fact partial_enable_seq_after "$(enable_seq)"
 stop_scheduler $sched partial_sched_exit
 fact partial_state_after_exit "$(state)"
 
-# 2. Migration-disabled stress, full mode.
-start_scx_nest "$@"
+# 2. Migration-disabled stress, full mode, with statistics (the
+# starvation guard's count: tasks that waited over a second).
+start_scx_nest --stats 5s "$@"
 fact stress_state_before "$(state)"
 fact stress_ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 fact stress_enable_seq_before "$(enable_seq)"
@@ -92,6 +94,9 @@ stop_scheduler $sched stress_sched_exit
 fact stress_state_after_exit "$(state)"
 sed 's/^/stress-ng: /' /tmp/stress.out | tail -n 12
 sed 's/^/affinity: /' /tmp/affinity.out
-sed 's/^/scx_nest: /' /tmp/scx_nest.log | tail -n 30
+sed 's/^/scx_nest: /' /tmp/scx_nest.log | tail -n 400
+# The whole log (with the kernel's dump if the scheduler was ejected),
+# which the host prints when a check fails.
+cp /tmp/scx_nest.log "$out/scx_nest.log"
 echo "--- dmesg"
 dmesg

@@ -24,7 +24,9 @@
 //!   exits 0, scx_nest exits 0 on SIGINT, no kernel problem. sched_ext's
 //!   event counters (`/sys/kernel/sched_ext/root/events` where the kernel
 //!   has them) are printed, to see whether migration-disabled tasks were
-//!   enqueued.
+//!   enqueued, and how many tasks scx_nest's starvation guard ran (waited
+//!   over 1 s). On a failure the scheduler's whole log (the kernel's dump
+//!   of every CPU's tasks if it was ejected) is printed.
 //!
 //! Ignored by default (boots a guest); scripts/test.sh runs it. Fails,
 //! never skips, when a binary, the kernel, QEMU or stress-ng is missing.
@@ -37,7 +39,7 @@ use nest_vm::{VmSpec, shell_quote};
 use vm_tests::compare::{Comparison, guest_bin};
 use vm_tests::sched::{BusyPlacements, no_ejection_problems, tree_placement, tree_rows};
 use vm_tests::trace::{Workload, columns};
-use vm_tests::{Report, kernel_problems, repo_root, run_ok};
+use vm_tests::{Report, kernel_problems, repo_root, run_ok, stat_total};
 
 const SCX_ARGS: &str = "--disable warm-spin";
 /// Length of the stress, in seconds (issue 10: 60 s).
@@ -119,6 +121,10 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
         "sched_ext events after the stress:  {}",
         fact("stress_events_after")
     );
+    eprintln!(
+        "tasks run by the starvation guard (waited over 1 s) during the stress: {}",
+        stat_total(&report, "starved")
+    );
 
     let trace = cmp.trace("partial");
     for key in ["lost_events", "overrun_events"] {
@@ -159,6 +165,12 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
             "partial mode: {} of {} wake-ups of the chain went onto a CPU busy with a fair task while a CPU was idle (at most {allowed}: 1%)",
             placed.onto_busy, placed.wakeups
         ));
+    }
+    if !problems.is_empty() {
+        // The scheduler's whole log, with the kernel's dump of every CPU's
+        // queues and tasks when it was ejected.
+        let log = std::fs::read_to_string(cmp.out.join("scx_nest.log")).unwrap_or_default();
+        eprintln!("--- scx_nest.log\n{log}");
     }
     assert!(problems.is_empty(), "problems: {problems:#?}");
 }
