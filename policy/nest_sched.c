@@ -277,11 +277,16 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 {
 	u32 llc = llc_index(cpu_llc(ctx->cfg, cpu));
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
-	u64 frontier;
+	u64 ref = llc_vtime(ctx, llc), frontier, head = 0;
+	/* One look at the queue (at every switch): frame_ref() and the cap. */
+	bool waiting = plat_queue_head(ctx->env, llc, &head);
 
-	rebase_vtime(ctx, t, llc, frame_ref(ctx, llc), weight);
+	if (waiting && vtime_before(head, ref))
+		ref = head;
+	rebase_vtime(ctx, t, llc, ref, weight);
 	frontier = t->vtime;
-	earliest_of(ctx, llc, &frontier);
+	if (waiting && vtime_before(head, frontier))
+		frontier = head;
 	if (vtime_before(llc_vtime(ctx, llc), frontier))
 		WRITE_ONCE(ctx->st->llc_vtime[llc], frontier);
 	t->run_start = ctx->now;

@@ -358,11 +358,12 @@ fn a_task_changing_llc_brings_at_most_two_slices_of_credit() {
     // a, still queued with its old virtual time, moves to LLC 1 (a CPU
     // there takes it, or its affinity changed).
     let moved = p.queue_vtime(&mut plat, &mut a, Queue::Llc(1), NICE_0);
-    let earliest = (b.vtime() - SLICE).wrapping_sub(2 * SLICE);
+    let llc1_time = b.vtime() - SLICE;
+    let earliest = llc1_time.wrapping_sub(2 * SLICE);
     assert!(
         !before(moved, earliest),
         "a lands {} ms before LLC 1's time",
-        (b.vtime() - SLICE).wrapping_sub(moved) as i64 / MS as i64
+        llc1_time.wrapping_sub(moved) as i64 / MS as i64
     );
     // The same when a CPU of LLC 1 runs it at once.
     let mut c = TaskState::new();
