@@ -309,6 +309,15 @@ static s32 scan_visit(const struct nest_ctx *ctx, s32 cpu, u32 flags,
 	return -1;
 }
 
+/*
+ * How scan_nest() visits a CPU. A host may route the call through a
+ * function of its own: BPF does, so that the verifier checks the visit
+ * once instead of in every iteration of every scan it inlines.
+ */
+#ifndef NEST_SCAN_VISIT
+#define NEST_SCAN_VISIT scan_visit
+#endif
+
 /* Number of trailing zero bits of @v, which is not 0. */
 static u32 ctz64(u64 v)
 {
@@ -350,8 +359,14 @@ static u64 word_cpus(s32 nr_cpus, s32 w)
 	return left >= 64 ? ~0ULL : (1ULL << left) - 1;
 }
 
+/* The nests, as scan_nest() names them. */
+enum nest_set {
+	NEST_SET_PRIMARY = 0,
+	NEST_SET_RESERVE = 1,
+};
+
 /*
- * Scan @mask for an idle CPU the task may use, starting at @start and
+ * Scan nest @set for an idle CPU the task may use, starting at @start and
  * wrapping around: CPUs of LLC @llc first, then the others. @flags are
  * enum nest_search options. Returns the claimed CPU or -1.
  *
@@ -363,10 +378,11 @@ static u64 word_cpus(s32 nr_cpus, s32 w)
  * leave are still tried (and the claim fails or takes an idle CPU as a
  * racing placement could).
  */
-static s32 scan_nest(const struct nest_ctx *ctx, u64 *mask, s32 start, u32 llc,
-		     u32 flags)
+static s32 scan_nest(const struct nest_ctx *ctx, enum nest_set set, s32 start,
+		     u32 llc, u32 flags)
 {
 	const struct nest_config *cfg = ctx->cfg;
+	u64 *mask = set == NEST_SET_RESERVE ? ctx->st->reserve : ctx->st->primary;
 	s32 nr_cpus = cfg->nr_cpus < NEST_MAX_CPUS ? cfg->nr_cpus : NEST_MAX_CPUS;
 	s32 nr_words = (nr_cpus + 63) / 64, first;
 	bool compact = true;
@@ -397,13 +413,21 @@ static s32 scan_nest(const struct nest_ctx *ctx, u64 *mask, s32 start, u32 llc,
 				bits &= bits - 1;
 				if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
 					continue;
-				if (scan_visit(ctx, cpu, flags, &compact) >= 0)
+				if (NEST_SCAN_VISIT(ctx, cpu, flags, &compact) >= 0)
 					return cpu;
 			}
 		}
 	}
 	return -1;
 }
+
+/*
+ * How search_nests() calls scan_nest(). A host may route the call through a
+ * function of its own: BPF does (see NEST_SCAN_VISIT).
+ */
+#ifndef NEST_SCAN
+#define NEST_SCAN scan_nest
+#endif
 
 /* The task's attached CPU: its last two CPUs when they are equal, or -1. */
 static s32 attached_cpu(const struct nest_task *t)
@@ -500,7 +524,7 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	}
 
 	if (!(flags & NEST_SEARCH_IMPATIENT)) {
-		cpu = scan_nest(ctx, st->primary, prev_cpu, llc,
+		cpu = NEST_SCAN(ctx, NEST_SET_PRIMARY, prev_cpu, llc,
 				flags | NEST_SEARCH_COMPACT);
 		if (cpu >= 0) {
 			*how = cpu == prev_cpu ? NEST_STAT_PREV :
@@ -510,7 +534,7 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	}
 
 	if (mech_on(cfg, NEST_MECH_RESERVE)) {
-		cpu = scan_nest(ctx, st->reserve, cfg->reserve_start, llc,
+		cpu = NEST_SCAN(ctx, NEST_SET_RESERVE, cfg->reserve_start, llc,
 				flags & ~NEST_SEARCH_COMPACT);
 		if (cpu >= 0) {
 			promote(ctx, cpu);

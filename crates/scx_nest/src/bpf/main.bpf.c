@@ -84,24 +84,60 @@ const volatile char stall_comm[COMM_LEN];
 /* The nests. Read by user space for statistics. */
 struct nest_state nest_state;
 
+/* What a policy call made at time @now about @env works with. */
+static struct nest_ctx policy_ctx_at(struct nest_bpf_env *env, u64 now)
+{
+	struct nest_ctx ctx = {
+		.st = &nest_state,
+		.cfg = &nest_cfg,
+		.env = env,
+		.now = now,
+	};
+
+	return ctx;
+}
+
+static struct nest_ctx policy_ctx(struct nest_bpf_env *env)
+{
+	return policy_ctx_at(env, scx_bpf_now());
+}
+
+/*
+ * The global functions behind NEST_SCAN and NEST_SCAN_VISIT
+ * (platform.bpf.h): the policy's state is rebuilt from the arguments.
+ */
+__noinline s32 scan_nest_verified_once(struct task_struct *p __arg_trusted __arg_nullable,
+				       struct nest_scan_args *args)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx ctx;
+
+	if (!args)
+		return -1;
+	env.wake_flags = args->wake_flags;
+	ctx = policy_ctx_at(&env, args->now);
+	return scan_nest(&ctx, args->set, args->start, args->llc, args->flags);
+}
+
+__noinline s32 scan_visit_verified_once(struct task_struct *p __arg_trusted __arg_nullable,
+					struct nest_visit_args *args, bool *compact)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx ctx;
+
+	if (!args || !compact)
+		return -1;
+	env.wake_flags = args->wake_flags;
+	ctx = policy_ctx_at(&env, args->now);
+	return scan_visit(&ctx, args->cpu, args->flags, compact);
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
-
-static struct nest_ctx policy_ctx(struct nest_bpf_env *env)
-{
-	struct nest_ctx ctx = {
-		.st = &nest_state,
-		.cfg = &nest_cfg,
-		.env = env,
-		.now = scx_bpf_now(),
-	};
-
-	return ctx;
-}
 
 static struct task_ctx *lookup_task(struct task_struct *p)
 {

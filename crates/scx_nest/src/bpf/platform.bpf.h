@@ -196,4 +196,58 @@ static s32 plat_pick_any_idle(nest_env_t env)
 	return scx_bpf_pick_idle_cpu(env->p->cpus_ptr, 0);
 }
 
+/*
+ * The policy's nest scan and its visit of each CPU, routed through global
+ * functions (scan_nest_verified_once() and scan_visit_verified_once() in
+ * main.bpf.c). The verifier checks a static function at each call site
+ * and, in a loop, in each iteration it cannot prove equivalent to one
+ * already seen; a global function it checks once, for any arguments. With
+ * the scan inlined at its eight call sites, ops.select_cpu() took 383,574
+ * instructions to verify and ops.enqueue() 112,155: 60 of the 70 seconds
+ * scx_nest took to load in an emulated guest, and a third of the way to
+ * the verifier's limit of a million. Through the two functions: 20,719
+ * and 14,658, and 6.5 s to load (docs/scheduler.md). A global function
+ * takes at most five arguments, none of them a pointer read from memory,
+ * so the task travels alone and the scalars in a struct.
+ */
+struct nest_scan_args {
+	u64 now;
+	u64 wake_flags;
+	s32 set;
+	s32 start;
+	u32 llc;
+	u32 flags;
+};
+
+struct nest_visit_args {
+	u64 now;
+	u64 wake_flags;
+	s32 cpu;
+	u32 flags;
+};
+
+s32 scan_nest_verified_once(struct task_struct *p, struct nest_scan_args *args);
+s32 scan_visit_verified_once(struct task_struct *p,
+			     struct nest_visit_args *args, bool *compact);
+
+#define NEST_SCAN(ctx_, set_, start_, llc_, flags_)			\
+	scan_nest_verified_once((ctx_)->env->p,				\
+		&(struct nest_scan_args){				\
+			.now = (ctx_)->now,				\
+			.wake_flags = (ctx_)->env->wake_flags,		\
+			.set = (set_),					\
+			.start = (start_),				\
+			.llc = (llc_),					\
+			.flags = (flags_),				\
+		})
+
+#define NEST_SCAN_VISIT(ctx_, cpu_, flags_, compact_)			\
+	scan_visit_verified_once((ctx_)->env->p,			\
+		&(struct nest_visit_args){				\
+			.now = (ctx_)->now,				\
+			.wake_flags = (ctx_)->env->wake_flags,		\
+			.cpu = (cpu_),					\
+			.flags = (flags_),				\
+		}, (compact_))
+
 #endif /* __NEST_PLATFORM_BPF_H */
