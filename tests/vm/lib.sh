@@ -43,6 +43,13 @@ wait_enabled() {
 	done
 }
 
+# Instructions the kernel's verifier processed to load the BPF programs
+# whose file descriptors process PID holds (fdinfo's verified_insns).
+verified_insns() {
+	cat /proc/"$1"/fdinfo/* 2>/dev/null |
+		awk '$1 == "verified_insns:" { n += $2 } END { print n + 0 }'
+}
+
 # Stop the scheduler process PID with SIGINT, waiting up to 180 s (a
 # deadline that only catches hangs), and report its exit status as KEY
 # (default sched_exit; still-running if it did not stop) and how long it

@@ -22,6 +22,7 @@ sched=$!
 wait_enabled $sched
 fact state_after_attach "$(cat $sysfs/state)"
 fact ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
+fact verified_insns "$(verified_insns $sched)"
 fact enable_seq_before_load "$(enable_seq)"
 
 "$bin/nest-load" mixed --seconds "$seconds" >/tmp/load.out 2>&1 &

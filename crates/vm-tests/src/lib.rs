@@ -251,6 +251,33 @@ pub fn exit_problems(report: &Report) -> Vec<String> {
     vec!["no exit demotion in any --stats sample: the policy saw no task exit".into()]
 }
 
+/// The most instructions the kernel's verifier may process to load all of
+/// scx_nest's programs (`verified_insns`, summed over its program file
+/// descriptors by tests/vm/lifecycle.sh). Measured 79,206 on Debian's 7.3
+/// kernel since the nest scan is verified once (a global BPF function, see
+/// crates/scx_nest/src/bpf/platform.bpf.h), against 539,595 before: 70 s
+/// to load in an emulated guest, 6.5 s after. The budget leaves room for
+/// growth and other kernels, and catches a change that inlines the scan
+/// again; a single program may not exceed a million.
+pub const VERIFIED_INSNS_BUDGET: u64 = 200_000;
+
+/// Everything wrong with the cost of loading scx_nest: the `verified_insns`
+/// fact is missing, or over [`VERIFIED_INSNS_BUDGET`].
+pub fn verifier_problems(report: &Report) -> Vec<String> {
+    match report.get("verified_insns").map(str::parse::<u64>) {
+        Some(Ok(n)) if n > 0 && n <= VERIFIED_INSNS_BUDGET => Vec::new(),
+        Some(Ok(n)) => vec![format!(
+            "the verifier processed {n} instructions to load scx_nest (budget \
+             {VERIFIED_INSNS_BUDGET}): a policy function the verifier used to \
+             check once is now checked at each call site?"
+        )],
+        _ => vec![format!(
+            "no verified_insns fact ({:?})",
+            report.get("verified_insns")
+        )],
+    }
+}
+
 /// Everything wrong with a robustness run (tests/vm/robustness.sh): the
 /// lifecycle verdict, plus: every load exited 0; at least `min_transitions`
 /// CPUs went offline and as many came back, without a failed write; and
@@ -326,6 +353,17 @@ scx_nest: EXIT: unregistered from user space
 --- dmesg
 [    1.0] sched_ext: BPF scheduler \"nest\" enabled
 [    9.0] sched_ext: BPF scheduler \"nest\" disabled (unregistered from user space)";
+
+    #[test]
+    fn loading_cost_is_judged_against_the_budget() {
+        let cost = |n: &str| verifier_problems(&Report::parse(&format!("verified_insns={n}\n")));
+        assert!(cost("79206").is_empty());
+        assert_eq!(cost("539595").len(), 1);
+        assert!(cost("539595")[0].contains("539595 instructions"));
+        assert_eq!(cost("0").len(), 1, "no program counted");
+        assert_eq!(cost("").len(), 1);
+        assert_eq!(verifier_problems(&Report::parse("ops=nest\n")).len(), 1);
+    }
 
     #[test]
     fn a_kernel_problem_carries_the_lines_after_it() {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use nest_vm::{VmOutcome, VmSpec, shell_quote};
 use vm_tests::{
     Report, bin_dir, exit_problems, kernel_problems, lifecycle_problems, repo_root,
-    robustness_problems, run_ok, stat_total, stats_problems,
+    robustness_problems, run_ok, stat_total, stats_problems, verifier_problems,
 };
 
 /// One guest at a time: TCG is CPU-bound and the host has few cores.
@@ -89,6 +89,11 @@ fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
     let mut problems = lifecycle_problems(&report);
     problems.extend(stats_problems(&report));
     problems.extend(exit_problems(&report));
+    problems.extend(verifier_problems(&report));
+    eprintln!(
+        "verified instructions {}",
+        report.get("verified_insns").unwrap_or("?")
+    );
     eprintln!(
         "exit demotions {}, forks placed by fork reuse {}",
         stat_total(&report, "exit_demoted"),
