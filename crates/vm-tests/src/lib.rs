@@ -253,7 +253,7 @@ pub fn exit_problems(report: &Report) -> Vec<String> {
 
 /// The most instructions the kernel's verifier may process to load all of
 /// scx_nest's programs (`verified_insns`, summed over its program file
-/// descriptors by tests/vm/lifecycle.sh). Measured 79,206 on Debian's 7.3
+/// descriptors by tests/vm/lifecycle.sh). Measured 79,670 on Debian's 7.3
 /// kernel since the nest scan is verified once (a global BPF function, see
 /// crates/scx_nest/src/bpf/platform.bpf.h), against 539,595 before: 70 s
 /// to load in an emulated guest, 6.5 s after. The budget leaves room for
@@ -357,7 +357,7 @@ scx_nest: EXIT: unregistered from user space
     #[test]
     fn loading_cost_is_judged_against_the_budget() {
         let cost = |n: &str| verifier_problems(&Report::parse(&format!("verified_insns={n}\n")));
-        assert!(cost("79206").is_empty());
+        assert!(cost("79670").is_empty());
         assert_eq!(cost("539595").len(), 1);
         assert!(cost("539595")[0].contains("539595 instructions"));
         assert_eq!(cost("0").len(), 1, "no program counted");

@@ -107,7 +107,7 @@ static struct nest_ctx policy_ctx(struct nest_bpf_env *env)
  * (platform.bpf.h): the policy's state is rebuilt from the arguments.
  */
 __noinline s32 scan_nest_verified_once(struct task_struct *p __arg_trusted __arg_nullable,
-				       struct nest_scan_args *args)
+				       struct nest_call_args *args)
 {
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx ctx;
@@ -116,11 +116,11 @@ __noinline s32 scan_nest_verified_once(struct task_struct *p __arg_trusted __arg
 		return -1;
 	env.wake_flags = args->wake_flags;
 	ctx = policy_ctx_at(&env, args->now);
-	return scan_nest(&ctx, args->set, args->start, args->llc, args->flags);
+	return scan_nest(&ctx, args->set, args->cpu, args->llc, args->flags);
 }
 
 __noinline s32 scan_visit_verified_once(struct task_struct *p __arg_trusted __arg_nullable,
-					struct nest_visit_args *args, bool *compact)
+					struct nest_call_args *args, bool *compact)
 {
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx ctx;

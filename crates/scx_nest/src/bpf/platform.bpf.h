@@ -210,44 +210,36 @@ static s32 plat_pick_any_idle(nest_env_t env)
  * takes at most five arguments, none of them a pointer read from memory,
  * so the task travels alone and the scalars in a struct.
  */
-struct nest_scan_args {
+struct nest_call_args {
 	u64 now;
 	u64 wake_flags;
+	/* enum nest_set, for scan_nest(). */
 	s32 set;
-	s32 start;
+	/* scan_nest(): where the scan starts; scan_visit(): the CPU. */
+	s32 cpu;
 	u32 llc;
 	u32 flags;
 };
 
-struct nest_visit_args {
-	u64 now;
-	u64 wake_flags;
-	s32 cpu;
-	u32 flags;
-};
+s32 scan_nest_verified_once(struct task_struct *p, struct nest_call_args *args);
+s32 scan_visit_verified_once(struct task_struct *p, struct nest_call_args *args,
+			     bool *compact);
 
-s32 scan_nest_verified_once(struct task_struct *p, struct nest_scan_args *args);
-s32 scan_visit_verified_once(struct task_struct *p,
-			     struct nest_visit_args *args, bool *compact);
+#define NEST_CALL_ARGS(ctx_, ...)					\
+	(&(struct nest_call_args){					\
+		.now = (ctx_)->now,					\
+		.wake_flags = (ctx_)->env->wake_flags,			\
+		__VA_ARGS__						\
+	})
 
 #define NEST_SCAN(ctx_, set_, start_, llc_, flags_)			\
 	scan_nest_verified_once((ctx_)->env->p,				\
-		&(struct nest_scan_args){				\
-			.now = (ctx_)->now,				\
-			.wake_flags = (ctx_)->env->wake_flags,		\
-			.set = (set_),					\
-			.start = (start_),				\
-			.llc = (llc_),					\
-			.flags = (flags_),				\
-		})
+		NEST_CALL_ARGS(ctx_, .set = (set_), .cpu = (start_),	\
+			       .llc = (llc_), .flags = (flags_)))
 
 #define NEST_SCAN_VISIT(ctx_, cpu_, flags_, compact_)			\
 	scan_visit_verified_once((ctx_)->env->p,			\
-		&(struct nest_visit_args){				\
-			.now = (ctx_)->now,				\
-			.wake_flags = (ctx_)->env->wake_flags,		\
-			.cpu = (cpu_),					\
-			.flags = (flags_),				\
-		}, (compact_))
+		NEST_CALL_ARGS(ctx_, .cpu = (cpu_), .flags = (flags_)),	\
+		(compact_))
 
 #endif /* __NEST_PLATFORM_BPF_H */
