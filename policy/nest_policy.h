@@ -278,6 +278,8 @@ struct nest_cpu {
 	u64 curr_started;
 	u32 curr_weight;
 	u32 __pad;
+	/* When the CPU's pinned queue is next swept for starving tasks. */
+	u64 starve_sweep_at;
 };
 
 /* The last CPU of an LLC that went idle after its task exited. */
@@ -303,6 +305,8 @@ struct nest_state {
 	 * that started running on one of its CPUs.
 	 */
 	u64 llc_vtime[NEST_MAX_LLCS];
+	/* When each LLC queue is next swept for starving tasks. */
+	u64 starve_sweep_at[NEST_MAX_LLCS];
 	/* Frequency requests (nest_perf.c). */
 	struct nest_perf_cpu perf[NEST_MAX_CPUS];
 };

@@ -67,10 +67,12 @@
 
 /*
  * How long a queued task may wait before it runs next (nest_starving()),
- * and how many tasks at the end of a queue the host looks at for one.
+ * how many tasks at the end of a queue the host looks at for one, and how
+ * often it looks at the whole queue (nest_starve_sweep_due()).
  */
 #define NEST_STARVE_NS (1000ULL * 1000 * 1000)
 #define NEST_STARVE_SCAN 4
+#define NEST_STARVE_SWEEP_NS (100ULL * 1000 * 1000)
 
 /* @ns of running time in virtual time, for a task of weight @weight. */
 static u64 scale_by_weight(u64 ns, u32 weight)
@@ -467,6 +469,24 @@ nest_prev_keeps_cpu(const struct nest_ctx *ctx, s32 cpu,
 static bool nest_starving(const struct nest_ctx *ctx, u64 queued_ns)
 {
 	return queued_ns && (s64)(ctx->now - queued_ns) > (s64)NEST_STARVE_NS;
+}
+
+/*
+ * Should the host look at the whole queue for a starving task, not just
+ * its last NEST_STARVE_SCAN tasks? A starving task is usually at the end
+ * (the latest virtual time), but one can wait further up, behind tasks
+ * whose virtual time lags (the ejection of 2026-11-24: a task second in
+ * its queue waited 31.5 s). Once per NEST_STARVE_SWEEP_NS per queue: the
+ * first caller for which the queue's sweep time @sweep_at is due gets the
+ * sweep and sets the next one.
+ */
+static bool nest_starve_sweep_due(const struct nest_ctx *ctx, u64 *sweep_at)
+{
+	u64 at = READ_ONCE(*sweep_at);
+
+	return (s64)(ctx->now - at) >= 0 &&
+	       __sync_bool_compare_and_swap(sweep_at, at,
+					    ctx->now + NEST_STARVE_SWEEP_NS);
 }
 
 /*

@@ -829,6 +829,14 @@ impl NestPolicy {
         unsafe { ffi::nest_native_starving(now_ns, queued_ns) }
     }
 
+    /// Starvation guard: should the host look at a whole queue at `now_ns`,
+    /// not just its last tasks, given the queue's next sweep time
+    /// `sweep_at` (set to the next one when this call gets the sweep)?
+    pub fn starve_sweep_due(&self, sweep_at: &mut u64, now_ns: u64) -> bool {
+        // SAFETY: sweep_at is a valid, exclusive u64.
+        unsafe { ffi::nest_native_starve_sweep_due(now_ns, sweep_at) }
+    }
+
     /// `cpu` takes from its own LLC queue, whose first task has virtual
     /// time `head_vtime`: should it take `task`, a later one, first?
     pub fn prefer_queued(&self, cpu: u32, head_vtime: u64, task: &TaskState) -> bool {

@@ -474,3 +474,16 @@ fn a_task_queued_for_over_a_second_runs_next_whatever_its_virtual_time() {
         "queued by a CPU whose clock is ahead"
     );
 }
+
+#[test]
+fn a_queue_is_swept_whole_for_starving_tasks_once_per_100ms() {
+    let p = policy();
+    let mut sweep_at = 0;
+    let now = 5000 * MS;
+    assert!(p.starve_sweep_due(&mut sweep_at, now), "never swept");
+    assert_eq!(sweep_at, now + 100 * MS);
+    assert!(!p.starve_sweep_due(&mut sweep_at, now), "one caller");
+    assert!(!p.starve_sweep_due(&mut sweep_at, now + 99 * MS));
+    assert!(p.starve_sweep_due(&mut sweep_at, now + 100 * MS));
+    assert_eq!(sweep_at, now + 200 * MS);
+}

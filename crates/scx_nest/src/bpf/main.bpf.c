@@ -783,31 +783,49 @@ static bool consume_own_llc(struct nest_ctx *pctx, s32 cpu, u64 dsq)
 	return scx_bpf_dsq_move_to_local(dsq, 0);
 }
 
+/* Has @p, a task of one of @cpu's queues, waited too long, and may it run here? */
+static bool starving_here(struct nest_ctx *pctx, s32 cpu, struct task_struct *p)
+{
+	struct task_ctx *t = lookup_task(p);
+
+	return t && nest_starving(pctx, t->queued_ns) &&
+	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr);
+}
+
 /*
  * Starvation guard: run a task of queue @dsq that has waited too long
  * (nest_starving()) and may run on @cpu. Such a task is near the end of
  * the queue, having the latest virtual time: only the last few are looked
- * at.
+ * at, but the whole queue once in a while (nest_starve_sweep_due(), with
+ * the queue's next sweep time @sweep_at). The sweep has no counter: the
+ * verifier, which follows a counter compared with a constant through every
+ * value it takes, checks its loop once.
  */
-static bool consume_starving(struct nest_ctx *pctx, s32 cpu, u64 dsq)
+static bool consume_starving(struct nest_ctx *pctx, s32 cpu, u64 dsq,
+			     u64 *sweep_at)
 {
 	struct task_struct *p;
 	u32 seen = 0;
 
+	if (nest_starve_sweep_due(pctx, sweep_at)) {
+		bpf_for_each(scx_dsq, p, dsq, SCX_DSQ_ITER_REV) {
+			if (starving_here(pctx, cpu, p) &&
+			    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+				goto moved;
+		}
+		return false;
+	}
 	bpf_for_each(scx_dsq, p, dsq, SCX_DSQ_ITER_REV) {
-		struct task_ctx *t = lookup_task(p);
-
 		if (++seen > NEST_STARVE_SCAN)
 			break;
-		if (!t || !nest_starving(pctx, t->queued_ns) ||
-		    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
-			continue;
-		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
-			count_event(NEST_EV_STARVED, 1);
-			return true;
-		}
+		if (starving_here(pctx, cpu, p) &&
+		    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			goto moved;
 	}
 	return false;
+moved:
+	count_event(NEST_EV_STARVED, 1);
+	return true;
 }
 
 /*
@@ -875,8 +893,10 @@ static bool consume(s32 cpu, struct task_struct *prev)
 
 	if (queue == NEST_QUEUE_NONE)
 		return false;
-	if (consume_starving(&pctx, cpu, PINNED_DSQ_BASE + cpu_index(cpu)) ||
-	    consume_starving(&pctx, cpu, LLC_DSQ_BASE + own))
+	if (consume_starving(&pctx, cpu, PINNED_DSQ_BASE + cpu_index(cpu),
+			     &nest_state.cpus[cpu_index(cpu)].starve_sweep_at) ||
+	    consume_starving(&pctx, cpu, LLC_DSQ_BASE + own,
+			     &nest_state.starve_sweep_at[llc_index(own)]))
 		return true;
 	if (prev_keeps_cpu(&pctx, prev, cpu, queue))
 		return false;
