@@ -139,13 +139,22 @@ pub const MAX_STEADY_MIGRATION_SHARE: f64 = 0.02;
 /// preemption (691 of 692 on the configure tree).
 pub const MAX_STEADY_MIGRATION_SHARE_REGRESSION: f64 = 0.10;
 
+/// `share` of the preemptions of Nest's overload batch in the steady state,
+/// as a number of migrations; an error if there were none (no overload).
+fn preemption_share(nest: &BatchFigures, share: f64) -> Result<u64, String> {
+    if nest.steady_preemptions == 0 {
+        return Err("no preemption while all the hogs were alive: no overload".into());
+    }
+    Ok((nest.steady_preemptions as f64 * share) as u64)
+}
+
 /// Everything wrong with the migrations of Nest's overload batch against
 /// [`MAX_STEADY_MIGRATION_SHARE_REGRESSION`].
 pub fn overload_migration_regression(nest: &BatchFigures) -> Vec<String> {
-    if nest.steady_preemptions == 0 {
-        return vec!["no preemption while all the hogs were alive: no overload".into()];
-    }
-    let limit = (nest.steady_preemptions as f64 * MAX_STEADY_MIGRATION_SHARE_REGRESSION) as u64;
+    let limit = match preemption_share(nest, MAX_STEADY_MIGRATION_SHARE_REGRESSION) {
+        Ok(limit) => limit,
+        Err(problem) => return vec![problem],
+    };
     if nest.steady_migrations <= limit {
         return Vec::new();
     }
@@ -161,12 +170,11 @@ pub fn overload_migration_regression(nest: &BatchFigures) -> Vec<String> {
 /// against the default scheduler's (`default`), in the steady state (see
 /// [`BatchFigures::steady_migrations`]).
 pub fn overload_migration_problems(nest: &BatchFigures, default: &BatchFigures) -> Vec<String> {
-    if nest.steady_preemptions == 0 {
-        return vec!["no preemption while all the hogs were alive: no overload".into()];
-    }
-    let by_default = migrations_limit(default.steady_migrations);
-    let by_share = (nest.steady_preemptions as f64 * MAX_STEADY_MIGRATION_SHARE) as u64;
-    let limit = by_default.max(by_share);
+    let by_share = match preemption_share(nest, MAX_STEADY_MIGRATION_SHARE) {
+        Ok(limit) => limit,
+        Err(problem) => return vec![problem],
+    };
+    let limit = migrations_limit(default.steady_migrations).max(by_share);
     if nest.steady_migrations <= limit {
         return Vec::new();
     }
