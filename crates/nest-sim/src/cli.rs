@@ -330,8 +330,9 @@ fn print_results(
             write!(out, "{}", results::residency_table(cmps))?;
             writeln!(
                 out,
-                "\n>=nom: busy time at or above nominal; cpus: CPUs used per tick; under: underload \
-                 (CPUs used - tasks running at once); migr: migrations; wait: total run-queue wait."
+                "\n>=nom: busy time at or above nominal; cpus: CPUs used per tick; cores: physical \
+                 cores used per tick (the active cores turbo bins count); under: underload (CPUs \
+                 used - tasks running at once); migr: migrations; wait: total run-queue wait."
             )?;
         }
     }

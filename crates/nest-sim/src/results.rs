@@ -5,8 +5,9 @@
 //! - per task *run* time (running) and *wait* time (runnable, queued);
 //! - *frequency residency*: share of busy (task running) time per band;
 //! - per interval (one tick): *CPUs used* (distinct CPUs that ran a task),
-//!   *sockets used*, *concurrency* (most tasks running at once), and
-//!   *underload* = CPUs used - concurrency;
+//!   *sockets used*, *cores used* (physical cores: SMT siblings count
+//!   once, as turbo bins count active cores), *concurrency* (most tasks
+//!   running at once), and *underload* = CPUs used - concurrency;
 //! - *migrations*: times a task ran on another CPU than the previous time;
 //! - *energy*: the power model integrated over the run;
 //! - *improvement* of a run over a baseline: `(base - x) / base` for
@@ -18,7 +19,7 @@ use nest_trace::Trace;
 use serde::Serialize;
 
 use crate::engine::Kernel;
-pub use crate::engine::TaskStats;
+pub use crate::engine::{Interval, TaskStats};
 
 /// Everything measured in one run.
 #[derive(Clone, Debug, Serialize)]
@@ -40,9 +41,11 @@ pub struct RunResult {
     pub residency: Vec<f64>,
     pub mean_cpus_used: f64,
     pub mean_sockets_used: f64,
+    /// Physical cores that ran a task, per interval: the active cores of
+    /// the turbo bins.
+    pub mean_cores_used: f64,
     pub mean_underload: f64,
-    /// Per interval: (CPUs used, sockets used, concurrency).
-    pub intervals: Vec<(u32, u32, u32)>,
+    pub intervals: Vec<Interval>,
     pub tasks: Vec<TaskStats>,
     /// Engine events processed in time order, stale ones included.
     pub events: u64,
@@ -72,8 +75,8 @@ impl RunResult {
                 }
             })
             .collect();
-        let active: Vec<_> = s.intervals.iter().filter(|i| i.0 > 0).collect();
-        let mean = |f: &dyn Fn(&(u32, u32, u32)) -> f64| {
+        let active: Vec<_> = s.intervals.iter().filter(|i| i.cpus > 0).collect();
+        let mean = |f: &dyn Fn(&Interval) -> f64| {
             if active.is_empty() {
                 0.0
             } else {
@@ -103,9 +106,10 @@ impl RunResult {
             spin_ns: s.spin_ns,
             band_labels: k.machine.band_labels(),
             residency,
-            mean_cpus_used: mean(&|i| f64::from(i.0)),
-            mean_sockets_used: mean(&|i| f64::from(i.1)),
-            mean_underload: mean(&|i| f64::from(i.0) - f64::from(i.2)),
+            mean_cpus_used: mean(&|i| f64::from(i.cpus)),
+            mean_sockets_used: mean(&|i| f64::from(i.sockets)),
+            mean_cores_used: mean(&|i| f64::from(i.cores)),
+            mean_underload: mean(&|i| f64::from(i.cpus) - f64::from(i.concurrency)),
             intervals: s.intervals.clone(),
             tasks: k.tasks.iter().map(|t| t.stats.clone()).collect(),
             events: k.nr_events,
@@ -197,7 +201,7 @@ pub fn table(cmps: &[Comparison]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<12} {:<14} {:>10} {:>15} {:<13} {:>9} {:>15} {:>7} {:>7} {:>7} {:>8} {:>8}",
+        "{:<12} {:<14} {:>10} {:>15} {:<13} {:>9} {:>15} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8}",
         "policy",
         "governor",
         "time(ms)",
@@ -207,6 +211,7 @@ pub fn table(cmps: &[Comparison]) -> String {
         "energy impr",
         ">=nom",
         "cpus",
+        "cores",
         "under",
         "migr",
         "wait(ms)"
@@ -215,7 +220,7 @@ pub fn table(cmps: &[Comparison]) -> String {
         let pct = |(m, sd): (f64, f64)| format!("{:+.1}%±{:.1}", m * 100.0, sd * 100.0);
         let _ = writeln!(
             s,
-            "{:<12} {:<14} {:>10.1} {:>15} {:<13} {:>9.2} {:>15} {:>6.0}% {:>7.2} {:>7.2} {:>8.0} {:>8.1}",
+            "{:<12} {:<14} {:>10.1} {:>15} {:<13} {:>9.2} {:>15} {:>6.0}% {:>7.2} {:>7.2} {:>7.2} {:>8.0} {:>8.1}",
             c.policy,
             c.governor,
             avg(c, |r| r.completion_ns as f64 / 1e6),
@@ -225,6 +230,7 @@ pub fn table(cmps: &[Comparison]) -> String {
             pct(c.energy_improvement),
             avg(c, |r| r.share_at_or_above_nominal() * 100.0),
             avg(c, |r| r.mean_cpus_used),
+            avg(c, |r| r.mean_cores_used),
             avg(c, |r| r.mean_underload),
             avg(c, |r| r.migrations as f64),
             avg(c, |r| r.total_wait_ns() as f64 / 1e6),
@@ -313,7 +319,7 @@ pub fn csv(cmps: &[Comparison]) -> String {
     let mut s = String::from(
         "policy,governor,seed,machine,workload,completion_ms,energy_j,time_improvement,\
          energy_improvement,share_at_or_above_nominal,mean_cpus_used,mean_sockets_used,\
-         mean_underload,migrations,total_wait_ms,spin_ms,events\n",
+         mean_underload,migrations,total_wait_ms,spin_ms,events,mean_cores_used\n",
     );
     let base = cmps.first();
     let bt = base.map_or(0.0, |b| avg(b, |r| r.completion_ns as f64));
@@ -322,7 +328,7 @@ pub fn csv(cmps: &[Comparison]) -> String {
         for r in &c.runs {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{:.3},{:.4},{:.5},{:.5},{:.4},{:.3},{:.3},{:.3},{},{:.3},{:.3},{}",
+                "{},{},{},{},{},{:.3},{:.4},{:.5},{:.5},{:.4},{:.3},{:.3},{:.3},{},{:.3},{:.3},{},{:.3}",
                 c.policy,
                 c.governor,
                 r.seed,
@@ -339,7 +345,8 @@ pub fn csv(cmps: &[Comparison]) -> String {
                 r.migrations,
                 r.total_wait_ns() as f64 / 1e6,
                 r.spin_ns as f64 / 1e6,
-                r.events
+                r.events,
+                r.mean_cores_used
             );
         }
     }
@@ -380,22 +387,23 @@ pub fn tasks_csv(cmps: &[Comparison]) -> String {
 /// and underload over time, for every run.
 pub fn timeline_csv(cmps: &[Comparison], interval_ns: u64) -> String {
     let mut s = String::from(
-        "policy,governor,seed,start_ms,cpus_used,sockets_used,concurrency,underload\n",
+        "policy,governor,seed,start_ms,cpus_used,sockets_used,concurrency,underload,cores_used\n",
     );
     for c in cmps {
         for r in &c.runs {
-            for (i, &(cpus, sockets, conc)) in r.intervals.iter().enumerate() {
+            for (i, v) in r.intervals.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "{},{},{},{:.3},{},{},{},{}",
+                    "{},{},{},{:.3},{},{},{},{},{}",
                     c.policy,
                     c.governor,
                     r.seed,
                     (i as u64 * interval_ns) as f64 / 1e6,
-                    cpus,
-                    sockets,
-                    conc,
-                    i64::from(cpus) - i64::from(conc)
+                    v.cpus,
+                    v.sockets,
+                    v.concurrency,
+                    i64::from(v.cpus) - i64::from(v.concurrency),
+                    v.cores
                 );
             }
         }

@@ -457,6 +457,34 @@ fn busy_cores_run_at_the_turbo_ceiling_for_their_count() {
 }
 
 #[test]
+fn cores_used_count_smt_siblings_once_as_the_trace_tools_do() {
+    // 16 hogs on the 16 CPUs (8 cores x 2 threads) of the test guest: every
+    // tick uses all CPUs and all cores, and the engine's per-tick counts are
+    // those the trace tools compute from the run's trace.
+    let m = machine("test-guest-2s");
+    let text = r#"{"tasks": {"hog": {"instance": 16, "runtime": 40000}}}"#;
+    let r = run_with(
+        &m,
+        &rtapp::parse(text, "inline").unwrap(),
+        &mut Baseline,
+        Governor::Performance,
+        1,
+    );
+    assert!(r.mean_cpus_used > 15.0, "{}", r.mean_cpus_used);
+    assert!((r.mean_cores_used - r.mean_cpus_used / 2.0).abs() < 0.5);
+    let tl = nest_trace::timeline::Timeline::build(r.trace.as_ref().unwrap());
+    let tick = 4_000_000;
+    let from_trace: Vec<(u32, u32)> = nest_trace::metrics::interval_stats(&tl, tick)
+        .iter()
+        .map(|s| (s.cpus_used, s.cores_used))
+        .collect();
+    let from_engine: Vec<(u32, u32)> = r.intervals.iter().map(|i| (i.cpus, i.cores)).collect();
+    let n = from_trace.len().min(from_engine.len()) - 1;
+    assert!(n >= 8, "{n} ticks");
+    assert_eq!(from_engine[..n], from_trace[..n]);
+}
+
+#[test]
 fn a_deadlocked_workload_stops_and_says_so() {
     let m = machine("test-guest-2s");
     let w = rtapp::parse(

@@ -19,6 +19,9 @@ pub struct IntervalStats {
     pub cpus_used: u32,
     /// Sockets of those CPUs.
     pub sockets_used: u32,
+    /// Physical cores of those CPUs (SMT siblings count once): the active
+    /// cores that a socket's turbo bins count.
+    pub cores_used: u32,
     /// Total task running time in the interval divided by its length: the
     /// average number of tasks running at once.
     pub avg_concurrency: f64,
@@ -82,6 +85,7 @@ pub fn interval_stats_between(
 fn one_interval(tl: &Timeline, start: u64, end: u64, busy: &BTreeMap<Cpu, u64>) -> IntervalStats {
     let cpus_used = busy.len() as u32;
     let sockets: BTreeSet<u32> = busy.keys().map(|&c| tl.socket(c)).collect();
+    let cores: BTreeSet<u32> = busy.keys().map(|&c| tl.core(c)).collect();
     let total: u64 = busy.values().sum();
     let avg = total as f64 / (end - start) as f64;
     let ceil = (avg - 1e-9).ceil().max(0.0) as u32;
@@ -90,6 +94,7 @@ fn one_interval(tl: &Timeline, start: u64, end: u64, busy: &BTreeMap<Cpu, u64>) 
         end_ns: end,
         cpus_used,
         sockets_used: sockets.len() as u32,
+        cores_used: cores.len() as u32,
         avg_concurrency: avg,
         max_concurrency: max_in(&tl.running, start, end),
         underload: cpus_used.saturating_sub(ceil),
@@ -116,6 +121,7 @@ fn interval_table(tl: &Timeline, interval_ns: u64, name: &str, cols: &[&str]) ->
             row.push(match *c {
                 "cpus_used" => s.cpus_used.into(),
                 "sockets_used" => s.sockets_used.into(),
+                "cores_used" => s.cores_used.into(),
                 "avg_concurrency" => s.avg_concurrency.into(),
                 "max_concurrency" => s.max_concurrency.into(),
                 _ => s.underload.into(),
@@ -126,10 +132,12 @@ fn interval_table(tl: &Timeline, interval_ns: u64, name: &str, cols: &[&str]) ->
     t
 }
 
-/// Distinct CPUs and sockets that ran a task in each interval.
-/// Columns: `start_ns, end_ns, cpus_used, sockets_used`.
+/// Distinct CPUs, sockets and physical cores that ran a task in each
+/// interval. Columns: `start_ns, end_ns, cpus_used, sockets_used,
+/// cores_used`.
 pub fn cpus_used(tl: &Timeline, interval_ns: u64) -> Table {
-    interval_table(tl, interval_ns, "cpus_used", &["cpus_used", "sockets_used"])
+    let cols = ["cpus_used", "sockets_used", "cores_used"];
+    interval_table(tl, interval_ns, "cpus_used", &cols)
 }
 
 /// Average and largest number of tasks running at once in each interval

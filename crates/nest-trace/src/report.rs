@@ -151,6 +151,7 @@ fn summary(trace: &Trace, tl: &Timeline, stats: &[IntervalStats], tables: &[Tabl
         ),
         ("busy_ns", busy.into()),
         ("mean_cpus_used", mean(&|s| f64::from(s.cpus_used)).into()),
+        ("mean_cores_used", mean(&|s| f64::from(s.cores_used)).into()),
         (
             "mean_sockets_used",
             mean(&|s| f64::from(s.sockets_used)).into(),

@@ -156,6 +156,12 @@ impl Timeline {
         self.topology.place(cpu).map_or(0, |p| p.socket)
     }
 
+    /// The physical core of `cpu` (SMT siblings share it; unique across
+    /// the machine). Without a topology every CPU is its own core.
+    pub fn core(&self, cpu: Cpu) -> u32 {
+        self.topology.place(cpu).map_or(cpu, |p| p.core)
+    }
+
     /// The name of `pid`, or empty.
     pub fn name(&self, pid: Pid) -> &str {
         self.names.get(&pid).map_or("", String::as_str)

@@ -41,7 +41,40 @@ fn cpus_and_sockets_used_per_interval() {
     assert_eq!(t.rows.len(), 3);
     assert_eq!(t.numbers("cpus_used"), vec![1.0, 2.0, 2.0]);
     assert_eq!(t.numbers("sockets_used"), vec![1.0, 2.0, 2.0]);
+    // One thread per core: every CPU is a core of its own.
+    assert_eq!(t.numbers("cores_used"), vec![1.0, 2.0, 2.0]);
     assert_eq!(t.numbers("end_ns"), vec![30.0, 60.0, 90.0]);
+}
+
+#[test]
+fn smt_siblings_count_as_one_physical_core() {
+    use nest_trace::{Event, EventKind, PrevState, Topology};
+    let sw = |ts_ns, cpu, prev, next| Event {
+        ts_ns,
+        cpu,
+        kind: EventKind::Switch {
+            prev,
+            prev_state: PrevState::Runnable,
+            next,
+        },
+    };
+    // One socket, two cores of two threads (Linux numbering: CPUs 0 and 2
+    // share core 0). [0,10): CPUs 0 and 2 run; [10,20): CPUs 0 and 1.
+    let trace = Trace {
+        topology: Topology::regular(1, 2, 2),
+        meta: vec![],
+        events: vec![
+            sw(0, 0, 0, 1),
+            sw(0, 2, 0, 2),
+            sw(10, 2, 2, 0),
+            sw(10, 1, 0, 3),
+            sw(20, 0, 1, 0),
+            sw(20, 1, 3, 0),
+        ],
+    };
+    let t = metrics::cpus_used(&Timeline::build(&trace), 10);
+    assert_eq!(t.numbers("cpus_used"), vec![2.0, 2.0]);
+    assert_eq!(t.numbers("cores_used"), vec![1.0, 2.0]);
 }
 
 #[test]

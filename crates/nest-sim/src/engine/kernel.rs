@@ -142,6 +142,20 @@ pub(crate) struct Channel {
     pub waiters: VecDeque<u32>,
 }
 
+/// What one accounting interval (tick) used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Interval {
+    /// CPUs that ran a task.
+    pub cpus: u32,
+    /// Sockets of those CPUs.
+    pub sockets: u32,
+    /// Physical cores of those CPUs (SMT siblings count once): what a
+    /// socket's turbo bins count.
+    pub cores: u32,
+    /// Most tasks running at once.
+    pub concurrency: u32,
+}
+
 /// Accumulated measurements of the run.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
@@ -150,8 +164,8 @@ pub(crate) struct Stats {
     pub residency_ns: Vec<u64>,
     pub spin_ns: u64,
     pub migrations: u64,
-    /// Per interval: (CPUs used, sockets used, max concurrently running).
-    pub intervals: Vec<(u32, u32, u32)>,
+    /// One entry per accounting interval (tick).
+    pub intervals: Vec<Interval>,
     pub running_now: u32,
     pub max_running_in_interval: u32,
     /// Time up to which steps have been accounted.

@@ -18,7 +18,7 @@ mod task;
 use anyhow::{Result, bail};
 use nest_trace::{Event, EventKind, Trace};
 
-pub use kernel::{Action, Kernel, TaskPhase, TaskStats};
+pub use kernel::{Action, Interval, Kernel, TaskPhase, TaskStats};
 use queue::{Key, key_time};
 
 use crate::governor::Governor;

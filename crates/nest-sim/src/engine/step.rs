@@ -3,7 +3,7 @@
 
 use nest_trace::{Cpu, EventKind};
 
-use super::{Ev, Sim};
+use super::{Ev, Interval, Sim};
 use crate::governor::{CoreActivity, Governor, pelt_update};
 use crate::policy::Ctx;
 use crate::power::{CoreSample, socket_power_w};
@@ -270,18 +270,25 @@ impl Sim<'_> {
     fn close_interval(&mut self) {
         let k = &mut self.k;
         let mut sockets = vec![false; k.machine.sockets as usize];
+        let mut cores = vec![false; k.machine.nr_cores()];
         let used = k.used_cpus.len() as u32;
         for &cpu in &k.used_cpus {
-            sockets[k.topo.cpus[cpu as usize].socket as usize] = true;
+            let place = &k.topo.cpus[cpu as usize];
+            sockets[place.socket as usize] = true;
+            cores[place.core as usize] = true;
             let c = &mut k.cpus[cpu as usize];
             c.used_in_interval = c.curr.is_some();
         }
         k.used_cpus
             .retain(|&cpu| k.cpus[cpu as usize].used_in_interval);
-        let nr_sockets = sockets.iter().filter(|&&s| s).count() as u32;
+        let count = |v: &[bool]| v.iter().filter(|&&b| b).count() as u32;
         let s = &mut k.stats;
-        s.intervals
-            .push((used, nr_sockets, s.max_running_in_interval));
+        s.intervals.push(Interval {
+            cpus: used,
+            sockets: count(&sockets),
+            cores: count(&cores),
+            concurrency: s.max_running_in_interval,
+        });
         s.max_running_in_interval = s.running_now;
     }
 }
