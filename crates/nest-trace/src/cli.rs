@@ -341,6 +341,7 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
         format!("intervals={}", p.intervals),
         format!("cpus_per_interval={:.3}", p.mean_cpus),
         format!("sockets_per_interval={:.3}", p.mean_sockets),
+        format!("cores_per_interval={:.3}", p.mean_cores),
         format!("migrations={}", p.migrations),
         format!("cross_socket_migrations={}", p.cross_socket_migrations),
         format!("cpus_used={}", p.cpus_used),

@@ -299,6 +299,9 @@ pub struct TasksPlacement {
     pub mean_cpus: f64,
     /// Distinct sockets of those CPUs, per interval, averaged likewise.
     pub mean_sockets: f64,
+    /// Distinct physical cores of those CPUs (SMT siblings count once),
+    /// per interval, averaged likewise.
+    pub mean_cores: f64,
     /// `sched_migrate_task` events of the tasks within the window (at
     /// wakeup placement or by load balancing).
     pub migrations: u64,
@@ -460,20 +463,19 @@ pub fn tasks_placement(
         }
     }
     let n = count as f64;
+    let mean_distinct = |of: &dyn Fn(Cpu) -> u32| {
+        per_interval
+            .iter()
+            .map(|s| s.iter().map(|&c| of(c)).collect::<BTreeSet<_>>().len() as f64)
+            .sum::<f64>()
+            / n
+    };
     TasksPlacement {
         window_ns: span,
         intervals: count,
-        mean_cpus: per_interval.iter().map(|s| s.len() as f64).sum::<f64>() / n,
-        mean_sockets: per_interval
-            .iter()
-            .map(|s| {
-                s.iter()
-                    .map(|&c| tl.socket(c))
-                    .collect::<BTreeSet<_>>()
-                    .len() as f64
-            })
-            .sum::<f64>()
-            / n,
+        mean_cpus: mean_distinct(&|c| c),
+        mean_sockets: mean_distinct(&|c| tl.socket(c)),
+        mean_cores: mean_distinct(&|c| tl.core(c)),
         migrations,
         cross_socket_migrations,
         cpus_used: cpus.len(),
@@ -813,6 +815,8 @@ mod tests {
         // Interval 0: CPUs 0 and 1 (socket 0); interval 1: CPU 2 (socket 1).
         assert!((p.mean_cpus - 1.5).abs() < 1e-9, "{p:?}");
         assert!((p.mean_sockets - 1.0).abs() < 1e-9, "{p:?}");
+        // One thread per core: as many cores as CPUs.
+        assert!((p.mean_cores - 1.5).abs() < 1e-9, "{p:?}");
         assert_eq!((p.migrations, p.cross_socket_migrations), (2, 1));
         assert_eq!((p.cpus_used, p.tasks, p.run_ns), (3, 2, 10 * MS));
         // A window that leaves out the second interval and the moves.

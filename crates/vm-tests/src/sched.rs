@@ -34,6 +34,7 @@ pub fn tree_rows(p: &TasksPlacement) -> Vec<(&'static str, String)> {
         ("tasks", p.tasks.to_string()),
         ("distinct CPUs / 100 ms", format!("{:.2}", p.mean_cpus)),
         ("sockets / 100 ms", format!("{:.2}", p.mean_sockets)),
+        ("physical cores / 100 ms", format!("{:.2}", p.mean_cores)),
         ("migrations", p.migrations.to_string()),
         (
             "cross-socket migrations",
