@@ -91,6 +91,12 @@ enum nest_mechanism {
 	 * (see nest_policy.c, "Fork reuse").
 	 */
 	NEST_MECH_FORK_REUSE = 1 << 8,
+	/*
+	 * Not in the published design: a woken task takes back its previous
+	 * CPU if it is idle and was used within P_remove, even from outside
+	 * the primary nest (see nest_policy.c, "Warm previous CPU").
+	 */
+	NEST_MECH_WARM_PREV = 1 << 9,
 };
 
 /*
@@ -109,6 +115,7 @@ enum nest_mechanism {
 	X(PRIMARY, place, "Placements on another idle primary CPU")	\
 	X(RESERVE, place, "Placements on an idle reserve CPU (promoted)") \
 	X(FORK_REUSE, place, "Forks placed on the CPU an exiting task just left") \
+	X(WARM_PREV, place, "Placements on the previous CPU taken back from outside the primary nest (promoted)") \
 	X(FALLBACK, place, "Placements by the default idle-CPU selection") \
 	X(FALLBACK_WIDE, place, "Placements on an idle CPU found on any socket") \
 	X(NO_IDLE, place, "Placements that found no idle CPU (task queued)") \

@@ -154,10 +154,14 @@ pub enum Mechanism {
     /// Not in the published design: a fork first takes the CPU the last
     /// exiting task of its parent's LLC left, while nothing ran there since.
     ForkReuse = ffi::NEST_MECH_FORK_REUSE,
+    /// Not in the published design: a woken task takes back its idle
+    /// previous CPU, used within P_remove, even from outside the primary
+    /// nest.
+    WarmPrev = ffi::NEST_MECH_WARM_PREV,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 9] = [
+    pub const ALL: [Mechanism; 10] = [
         Mechanism::Attach,
         Mechanism::Reserve,
         Mechanism::Impatience,
@@ -167,6 +171,7 @@ impl Mechanism {
         Mechanism::WarmSpin,
         Mechanism::WholeCores,
         Mechanism::ForkReuse,
+        Mechanism::WarmPrev,
     ];
 
     /// The bit of `enum nest_mechanism`.
@@ -186,6 +191,7 @@ impl Mechanism {
             Mechanism::WarmSpin => "warm-spin",
             Mechanism::WholeCores => "whole-cores",
             Mechanism::ForkReuse => "fork-reuse",
+            Mechanism::WarmPrev => "warm-prev",
         }
     }
 

@@ -31,7 +31,9 @@ pub struct ParamsArgs {
     /// Switch mechanisms off for ablation studies, comma-separated: attach,
     /// reserve, impatience, compaction, exit-demotion, wide-fallback,
     /// warm-spin, whole-cores (off: the published, SMT-blind placement),
-    /// fork-reuse (off: forks ignore the CPU the last exiting task left).
+    /// fork-reuse (off: forks ignore the CPU the last exiting task left),
+    /// warm-prev (off: a woken task whose idle previous CPU left the
+    /// primary nest looks for another, as published).
     #[arg(long, value_delimiter = ',', value_name = "MECHANISMS", value_parser = Mechanism::parse)]
     pub disable: Vec<Mechanism>,
 

@@ -172,11 +172,88 @@ fn a_fallback_cpu_joins_the_reserve_then_is_promoted_when_found_there() {
     assert!(p.primary().is_empty());
 
     block(&p, &m, cpu, MS);
-    place_and_run(&p, &m, &mut task, cpu, 2 * MS);
+    // Another task, from elsewhere: the reserve search finds CPU 0 (the
+    // first task would take it back as its warm previous CPU).
+    let mut other = TaskState::new();
+    place_and_run(&p, &m, &mut other, 2, 2 * MS);
     assert_eq!(p.stat(Stat::Reserve), 1);
     assert_eq!(p.stat(Stat::Promoted), 1);
     assert_eq!(p.primary(), vec![0]);
     assert!(p.reserve().is_empty());
+}
+
+/// A task ran on CPU 0, which joined the reserve through the fallback,
+/// while CPU 4 is in the primary nest; the task blocked at 1 ms.
+fn prev_in_reserve(p: &NestPolicy, m: &Machine) -> TaskState {
+    grow_primary(p, m, &[4], 0);
+    let mut task = TaskState::new();
+    m.set_busy(&[4]);
+    assert_eq!(place_and_run(p, m, &mut task, 2, 0), 0);
+    m.set_idle(&[4]);
+    p.cpu_idle(4, 0);
+    assert_eq!(p.reserve(), vec![0]);
+    block(p, m, 0, MS);
+    task
+}
+
+#[test]
+fn a_woken_task_takes_back_its_warm_previous_cpu_from_the_reserve() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    let mut task = prev_in_reserve(&p, &m);
+    let choice = p.select_cpu(&mut Plat::new(&m, 2 * MS), &mut task, 0);
+    assert_eq!(choice.cpu, 0, "{choice:?}");
+    assert_eq!(p.stat(Stat::WarmPrev), 1);
+    assert_eq!(p.primary(), vec![0, 4], "promoted");
+    assert!(p.reserve().is_empty());
+}
+
+#[test]
+fn without_warm_prev_a_woken_task_leaves_its_reserve_cpu_for_the_primary_nest() {
+    let m = Machine::new();
+    let params = Params {
+        disabled: vec![Mechanism::WarmPrev],
+        ..Params::default()
+    };
+    let p = policy(&m, params);
+    let mut task = prev_in_reserve(&p, &m);
+    let choice = p.select_cpu(&mut Plat::new(&m, 2 * MS), &mut task, 0);
+    assert_eq!(choice.cpu, 4, "the published primary search: {choice:?}");
+    assert_eq!(p.stat(Stat::WarmPrev), 0);
+}
+
+#[test]
+fn a_previous_cpu_idle_longer_than_p_remove_is_not_taken_back() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    let mut task = prev_in_reserve(&p, &m);
+    let late = MS + Params::default().p_remove_ns + 1;
+    // CPU 4 went idle at 0: the primary search demotes it as stale, and
+    // the reserve search finds one of the two in the reserve.
+    let choice = p.select_cpu(&mut Plat::new(&m, late), &mut task, 0);
+    assert!(choice.idle, "{choice:?}");
+    assert_eq!(p.stat(Stat::WarmPrev), 0);
+}
+
+#[test]
+fn forks_and_impatient_tasks_do_not_take_back_a_warm_previous_cpu() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    let mut task = prev_in_reserve(&p, &m);
+    // A fork from CPU 0 (its parent's CPU): the primary nest first.
+    let choice = p.select_cpu(&mut Plat::fork(&m, 2 * MS), &mut TaskState::new(), 0);
+    assert_eq!(choice.cpu, 4, "{choice:?}");
+    // Two placements that find CPU 0 busy make the task impatient for its
+    // next one, which skips the nests' primary search and this rule.
+    m.set_busy(&[0]);
+    for _ in 0..Params::default().r_impatient {
+        p.select_cpu(&mut Plat::new(&m, 2 * MS), &mut task, 0);
+    }
+    assert_eq!(task.prev_misses(), Params::default().r_impatient);
+    m.set_idle(&[0]);
+    let choice = p.select_cpu(&mut Plat::new(&m, 3 * MS), &mut task, 0);
+    assert_eq!(p.stat(Stat::Impatient), 1, "{choice:?}");
+    assert_eq!(p.stat(Stat::WarmPrev), 0);
 }
 
 #[test]
@@ -1031,6 +1108,6 @@ fn mechanism_names_parse_and_unknown_ones_list_the_valid_ones() {
     assert_eq!(
         err,
         "unknown mechanism 'spinning'; valid: attach, reserve, impatience, compaction, \
-         exit-demotion, wide-fallback, warm-spin, whole-cores, fork-reuse"
+         exit-demotion, wide-fallback, warm-spin, whole-cores, fork-reuse, warm-prev"
     );
 }
