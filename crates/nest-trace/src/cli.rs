@@ -61,7 +61,9 @@ pub struct RecordArgs {
     /// Per-CPU trace buffer size in KiB.
     #[arg(long, default_value_t = 32 * 1024)]
     pub buffer_kb: u32,
-    /// Period of cpufreq sampling.
+    /// Period of cpufreq sampling. Without cpufreq (e.g. in a virtual
+    /// machine) the recorder wakes every 100 ms instead, only to see
+    /// whether the command exited.
     #[arg(long, default_value = "10ms", value_name = "DURATION",
           value_parser = duration_within(1_000_000..=u64::MAX))]
     pub freq_period: Duration,
