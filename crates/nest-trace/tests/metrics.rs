@@ -19,10 +19,10 @@
 mod common;
 
 use common::scenario;
-use nest_trace::Trace;
 use nest_trace::metrics::{self, FreqBands};
 use nest_trace::table::{Cell, Table};
 use nest_trace::timeline::Timeline;
+use nest_trace::{Event, EventKind, PrevState, Topology, Trace};
 
 fn int(t: &Table, row: usize, col: &str) -> i64 {
     t.get(row, col)
@@ -32,6 +32,19 @@ fn int(t: &Table, row: usize, col: &str) -> i64 {
 
 fn float(t: &Table, row: usize, col: &str) -> f64 {
     t.get(row, col).and_then(Cell::as_f64).unwrap()
+}
+
+/// A switch on `cpu` at `ts_ns` from `prev` (which blocks) to `next`.
+fn sw(ts_ns: u64, cpu: u32, prev: u32, next: u32) -> Event {
+    Event {
+        ts_ns,
+        cpu,
+        kind: EventKind::Switch {
+            prev,
+            prev_state: PrevState::Blocked,
+            next,
+        },
+    }
 }
 
 #[test]
@@ -48,16 +61,6 @@ fn cpus_and_sockets_used_per_interval() {
 
 #[test]
 fn smt_siblings_count_as_one_physical_core() {
-    use nest_trace::{Event, EventKind, PrevState, Topology};
-    let sw = |ts_ns, cpu, prev, next| Event {
-        ts_ns,
-        cpu,
-        kind: EventKind::Switch {
-            prev,
-            prev_state: PrevState::Runnable,
-            next,
-        },
-    };
     // One socket, two cores of two threads (Linux numbering: CPUs 0 and 2
     // share core 0). [0,10): CPUs 0 and 2 run; [10,20): CPUs 0 and 1.
     let trace = Trace {
@@ -282,20 +285,10 @@ fn nest_membership_and_warm_spins_per_cpu() {
 
 #[test]
 fn smt_sharing_counts_paired_threads_while_a_core_idles() {
-    use nest_trace::{Event, EventKind::Switch, PrevState::Blocked, Topology};
     // One socket, two cores of two threads: CPUs 0 and 2 share core 0,
     // CPUs 1 and 3 share core 1. Task 1 runs on CPU 0 over 0..100, task 2
     // beside it on CPU 2 over 20..60, task 3 on core 1 over 50..100: the
     // pairing lasts 40 ns, 30 of them while core 1 was idle.
-    let sw = |ts_ns, cpu, prev, next| Event {
-        ts_ns,
-        cpu,
-        kind: Switch {
-            prev,
-            prev_state: Blocked,
-            next,
-        },
-    };
     let trace = Trace {
         topology: Topology::regular(1, 2, 2),
         meta: vec![],
