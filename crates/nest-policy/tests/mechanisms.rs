@@ -201,9 +201,10 @@ fn a_woken_task_takes_back_its_warm_previous_cpu_from_the_reserve() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
     let mut task = prev_in_reserve(&p, &m);
+    let before = p.stat(Stat::WarmPrev);
     let choice = p.select_cpu(&mut Plat::new(&m, 2 * MS), &mut task, 0);
     assert_eq!(choice.cpu, 0, "{choice:?}");
-    assert_eq!(p.stat(Stat::WarmPrev), 1);
+    assert_eq!(p.stat(Stat::WarmPrev), before + 1);
     assert_eq!(p.primary(), vec![0, 4], "promoted");
     assert!(p.reserve().is_empty());
 }
@@ -227,12 +228,13 @@ fn a_previous_cpu_idle_longer_than_p_remove_is_not_taken_back() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
     let mut task = prev_in_reserve(&p, &m);
+    let before = p.stat(Stat::WarmPrev);
     let late = MS + Params::default().p_remove_ns + 1;
     // CPU 4 went idle at 0: the primary search demotes it as stale, and
     // the reserve search finds one of the two in the reserve.
     let choice = p.select_cpu(&mut Plat::new(&m, late), &mut task, 0);
     assert!(choice.idle, "{choice:?}");
-    assert_eq!(p.stat(Stat::WarmPrev), 0);
+    assert_eq!(p.stat(Stat::WarmPrev), before);
 }
 
 #[test]
@@ -240,6 +242,7 @@ fn forks_and_impatient_tasks_do_not_take_back_a_warm_previous_cpu() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
     let mut task = prev_in_reserve(&p, &m);
+    let before = p.stat(Stat::WarmPrev);
     // A fork from CPU 0 (its parent's CPU): the primary nest first.
     let choice = p.select_cpu(&mut Plat::fork(&m, 2 * MS), &mut TaskState::new(), 0);
     assert_eq!(choice.cpu, 4, "{choice:?}");
@@ -253,7 +256,7 @@ fn forks_and_impatient_tasks_do_not_take_back_a_warm_previous_cpu() {
     m.set_idle(&[0]);
     let choice = p.select_cpu(&mut Plat::new(&m, 3 * MS), &mut task, 0);
     assert_eq!(p.stat(Stat::Impatient), 1, "{choice:?}");
-    assert_eq!(p.stat(Stat::WarmPrev), 0);
+    assert_eq!(p.stat(Stat::WarmPrev), before);
 }
 
 #[test]
@@ -528,15 +531,27 @@ fn without_fork_reuse_the_children_rotate_over_the_primary_nest() {
 }
 
 #[test]
-fn a_fork_does_not_reuse_an_exit_cpu_that_ran_a_task_since() {
+fn a_fork_reuses_a_warm_exit_cpu_even_after_another_task_ran_there() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
     first_child_exits(&p, &m);
-    // Another task ran on CPU 1 after the exit and blocked there.
+    // A kernel worker ran on CPU 1 after the exit and went to sleep.
     m.set_busy(&[1]);
     p.task_running(&mut TaskState::new(), 1, 2 * MS);
     block(&p, &m, 1, 3 * MS);
-    assert_eq!(next_fork(&p, &m, 4 * MS), 2);
+    assert_eq!(next_fork(&p, &m, 4 * MS), 1);
+    assert_eq!(p.stat(Stat::ForkReuse), 1);
+}
+
+#[test]
+fn a_fork_does_not_reuse_an_exit_cpu_that_is_busy_again() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    first_child_exits(&p, &m);
+    m.set_busy(&[1]);
+    p.task_running(&mut TaskState::new(), 1, 2 * MS);
+    assert_eq!(next_fork(&p, &m, 3 * MS), 2);
+    assert_eq!(p.stat(Stat::ForkReuse), 0);
 }
 
 #[test]
