@@ -361,6 +361,11 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
             "exiting_wakeups_on_prev_cpu={}",
             p.exiting_wakeups_on_prev_cpu
         ),
+        format!("exiting_wakeups_prev_free={}", p.exiting_wakeups_prev_free),
+        format!(
+            "exiting_wakeups_prev_free_on_prev_cpu={}",
+            p.exiting_wakeups_prev_free_on_prev_cpu
+        ),
         format!("lost_events={}", meta("lost_events")),
         format!("overrun_events={}", meta("overrun_events")),
     ];

@@ -325,6 +325,11 @@ pub struct TasksPlacement {
     pub exiting_wakeups: u64,
     /// ...and, of those, times it ran on the CPU it had slept on.
     pub exiting_wakeups_on_prev_cpu: u64,
+    /// Of the wake-ups of exited tasks, those whose CPU ran nothing when
+    /// they were woken (it was free to take them back)...
+    pub exiting_wakeups_prev_free: u64,
+    /// ...and, of those, times it ran on the CPU it had slept on.
+    pub exiting_wakeups_prev_free_on_prev_cpu: u64,
 }
 
 /// Where forked tasks first ran, relative to the CPU that forked them
@@ -414,6 +419,11 @@ pub fn tasks_placement(
     let (mut wakeups, mut wakeups_on_prev_cpu) = (0, 0);
     let mut exited = std::collections::HashSet::new();
     let (mut exiting_wakeups, mut exiting_wakeups_on_prev_cpu) = (0, 0);
+    // The task each CPU runs (0: idle), as far as the window has shown.
+    let mut running = std::collections::HashMap::new();
+    // Exited tasks woken while the CPU they slept on ran nothing.
+    let mut woken_prev_free = std::collections::HashSet::new();
+    let (mut exiting_wakeups_prev_free, mut exiting_prev_free_on_prev) = (0, 0);
     for e in &trace.events {
         if e.ts_ns < from || e.ts_ns >= end.max(from + 1) {
             continue;
@@ -435,11 +445,20 @@ pub fn tasks_placement(
             {
                 unstarted.insert(child, e.cpu);
             }
+            EventKind::Wakeup { pid, .. }
+                if exited.contains(&pid)
+                    && asleep
+                        .get(&pid)
+                        .is_some_and(|cpu| running.get(cpu) == Some(&0)) =>
+            {
+                woken_prev_free.insert(pid);
+            }
             EventKind::Switch {
                 prev,
                 prev_state,
                 next,
             } => {
+                running.insert(e.cpu, next);
                 if prev_state == PrevState::Blocked && pids.contains(&prev) {
                     asleep.insert(prev, e.cpu);
                 }
@@ -453,6 +472,10 @@ pub fn tasks_placement(
                     if exited.contains(&next) {
                         exiting_wakeups += 1;
                         exiting_wakeups_on_prev_cpu += on_prev;
+                    }
+                    if woken_prev_free.remove(&next) {
+                        exiting_wakeups_prev_free += 1;
+                        exiting_prev_free_on_prev += on_prev;
                     }
                 }
             }
@@ -486,6 +509,8 @@ pub fn tasks_placement(
         wakeups_on_prev_cpu,
         exiting_wakeups,
         exiting_wakeups_on_prev_cpu,
+        exiting_wakeups_prev_free,
+        exiting_wakeups_prev_free_on_prev_cpu: exiting_prev_free_on_prev,
     }
 }
 
@@ -874,6 +899,38 @@ mod tests {
         assert_eq!(p.forks.total(), 4);
         assert_eq!((p.wakeups, p.wakeups_on_prev_cpu), (4, 2));
         assert_eq!((p.exiting_wakeups, p.exiting_wakeups_on_prev_cpu), (2, 1));
+    }
+
+    #[test]
+    fn exiting_wakeups_count_apart_when_their_cpu_was_free() {
+        let wake = |pid, target_cpu| EventKind::Wakeup { pid, target_cpu };
+        let events = vec![
+            ev(0, 0, sw(0, 10)),
+            ev(1, 0, EventKind::Exit { pid: 10 }),
+            ev(2, 0, sw(10, 0)),   // 10, exiting, sleeps on CPU 0
+            ev(3, 2, wake(10, 1)), // while CPU 0 runs nothing
+            ev(4, 1, sw(0, 10)),   // and runs on CPU 1
+            ev(5, 1, sw(10, 0)),   // sleeps there
+            ev(6, 1, sw(0, 99)),   // CPU 1 runs another task
+            ev(7, 2, wake(10, 2)), // 10 is woken while CPU 1 is busy
+            ev(8, 2, sw(0, 10)),   // and runs on CPU 2
+            ev(9, 2, sw(10, 0)),
+        ];
+        let trace = Trace {
+            topology: Topology::regular(2, 2, 1),
+            meta: Vec::new(),
+            events,
+        };
+        let tl = Timeline::build(&trace);
+        let p = tasks_placement(&trace, &tl, &BTreeSet::from([10]), 0, 10 * MS, 0);
+        assert_eq!((p.exiting_wakeups, p.exiting_wakeups_on_prev_cpu), (2, 0));
+        assert_eq!(
+            (
+                p.exiting_wakeups_prev_free,
+                p.exiting_wakeups_prev_free_on_prev_cpu
+            ),
+            (1, 0)
+        );
     }
 
     #[test]
