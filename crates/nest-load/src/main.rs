@@ -8,7 +8,6 @@
 
 mod affinity;
 mod batch;
-mod calibrate;
 mod churn;
 mod cpus;
 mod hogs;
@@ -86,14 +85,6 @@ enum Load {
     Affinity {
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
-    },
-    /// Time a fixed amount of CPU work (the fastest of --repeats runs):
-    /// run natively and in a guest, the ratio is the emulation's slowdown.
-    Calibrate {
-        #[arg(long, default_value_t = 4_000_000)]
-        iterations: u64,
-        #[arg(long, default_value_t = 3)]
-        repeats: u32,
     },
 }
 
@@ -181,10 +172,6 @@ fn run(cli: Cli) -> Result<Vec<String>> {
         }
         Load::Pingpong { seconds } => vec![pingpong::run(deadline(seconds)?)?],
         Load::Affinity { seconds } => vec![affinity::run(deadline(seconds)?)?],
-        Load::Calibrate {
-            iterations,
-            repeats,
-        } => vec![calibrate::run(iterations, repeats)?],
     })
 }
 
