@@ -813,6 +813,22 @@ impl NestPolicy {
         }
     }
 
+    /// Would a task pinned to `cpu`, of virtual time `vtime`, be the next
+    /// task `cpu` takes from its queues?
+    pub fn pinned_runs_next(&self, plat: &mut dyn Platform, cpu: u32, vtime: u64) -> bool {
+        let mut env = self.env(Some(plat));
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_pinned_runs_next(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                cpu as i32,
+                vtime,
+            )
+        }
+    }
+
     /// `cpu` is out of work: the queue to take its next task from.
     pub fn queue_to_consume(&self, plat: &mut dyn Platform, cpu: u32) -> Option<Queue> {
         let mut env = self.env(Some(plat));

@@ -670,8 +670,10 @@ static bool task_pinned(const struct task_struct *p)
 /*
  * Queue @p, whose CPU is @cpu, with its virtual time: in @cpu's own queue
  * if @pinned, else in its LLC's. A woken task may preempt the task running
- * on @cpu; otherwise an idle CPU is kicked (the placement found none a
- * moment ago, but one may have gone idle since). Any other task (preempted,
+ * on @cpu (a pinned one that @cpu would take next goes straight to its
+ * local queue: nest_pinned_runs_next()); otherwise an idle CPU is kicked
+ * (the placement found none a moment ago, but one may have gone idle
+ * since). Any other task (preempted,
  * or moved here by an affinity change or a migration) wakes an idle CPU
  * too, its own first: waiting for the busy CPU to take it back kept CPUs
  * idle for 8-14 ms beside waiting threads under overload, and a task moved
@@ -689,6 +691,15 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	t->queued_woken = !!(enq_flags & SCX_ENQ_WAKEUP);
 	if (!t->queued_ns)
 		t->queued_ns = pctx.now ? pctx.now : 1;
+	if (pinned && (enq_flags & SCX_ENQ_WAKEUP) &&
+	    nest_wakeup_preempts(&pctx, cpu, vtime) &&
+	    nest_pinned_runs_next(&pctx, cpu, vtime)) {
+		/* ops.enqueue() runs on @p's CPU: SCX_DSQ_LOCAL is @cpu's. */
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, nest_slice(&pctx, llc),
+				   enq_flags | SCX_ENQ_HEAD | SCX_ENQ_PREEMPT);
+		count_event(NEST_EV_PREEMPTED, 1);
+		return;
+	}
 	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
 				 vtime, enq_flags);
 	if (!(enq_flags & SCX_ENQ_WAKEUP)) {
