@@ -673,11 +673,11 @@ static bool task_pinned(const struct task_struct *p)
  * on @cpu (a pinned one that @cpu would take next goes straight to its
  * local queue: nest_pinned_runs_next()); otherwise an idle CPU is kicked
  * (the placement found none a moment ago, but one may have gone idle
- * since). Any other task (preempted,
- * or moved here by an affinity change or a migration) wakes an idle CPU
- * too, its own first: waiting for the busy CPU to take it back kept CPUs
- * idle for 8-14 ms beside waiting threads under overload, and a task moved
- * onto an idle CPU, pinned there, would wait for the watchdog.
+ * since). Any other task (preempted, or moved here by an affinity change
+ * or a migration) wakes an idle CPU too, its own first: waiting for the
+ * busy CPU to take it back kept CPUs idle for 8-14 ms beside waiting
+ * threads under overload, and a task moved onto an idle CPU, pinned
+ * there, would wait for the watchdog.
  */
 static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 		       s32 cpu, u64 enq_flags)
@@ -694,7 +694,7 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	if (pinned && (enq_flags & SCX_ENQ_WAKEUP) &&
 	    nest_wakeup_preempts(&pctx, cpu, vtime) &&
 	    nest_pinned_runs_next(&pctx, cpu, vtime)) {
-		/* ops.enqueue() runs on @p's CPU: SCX_DSQ_LOCAL is @cpu's. */
+		/* In ops.enqueue(), SCX_DSQ_LOCAL is @p's CPU's: @cpu's. */
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, nest_slice(&pctx, llc),
 				   enq_flags | SCX_ENQ_HEAD | SCX_ENQ_PREEMPT);
 		count_event(NEST_EV_PREEMPTED, 1);
