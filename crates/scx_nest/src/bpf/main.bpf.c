@@ -687,13 +687,14 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	u32 llc = nest_queue_llc(&pctx, cpu);
 	s32 queue = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
 	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue, t->weight);
+	bool woken = enq_flags & SCX_ENQ_WAKEUP;
+	bool preempt = woken && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+		       nest_wakeup_preempts(&pctx, cpu, vtime);
 
-	t->queued_woken = !!(enq_flags & SCX_ENQ_WAKEUP);
+	t->queued_woken = woken;
 	if (!t->queued_ns)
 		t->queued_ns = pctx.now ? pctx.now : 1;
-	if (pinned && (enq_flags & SCX_ENQ_WAKEUP) &&
-	    nest_wakeup_preempts(&pctx, cpu, vtime) &&
-	    nest_pinned_runs_next(&pctx, cpu, vtime)) {
+	if (preempt && pinned && nest_pinned_runs_next(&pctx, cpu, vtime)) {
 		/* In ops.enqueue(), SCX_DSQ_LOCAL is @p's CPU's: @cpu's. */
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, nest_slice(&pctx, llc),
 				   enq_flags | SCX_ENQ_HEAD | SCX_ENQ_PREEMPT);
@@ -702,15 +703,14 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	}
 	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
 				 vtime, enq_flags);
-	if (!(enq_flags & SCX_ENQ_WAKEUP)) {
+	if (!woken) {
 		if (pinned)
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 		else
 			kick_idle_near(cpu, p);
 		return;
 	}
-	if (bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
-	    nest_wakeup_preempts(&pctx, cpu, vtime)) {
+	if (preempt) {
 		scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
 		count_event(NEST_EV_PREEMPTED, 1);
 	} else if (pinned) {
