@@ -4,7 +4,7 @@
 //! `L = interval_ns` (the last one ends at the end of the trace) and report
 //! one row per interval. Times are nanoseconds.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::model::{Cpu, EventKind, Pid, PrevState, Trace};
 use crate::table::{Cell, Table};
@@ -413,16 +413,16 @@ pub fn tasks_placement(
     let (mut migrations, mut cross_socket_migrations) = (0, 0);
     let mut forks = ForkPlacement::default();
     // Forked children not yet seen running, with the CPU they were forked on.
-    let mut unstarted = std::collections::HashMap::new();
+    let mut unstarted = HashMap::new();
     // Tasks of the set asleep, with the CPU they went to sleep on.
-    let mut asleep = std::collections::HashMap::new();
+    let mut asleep = HashMap::new();
     let (mut wakeups, mut wakeups_on_prev_cpu) = (0, 0);
-    let mut exited = std::collections::HashSet::new();
+    let mut exited = HashSet::new();
     let (mut exiting_wakeups, mut exiting_wakeups_on_prev_cpu) = (0, 0);
     // The task each CPU runs (0: idle), as far as the window has shown.
-    let mut running = std::collections::HashMap::new();
+    let mut running = HashMap::new();
     // Exited tasks woken while the CPU they slept on ran nothing.
-    let mut woken_prev_free = std::collections::HashSet::new();
+    let mut woken_prev_free = HashSet::new();
     let (mut exiting_wakeups_prev_free, mut exiting_prev_free_on_prev) = (0, 0);
     for e in &trace.events {
         if e.ts_ns < from || e.ts_ns >= end.max(from + 1) {
