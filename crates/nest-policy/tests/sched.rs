@@ -151,7 +151,9 @@ fn a_sleeper_charged_for_a_stop_still_preempts_a_hog() {
     p.task_woken(&mut plat, &mut hog, queue, NICE_0, 0);
     p.sched_running(&mut plat, &mut hog, cpu, NICE_0, 0);
     let mut hog_since = 0;
-    for period in 1..40u64 {
+    // The sleeper's first wake-up comes 4 ms after the hog started: a new
+    // task has no credit, and preempts only a task that ran half a slice.
+    for period in 2..40u64 {
         let now = period * 2 * MS;
         if now < hog_since {
             continue; // the sleeper was still running (its charged run)
@@ -200,8 +202,15 @@ fn a_woken_task_preempts_a_task_far_ahead_in_virtual_time_only() {
     let start = hog.vtime();
     // Just started: a woken task at the same virtual time does not preempt.
     assert!(!p.wakeup_preempts(2, start, 0));
-    // After a slice of running, it does.
+    // Nor past a quarter slice, nor at half a slice: the granularity is
+    // half a slice.
+    assert!(!p.wakeup_preempts(2, start, SLICE / 4 + 1));
+    assert!(!p.wakeup_preempts(2, start, SLICE / 2));
+    // Past half a slice of running, it does.
+    assert!(p.wakeup_preempts(2, start, SLICE / 2 + 1));
     assert!(p.wakeup_preempts(2, start, SLICE));
+    // A sleeper a slice behind preempts a task that just started.
+    assert!(p.wakeup_preempts(2, start.wrapping_sub(SLICE), 0));
     // Nothing of ours runs on CPU 3.
     assert!(!p.wakeup_preempts(3, 0, SLICE));
     p.sched_stopping(&mut hog, 2, NICE_0, SLICE);
