@@ -12,7 +12,9 @@
 #   4. cyclictest (SCHED_OTHER: no -p) beside a CPU hog on the same CPU,
 #      recorded into OUT/NAME-cyclic.nest.jsonl; its own summary line; a
 #      second round (NAME-cyclic2) after the starvation phase for Nest and
-#      after scx_nest exits for the default: default, nest, nest, default.
+#      after scx_nest exits for the default, and a third (NAME-cyclic3) for
+#      the default and then for Nest attached once more (facts prefixed
+#      nest3_): default, nest, nest, default, default, nest.
 # Under scx_nest also: state and enable_seq before and after, exit status;
 # and, last, a SCHED_IDLE hog pinned beside 8 nice -20 hogs for STARVE_S
 # seconds (default 40) after a 15 s warm-up, sampled every 2 s: the
@@ -114,6 +116,27 @@ phases() {
 	cyclic "$name-cyclic"
 }
 
+# Start scx_nest with the test's options and report, under PREFIX, its
+# state and ops once it is enabled; its PID in $sched.
+start_nest() {
+	"$bin/scx_nest" "${scx_args[@]}" >"/tmp/scx_nest-$1.log" 2>&1 &
+	sched=$!
+	wait_enabled $sched
+	fact "$1_scx_args" "${scx_args[*]}"
+	fact "$1_state_before" "$(state)"
+	fact "$1_ops" "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
+	fact "$1_enable_seq_before" "$(enable_seq)"
+}
+
+# Stop the scx_nest started as PREFIX, reporting its state before and after.
+stop_nest() {
+	fact "$1_state_after" "$(state)"
+	fact "$1_enable_seq_after" "$(enable_seq)"
+	stop_scheduler $sched "$1_sched_exit"
+	fact "$1_state_after_exit" "$(state)"
+	sed "s/^/scx_nest ($1): /" "/tmp/scx_nest-$1.log" | tail -n 20
+}
+
 # cyclictest pinned beside a CPU hog on CPU 5, recorded as NAME.
 cyclic() {
 	record "$1" sh -c "taskset -c 5 sh -c '$spin' & hog=\$!
@@ -127,22 +150,17 @@ setup_cgroups
 fact default_state "$(state)"
 phases default
 
-"$bin/scx_nest" "$@" >/tmp/scx_nest.log 2>&1 &
-sched=$!
-wait_enabled $sched
-fact nest_scx_args "$*"
-fact nest_state_before "$(state)"
-fact nest_ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
-fact nest_enable_seq_before "$(enable_seq)"
+scx_args=("$@")
+start_nest nest
 phases nest
 starvation
 cyclic nest-cyclic2
-fact nest_state_after "$(state)"
-fact nest_enable_seq_after "$(enable_seq)"
-stop_scheduler $sched nest_sched_exit
-fact nest_state_after_exit "$(state)"
+stop_nest nest
 cyclic default-cyclic2
-sed 's/^/scx_nest: /' /tmp/scx_nest.log | tail -n 20
+cyclic default-cyclic3
+start_nest nest3
+cyclic nest-cyclic3
+stop_nest nest3
 ls -l "$out"
 echo "--- dmesg"
 dmesg
