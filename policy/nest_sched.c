@@ -333,7 +333,7 @@ static void nest_sched_stopping(const struct nest_ctx *ctx,
  * preempted each other less and ran faster, 0.884 s against 1.008 s
  * (medians of 28 runs in two boots of the 2x4x2 guest; the default
  * scheduler 0.946 s), while cyclictest's p99 beside a hog stayed below
- * the default scheduler's (774-2147 us against 1815-2969 us). Longer
+ * the default scheduler's (726-2147 us against 1815-2969 us). Longer
  * was slower again: three quarters of a slice 1.028 s against the
  * default's 0.964 s (16 runs, one boot), a whole slice 1.135 s against
  * 0.881 s (10 and 12 runs, the other boot).
