@@ -36,7 +36,6 @@ if [ $# -eq 0 ]; then
 fi
 buffer_kb=${NEST_TRACE_BUFFER_KB:-8192}
 
-state() { cat $sysfs/state 2>/dev/null || echo none; }
 # Times sched_ext was enabled since boot: unchanged across the recording
 # and enabled at both ends means enabled during the whole recording.
 now_ms() { echo $(($(date +%s%N) / 1000000)); }

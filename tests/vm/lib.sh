@@ -12,6 +12,40 @@ enable_seq() { cat $sysfs/enable_seq 2>/dev/null || echo none; }
 # Print one fact for the host: KEY=VALUE.
 fact() { printf '%s=%s\n' "$1" "$2"; }
 
+# sched_ext's state (enabled, disabled, ...), or none.
+state() { cat $sysfs/state 2>/dev/null || echo none; }
+
+# Start `$bin/scx_nest ARGS...` in the background, its output appended to
+# /tmp/scx_nest.log; its PID in $sched. Returns once it is enabled (or
+# has exited).
+start_scx_nest() {
+	"$bin/scx_nest" "$@" >>/tmp/scx_nest.log 2>&1 &
+	sched=$!
+	wait_enabled $sched
+}
+
+# attach_scx_nest PREFIX ARGS...: start_scx_nest ARGS, then report under
+# PREFIX what `no_ejection_problems` (crates/vm-tests) judges at the start:
+# the state, the ops attached and enable_seq.
+attach_scx_nest() {
+	local prefix=$1
+	shift
+	start_scx_nest "$@"
+	fact "${prefix}_state_before" "$(state)"
+	fact "${prefix}_ops" "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
+	fact "${prefix}_enable_seq_before" "$(enable_seq)"
+}
+
+# detach_scx_nest PREFIX: report the state and enable_seq under PREFIX,
+# stop the scx_nest in $sched (PREFIX_sched_exit) and report the state
+# after it exited.
+detach_scx_nest() {
+	fact "$1_state_after" "$(state)"
+	fact "$1_enable_seq_after" "$(enable_seq)"
+	stop_scheduler $sched "$1_sched_exit"
+	fact "$1_state_after_exit" "$(state)"
+}
+
 # Run a command; report its exit status and the last line of its output
 # as NAME_exit and NAME_message.
 attempt() {

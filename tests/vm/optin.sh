@@ -13,11 +13,6 @@ set -u
 bin=${NEST_BIN:-target/debug}
 policy_of() { awk '{ print $41 }' "/proc/$1/stat"; }
 ext_of() { awk '$1 == "ext.enabled" { print $3 }' "/proc/$1/sched"; }
-start_scx_nest() {
-	"$bin/scx_nest" "$@" >>/tmp/scx_nest.log 2>&1 &
-	sched=$!
-	wait_enabled $sched
-}
 stop_scx_nest() {
 	kill -INT $sched
 	wait $sched

@@ -24,15 +24,8 @@ shift
 bin=${NEST_BIN:-target/debug}
 stress_s=${STRESS_S:-60}
 hog_s=${HOG_S:-60}
-state() { cat $sysfs/state 2>/dev/null || echo none; }
 events() { cat $sysfs/root/events 2>/dev/null | tr -s ' \n' ' ' || echo none; }
 spin='while :; do :; done'
-
-start_scx_nest() {
-	"$bin/scx_nest" "$@" >>/tmp/scx_nest.log 2>&1 &
-	sched=$!
-	wait_enabled $sched
-}
 
 mkdir -p "$out"
 cpus=$(nproc)
@@ -41,11 +34,8 @@ fact preempt "$(cat /sys/kernel/debug/sched/preempt 2>/dev/null || echo unknown)
 fact root_files "$(ls $sysfs/root 2>/dev/null | tr '\n' ' ')"
 
 # 1. Partial mode.
-start_scx_nest --partial "$@"
-fact partial_state_before "$(state)"
-fact partial_ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
+attach_scx_nest partial --partial "$@"
 fact partial_switch_all "$(cat $sysfs/switch_all 2>/dev/null || echo missing)"
-fact partial_enable_seq_before "$(enable_seq)"
 hogs=()
 for cpu in $(seq 0 $((cpus / 2 - 1))); do
 	timeout "$hog_s" taskset -c "$cpu" sh -c "$spin" &
@@ -62,17 +52,11 @@ grep '^chain_policy=' /tmp/record-partial.out
 grep -v '^chain_policy=' /tmp/record-partial.out | sed 's/^/record partial: /'
 kill "${hogs[@]}" 2>/dev/null
 wait "${hogs[@]}" 2>/dev/null
-fact partial_state_after "$(state)"
-fact partial_enable_seq_after "$(enable_seq)"
-stop_scheduler $sched partial_sched_exit
-fact partial_state_after_exit "$(state)"
+detach_scx_nest partial
 
 # 2. Migration-disabled stress, full mode, with statistics (the
 # starvation guard's count: tasks that waited over a second).
-start_scx_nest --stats 5s "$@"
-fact stress_state_before "$(state)"
-fact stress_ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
-fact stress_enable_seq_before "$(enable_seq)"
+attach_scx_nest stress --stats 5s "$@"
 fact stress_events_before "$(events)"
 stress-ng --temp-path /tmp --seccomp 2 --switch 2 --race-sched 2 --affinity 2 --yield 2 \
 	--timeout "${stress_s}s" --metrics-brief >/tmp/stress.out 2>&1 &
@@ -87,11 +71,8 @@ wait $stress
 fact stress_ng_exit $?
 wait $affinity
 fact stress_affinity_exit $?
-fact stress_state_after "$(state)"
-fact stress_enable_seq_after "$(enable_seq)"
 fact stress_events_after "$(events)"
-stop_scheduler $sched stress_sched_exit
-fact stress_state_after_exit "$(state)"
+detach_scx_nest stress
 sed 's/^/stress-ng: /' /tmp/stress.out | tail -n 12
 sed 's/^/affinity: /' /tmp/affinity.out
 sed 's/^/scx_nest: /' /tmp/scx_nest.log | tail -n 400

@@ -32,7 +32,6 @@ bin=${NEST_BIN:-target/debug}
 weight_s=${WEIGHT_S:-4}
 starve_s=${STARVE_S:-40}
 cg=/sys/fs/cgroup
-state() { cat $sysfs/state 2>/dev/null || echo none; }
 # Nanoseconds task PID has run (first field of /proc/PID/schedstat).
 ran_ns() { awk '{ print $1 }' "/proc/$1/schedstat" 2>/dev/null || echo missing; }
 spin='while :; do :; done'
@@ -116,27 +115,6 @@ phases() {
 	cyclic "$name-cyclic"
 }
 
-# Start scx_nest with the test's options and report, under PREFIX, its
-# state and ops once it is enabled; its PID in $sched.
-start_nest() {
-	"$bin/scx_nest" "${scx_args[@]}" >"/tmp/scx_nest-$1.log" 2>&1 &
-	sched=$!
-	wait_enabled $sched
-	fact "$1_scx_args" "${scx_args[*]}"
-	fact "$1_state_before" "$(state)"
-	fact "$1_ops" "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
-	fact "$1_enable_seq_before" "$(enable_seq)"
-}
-
-# Stop the scx_nest started as PREFIX, reporting its state before and after.
-stop_nest() {
-	fact "$1_state_after" "$(state)"
-	fact "$1_enable_seq_after" "$(enable_seq)"
-	stop_scheduler $sched "$1_sched_exit"
-	fact "$1_state_after_exit" "$(state)"
-	sed "s/^/scx_nest ($1): /" "/tmp/scx_nest-$1.log" | tail -n 20
-}
-
 # cyclictest pinned beside a CPU hog on CPU 5, recorded as NAME.
 cyclic() {
 	record "$1" sh -c "taskset -c 5 sh -c '$spin' & hog=\$!
@@ -150,17 +128,18 @@ setup_cgroups
 fact default_state "$(state)"
 phases default
 
-scx_args=("$@")
-start_nest nest
+attach_scx_nest nest "$@"
+fact nest_scx_args "$*"
 phases nest
 starvation
 cyclic nest-cyclic2
-stop_nest nest
+detach_scx_nest nest
 cyclic default-cyclic2
 cyclic default-cyclic3
-start_nest nest3
+attach_scx_nest nest3 "$@"
 cyclic nest-cyclic3
-stop_nest nest3
+detach_scx_nest nest3
+sed 's/^/scx_nest: /' /tmp/scx_nest.log | tail -n 40
 ls -l "$out"
 echo "--- dmesg"
 dmesg
