@@ -73,34 +73,51 @@ pub fn migrations_limit(default: u64) -> u64 {
 
 /// Everything wrong with a process tree's placement under Nest against the
 /// default scheduler's (issue 10, for a configure script and for the
-/// fork/wait chain): no more distinct CPUs per 100 ms, fewer sockets per
-/// 100 ms (equal is accepted only when both are at most one socket: one
-/// cannot do better), and at most [`MAX_MIGRATIONS_FACTOR`] times the
-/// migrations.
+/// fork/wait chain): the three checks below.
 pub fn tree_problems(nest: &TasksPlacement, default: &TasksPlacement) -> Vec<String> {
-    const EPS: f64 = 1e-9;
-    let mut problems = Vec::new();
-    if nest.mean_cpus > default.mean_cpus + EPS {
-        problems.push(format!(
+    [
+        tree_cpu_problem(nest, default),
+        tree_socket_problem(nest, default),
+        tree_migration_problem(nest, default),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+const EPS: f64 = 1e-9;
+
+/// Nest must use no more distinct CPUs per 100 ms than the default.
+pub fn tree_cpu_problem(nest: &TasksPlacement, default: &TasksPlacement) -> Option<String> {
+    (nest.mean_cpus > default.mean_cpus + EPS).then(|| {
+        format!(
             "distinct CPUs per 100 ms: {:.2} > the default scheduler's {:.2}",
             nest.mean_cpus, default.mean_cpus
-        ));
-    }
+        )
+    })
+}
+
+/// Nest must use fewer sockets per 100 ms than the default; equal is
+/// accepted only when both are at most one socket (one cannot do better).
+pub fn tree_socket_problem(nest: &TasksPlacement, default: &TasksPlacement) -> Option<String> {
     let one_socket = nest.mean_sockets <= 1.0 + EPS && default.mean_sockets <= 1.0 + EPS;
-    if nest.mean_sockets >= default.mean_sockets - EPS && !one_socket {
-        problems.push(format!(
+    (nest.mean_sockets >= default.mean_sockets - EPS && !one_socket).then(|| {
+        format!(
             "sockets per 100 ms: {:.2}, not fewer than the default scheduler's {:.2}",
             nest.mean_sockets, default.mean_sockets
-        ));
-    }
+        )
+    })
+}
+
+/// Nest may migrate at most [`MAX_MIGRATIONS_FACTOR`] times as often.
+pub fn tree_migration_problem(nest: &TasksPlacement, default: &TasksPlacement) -> Option<String> {
     let limit = migrations_limit(default.migrations);
-    if nest.migrations > limit {
-        problems.push(format!(
+    (nest.migrations > limit).then(|| {
+        format!(
             "migrations: {} > {limit} ({MAX_MIGRATIONS_FACTOR} x the default scheduler's {})",
             nest.migrations, default.migrations
-        ));
-    }
-    problems
+        )
+    })
 }
 
 /// Wake-ups of tasks that have exited (a task may sleep in `do_exit()`,

@@ -8,23 +8,24 @@
 //! - a serial fork/wait chain: few CPUs per ten children and little
 //!   underload per 100 ms (checked against absolute limits and against
 //!   the default scheduler);
-//!   the spread control must fail the same checks; issue 10's three checks
-//!   on the chain's process tree (its own tasks, 100 ms intervals over its
-//!   lifetime, `vm_tests::sched::tree_problems`: no more distinct CPUs per
-//!   100 ms than under the default scheduler, fewer sockets per 100 ms, at
-//!   most 2x the default's migrations) are printed with their verdict, not
-//!   asserted: they are not always met (2026-11-22: 3.50 CPUs per 100 ms
-//!   against the default's 2.11, 11 migrations against 0; with fork reuse,
-//!   six rounds of 2026-11-23: 3.19 against 3.13 on average, no more than
-//!   the default in 3 of them, 5.7 migrations against 0.7; with warm
-//!   previous CPU and fork reuse of a warm exit CPU, 2026-11-26, five runs
-//!   of this test met all three in three: 2.88, 2.00, 2.40, 2.67, 2.25 CPUs
-//!   against 3.50, 2.29, 3.75, 2.19, 2.30, fewer sockets in all five, 2, 0,
-//!   4, 6, 2 migrations against 1, 0, 1, 2, 0, the last two runs with two
-//!   host hogs; the moves left come after a kernel thread or scx_nest's own
-//!   thread claimed the chain parent's idle CPU; 7.3's EEVDF keeps the
-//!   chain on 2-4 CPUs, and the chain lasts 5-8 intervals, so the
-//!   comparison is also noisy; docs/scheduler.md); issue 10 stays open;
+//!   the spread control must fail the same checks. Issue 10's checks on
+//!   the chain's process tree (its own tasks, 100 ms intervals over its
+//!   lifetime, `vm_tests::sched`): fewer sockets per 100 ms than under the
+//!   default scheduler is asserted; no more distinct CPUs per 100 ms and
+//!   at most 2x the default's migrations are printed with their verdict.
+//!   With the kept CPU (2026-11-26), four runs on an idle host met all
+//!   three (CPUs 2.17, 2.00, 1.83, 2.00 against 3.00, 3.33, 2.00, 3.29;
+//!   sockets 1.33, 1.14, 1.00, 1.00 against 1.88, 1.83, 1.71, 1.71;
+//!   migrations 1, 2, 0, 2 against 0, 0, 0, 1). With two host hogs the
+//!   sockets held in three runs (1.08, 1.23, 1.33 against 1.69, 1.64,
+//!   1.71), the CPUs failed once (2.56 against 1.82) and the migrations
+//!   every time (3, 8, 8 against 0): on a busy host a child's 300 us take
+//!   up to 30 ms of wall time, the waiting parent's CPU passes P_remove (a
+//!   wall-clock rule the default scheduler does not have) and is
+//!   compacted. A serial chain runs on two CPUs under both schedulers, so
+//!   one move of the parent decides the CPU check over its 5-8 intervals,
+//!   and the default's own figure ranged from 1.67 to 3.33 over those
+//!   seven runs. Earlier figures: docs/scheduler.md. Issue 10 stays open;
 //! - as many CPU-bound threads as CPUs: every CPU used within a second,
 //!   and work conserved (below); the completion time is printed, not
 //!   judged (wall-clock time under emulation; see `batch_problems`);
@@ -67,7 +68,10 @@ use vm_tests::kernel_problems;
 use vm_tests::placement::{
     BatchFigures, batch_problems, chain_problems, launched, work_conservation_problems,
 };
-use vm_tests::sched::{exiting_wakeup_problems, tree_placement, tree_problems, tree_rows};
+use vm_tests::sched::{
+    exiting_wakeup_problems, tree_cpu_problem, tree_migration_problem, tree_placement, tree_rows,
+    tree_socket_problem,
+};
 use vm_tests::trace::{Expect, Figures, columns, compare_problems, trace_problems};
 
 const CPUS: usize = 16;
@@ -180,9 +184,24 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
         "nest, the whole command",
         exiting_wakeup_problems(&nest.command_tree),
     );
+    // Issue 10's checks on the chain's tree: fewer sockets is asserted;
+    // CPUs and migrations are printed (see the module documentation).
+    add(
+        &mut problems,
+        "nest chain tree",
+        tree_socket_problem(&nest.chain_tree, &default.chain_tree)
+            .into_iter()
+            .collect(),
+    );
     eprintln!(
-        "issue 10's chain checks (printed, not asserted yet): {:?}",
-        tree_problems(&nest.chain_tree, &default.chain_tree)
+        "issue 10's chain checks on CPUs and migrations (printed, not asserted): {:?}",
+        [
+            tree_cpu_problem(&nest.chain_tree, &default.chain_tree),
+            tree_migration_problem(&nest.chain_tree, &default.chain_tree),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
     );
     add(
         &mut problems,
