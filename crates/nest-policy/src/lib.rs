@@ -603,27 +603,35 @@ impl NestPolicy {
     /// The task started running on `cpu` at `now_ns` (this ends a warm
     /// spin there).
     pub fn task_running(&self, task: &mut TaskState, cpu: u32, now_ns: u64) {
-        let mut env = self.env(None);
-        // SAFETY: valid pointers; see select_cpu.
-        unsafe {
-            ffi::nest_native_task_running(
-                self.state_ptr(),
-                &*self.cfg,
-                &mut env as *mut Env as *mut c_void,
-                now_ns,
-                &mut task.0,
-                cpu as i32,
-            )
-        };
+        self.task_event(ffi::nest_native_task_running, task, cpu, now_ns);
     }
 
     /// The task went to sleep on `cpu` at `now_ns` (it blocked: not
     /// preempted, not exiting).
     pub fn task_sleeping(&self, task: &mut TaskState, cpu: u32, now_ns: u64) {
+        self.task_event(ffi::nest_native_task_sleeping, task, cpu, now_ns);
+    }
+
+    /// Call `entry`, a native entry point for something `task` did on
+    /// `cpu` at `now_ns`.
+    fn task_event(
+        &self,
+        entry: unsafe extern "C" fn(
+            *mut ffi::nest_state,
+            *const ffi::nest_config,
+            ffi::nest_env_t,
+            u64,
+            *mut ffi::nest_task,
+            i32,
+        ),
+        task: &mut TaskState,
+        cpu: u32,
+        now_ns: u64,
+    ) {
         let mut env = self.env(None);
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
-            ffi::nest_native_task_sleeping(
+            entry(
                 self.state_ptr(),
                 &*self.cfg,
                 &mut env as *mut Env as *mut c_void,
