@@ -13,11 +13,6 @@ set -u
 bin=${NEST_BIN:-target/debug}
 policy_of() { awk '{ print $41 }' "/proc/$1/stat"; }
 ext_of() { awk '$1 == "ext.enabled" { print $3 }' "/proc/$1/sched"; }
-stop_scx_nest() {
-	kill -INT $sched
-	wait $sched
-	fact "$1" $?
-}
 
 fact sysfs_files "$(cd $sysfs && echo *)"
 attempt unattached "$bin/nest" run -- true
@@ -46,12 +41,12 @@ fact plain_ext "$(ext_of "$plain")"
 kill "$child" "$plain" 2>/dev/null
 wait "$runner" 2>/dev/null
 attempt missing "$bin/nest" run -- /nonexistent/command
-stop_scx_nest partial_sched_exit
+stop_scheduler $sched partial_sched_exit
 
 start_scx_nest
 fact full_switch_all "$(cat $sysfs/switch_all 2>/dev/null || echo missing)"
 attempt full "$bin/nest" run -- true
-stop_scx_nest full_sched_exit
+stop_scheduler $sched full_sched_exit
 fact state_after_exit "$(cat $sysfs/state)"
 sed 's/^/scx_nest: /' /tmp/scx_nest.log
 echo "--- dmesg"

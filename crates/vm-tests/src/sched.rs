@@ -71,19 +71,9 @@ pub fn migrations_limit(default: u64) -> u64 {
     MAX_MIGRATIONS_FACTOR * default.max(MIGRATIONS_FLOOR)
 }
 
-/// Everything wrong with a process tree's placement under Nest against the
-/// default scheduler's (issue 10, for a configure script and for the
-/// fork/wait chain): the three checks below.
-pub fn tree_problems(nest: &TasksPlacement, default: &TasksPlacement) -> Vec<String> {
-    [
-        tree_cpu_problem(nest, default),
-        tree_socket_problem(nest, default),
-        tree_migration_problem(nest, default),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
-}
+// A process tree's placement under Nest against the default scheduler's
+// (issue 10, for a configure script and for the fork/wait chain): one
+// check per function, each the problem found or None.
 
 const EPS: f64 = 1e-9;
 
@@ -588,16 +578,23 @@ mod tests {
     #[test]
     fn a_tree_must_use_no_more_cpus_fewer_sockets_and_few_migrations() {
         let default = placement(3.0, 1.6, 10);
-        assert!(tree_problems(&placement(2.0, 1.1, 20), &default).is_empty());
-        let bad = tree_problems(&placement(3.5, 1.6, 21), &default);
-        assert_eq!(bad.len(), 3, "{bad:?}");
+        let good = placement(2.0, 1.1, 20);
+        assert_eq!(tree_cpu_problem(&good, &default), None);
+        assert_eq!(tree_socket_problem(&good, &default), None);
+        assert_eq!(tree_migration_problem(&good, &default), None);
+        let bad = placement(3.5, 1.6, 21);
+        assert!(tree_cpu_problem(&bad, &default).is_some());
+        assert!(tree_socket_problem(&bad, &default).is_some());
+        assert!(tree_migration_problem(&bad, &default).is_some());
         // One socket against one socket cannot be fewer: accepted.
-        assert!(tree_problems(&placement(1.0, 1.0, 2), &placement(1.0, 1.0, 0)).is_empty());
+        let one = placement(1.0, 1.0, 0);
+        assert_eq!(tree_socket_problem(&placement(1.0, 1.0, 2), &one), None);
         // A default without migrations allows two.
-        assert_eq!(
-            tree_problems(&placement(1.0, 1.0, 3), &placement(1.0, 1.0, 0)).len(),
-            1
-        );
+        assert_eq!(tree_migration_problem(&placement(1.0, 1.0, 2), &one), None);
+        let three = placement(1.0, 1.0, 3);
+        assert!(tree_migration_problem(&three, &one).is_some());
+        assert_eq!(tree_cpu_problem(&three, &one), None);
+        assert_eq!(tree_socket_problem(&three, &one), None);
     }
 
     fn steady(migrations: u64, preemptions: u64) -> BatchFigures {
