@@ -431,21 +431,42 @@ pub fn tree_of_comm(trace: &Trace, comm: &str) -> Option<BTreeSet<Pid>> {
     Some(trace.descendants(pid))
 }
 
-/// Everything wrong with Nest's wake-up latency against the default's.
-pub fn latency_problems(nest: &Latency, default: &Latency) -> Vec<String> {
+/// The round with the median p99 of `rounds` (the upper one of an even
+/// number), or `None` if there are none.
+pub fn median_round(rounds: &[Latency]) -> Option<Latency> {
+    let mut sorted = rounds.to_vec();
+    sorted.sort_by_key(|l| l.p99_ns);
+    sorted.get(sorted.len() / 2).copied()
+}
+
+/// Everything wrong with Nest's wake-up latency against the default's,
+/// given the rounds of each (at least [`MIN_WAKEUPS`] wake-ups in every
+/// one). The p99 of the median round is compared: a host that stops the
+/// emulator in one round spoils that round only, while a scheduler's tail
+/// shows in every round (see tests/sched.rs).
+pub fn latency_problems(nest: &[Latency], default: &[Latency]) -> Vec<String> {
     let mut problems = Vec::new();
-    for (name, l) in [("nest", nest), ("default", default)] {
-        if l.wakeups < MIN_WAKEUPS {
-            problems.push(format!(
-                "{name}: only {} wake-ups measured (at least {MIN_WAKEUPS})",
-                l.wakeups
-            ));
+    for (name, rounds) in [("nest", nest), ("default", default)] {
+        if rounds.is_empty() {
+            problems.push(format!("{name}: no cyclictest round measured"));
+        }
+        for (i, l) in rounds.iter().enumerate() {
+            if l.wakeups < MIN_WAKEUPS {
+                problems.push(format!(
+                    "{name}, round {}: only {} wake-ups measured (at least {MIN_WAKEUPS})",
+                    i + 1,
+                    l.wakeups
+                ));
+            }
         }
     }
+    let (Some(nest), Some(default)) = (median_round(nest), median_round(default)) else {
+        return problems;
+    };
     let limit = default.p99_ns as f64 * MAX_WAKEUP_P99_FACTOR;
     if nest.p99_ns as f64 > limit {
         problems.push(format!(
-            "wake-up latency p99 {:.0} us > {MAX_WAKEUP_P99_FACTOR} x the default scheduler's {:.0} us",
+            "wake-up latency p99 of the median round {:.0} us > {MAX_WAKEUP_P99_FACTOR} x the default scheduler's {:.0} us",
             nest.p99_ns as f64 / 1e3,
             default.p99_ns as f64 / 1e3
         ));
@@ -705,20 +726,36 @@ mod tests {
     }
 
     #[test]
-    fn latency_allows_half_again_the_default_p99() {
+    fn latency_allows_half_again_the_default_p99_in_the_median_round() {
         let l = |p99_ns| Latency {
             wakeups: 1000,
             p50_ns: 1,
             p99_ns,
             max_ns: p99_ns,
         };
-        assert!(latency_problems(&l(150), &l(100)).is_empty());
-        assert_eq!(latency_problems(&l(151), &l(100)).len(), 1);
+        let default = [l(100), l(300), l(90)];
+        assert!(latency_problems(&[l(150), l(140), l(20)], &default).is_empty());
+        assert_eq!(
+            latency_problems(&[l(151), l(160), l(20)], &default).len(),
+            1
+        );
+        // One round spoiled by the host does not decide (2026-11-26);
+        // a tail in every round does (2026-11-23, two rounds each: 6196
+        // and 6300 us against 5247 and 603, here with a third of 2000).
+        let busy_default = [l(2302), l(2123), l(1380)];
+        assert!(latency_problems(&[l(6675), l(759), l(364)], &busy_default).is_empty());
+        let tail_default = [l(5247), l(603), l(2000)];
+        assert_eq!(
+            latency_problems(&[l(6196), l(6300), l(3000)], &tail_default).len(),
+            1
+        );
         let few = Latency {
             wakeups: 10,
             ..l(1)
         };
-        assert_eq!(latency_problems(&few, &l(100)).len(), 1);
+        assert_eq!(latency_problems(&[l(1), few, l(1)], &default).len(), 1);
+        assert_eq!(latency_problems(&[], &default).len(), 1);
+        assert_eq!(median_round(&[l(3), l(1), l(2)]), Some(l(2)));
     }
 
     #[test]

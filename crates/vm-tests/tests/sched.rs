@@ -47,16 +47,21 @@
 //!   interval, 1500 loops) pinned beside a CPU hog on CPU 5: p99 of its
 //!   measuring thread's wake-up latency (wakeup to switch-in, from the
 //!   trace) at most 1.5x the default scheduler's, over at least 200
-//!   wake-ups. Three rounds per scheduler, in the order default, nest,
-//!   nest, default, default, nest (scx_nest attached a second time for
-//!   the last), pooled: with the host busy, one round's p99 under
-//!   single-threaded TCG moves a lot (loaded runs, default against Nest:
-//!   2278 / 6460 us, then 7338 / 6687 us; with two rounds each, one Nest
-//!   round of 4587 us made the pooled p99 4461 us against the default's
-//!   2568 us on 2026-11-26), and rounds that bracket each other in time
-//!   see the same host. Pooled, the check caught a real
-//!   tail: with one slice of wake-up credit, a sleeper charged for a host
-//!   stop no longer preempted the hog (docs/testing.md). The main thread
+//!   wake-ups in each round. Three rounds per scheduler, in the order
+//!   default, nest, nest, default, default, nest (scx_nest attached a
+//!   second time for the last); the p99 of each scheduler's median round
+//!   is judged, the pooled figures printed. With the host busy, one
+//!   round's p99 under single-threaded TCG moves a lot: loaded runs,
+//!   default against Nest, 2278 / 6460 us, then 7338 / 6687 us; pooled,
+//!   one Nest round caught by host stops decided the verdict (2026-11-26,
+//!   860b249: Nest rounds 6675, 759 and 364 us, pooled 4730 us, against
+//!   the default's 2302, 2123 and 1380 us, pooled 1840 us). A tail of the
+//!   scheduler's own shows in every round. The one found so far did, on
+//!   a busy host: with one slice of wake-up credit, a sleeper charged for
+//!   a host stop no longer preempted the hog (two rounds each, Nest 6196
+//!   and 6300 us against the default's 5247 and 603 us; docs/testing.md);
+//!   the median round catches that unless the default's third round had
+//!   been spoiled too (above 4130 us). The main thread
 //!   (unpinned, it wakes for other reasons) is left out;
 //! - starvation guard: a SCHED_IDLE hog pinned beside 8 nice -20 hogs
 //!   never goes more than 10 s without running, sampled every 2 s over
@@ -80,8 +85,8 @@ use vm_tests::compare::{Comparison, guest_bin};
 use vm_tests::placement::{BatchFigures, work_conservation_problems};
 use vm_tests::sched::{
     Latency, Weights, busiest_wakeups, hackbench_median, hackbench_problems, latency_problems,
-    no_ejection_problems, overload_migration_problems, overload_migration_regression, tree_of_comm,
-    weight_problems,
+    median_round, no_ejection_problems, overload_migration_problems, overload_migration_regression,
+    tree_of_comm, weight_problems,
 };
 use vm_tests::trace::{Workload, columns};
 use vm_tests::{Report, kernel_problems, repo_root, run_ok};
@@ -114,9 +119,10 @@ fn hogs(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> BatchFigure
     BatchFigures::of(&trace, &tl, &w)
 }
 
-/// The wake-up latencies of cyclictest's measuring thread over the rounds
-/// of scheduler `name` (see the module documentation), pooled.
-fn latency(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> Latency {
+/// The wake-up latencies of cyclictest's measuring thread in each round of
+/// scheduler `name` (see the module documentation), and over all of them.
+fn latency(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> (Vec<Latency>, Latency) {
+    let mut rounds = Vec::new();
     let mut pooled = Vec::new();
     for round in CYCLIC_ROUNDS {
         let trace = cmp.trace(&format!("{name}-{round}"));
@@ -138,9 +144,10 @@ fn latency(cmp: &Comparison, name: &str, problems: &mut Vec<String>) -> Latency 
             round_figures.p50_ns / 1000,
             round_figures.p99_ns / 1000
         );
+        rounds.push(round_figures);
         pooled.extend(lat);
     }
-    Latency::of_samples(pooled)
+    (rounds, Latency::of_samples(pooled))
 }
 
 #[test]
@@ -248,12 +255,15 @@ fn nest_shares_by_weight_conserves_work_and_keeps_throughput_and_latency() {
     }
 
     // Wake-up latency.
-    let lat = ["default", "nest"].map(|n| latency(&cmp, n, &mut problems));
+    let [(default_rounds, default_pooled), (nest_rounds, nest_pooled)] =
+        ["default", "nest"].map(|n| latency(&cmp, n, &mut problems));
+    let median = |rounds: &[Latency]| median_round(rounds).unwrap_or_default().rows();
     eprintln!(
-        "cyclictest beside a hog, wake-up latency from the trace:\n{}",
-        columns(&headers, &lat.map(|l| l.rows()))
+        "cyclictest beside a hog, wake-up latency from the trace, median round (judged):\n{}\nall rounds pooled:\n{}",
+        columns(&headers, &[median(&default_rounds), median(&nest_rounds)]),
+        columns(&headers, &[default_pooled.rows(), nest_pooled.rows()])
     );
-    problems.extend(latency_problems(&lat[1], &lat[0]));
+    problems.extend(latency_problems(&nest_rounds, &default_rounds));
 
     // Starvation guard.
     let waited = report.get("nest_starve_longest_wait_s");
