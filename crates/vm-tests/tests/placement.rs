@@ -33,7 +33,8 @@
 //!   and work conserved (below); the completion time is printed, not
 //!   judged (wall-clock time under emulation; see `batch_problems`);
 //! - an overload (three threads per CPU): no CPU idle for more than two
-//!   ticks while a thread waits, and no ejection (scx_nest stays enabled
+//!   ticks while a thread waits (with the emulator's allowances, see
+//!   `work_conservation_problems`), and no ejection (scx_nest stays enabled
 //!   through the recording and exits cleanly);
 //! - over the whole command: tasks that exited and still sleep in
 //!   `do_exit()` wake where they slept (`exiting_wakeup_problems`): an

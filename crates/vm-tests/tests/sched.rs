@@ -28,7 +28,9 @@
 //!   0-5 per CPU instead of 2 (docs/scheduler.md); and no CPU idle for
 //!   more than 12 ms (two 4 ms ticks and one for the emulated vCPU's wake-up,
 //!   `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`, or 1.5x the default
-//!   scheduler's longest in the same boot) while one of the hogs waited.
+//!   scheduler's longest in the same boot, or twice that if such periods
+//!   add up to no more than the default's: `work_conservation_problems`)
+//!   while one of the hogs waited.
 //!   Migrations over the whole run are printed: most of Nest's come when
 //!   the first hogs exit and the LLC's shared queue reshuffles the rest
 //!   (2026-11-22: 731 in all, 161 of 17142 preemptions in the steady
