@@ -71,6 +71,22 @@
  * parent's) and impatient tasks (which skip the primary nest) are left
  * as published.
  *
+ * Kept CPU (NEST_MECH_KEEP_ATTACHED, an addition to the published design):
+ * while a task attached to a CPU (step 1) sleeps there, for at most
+ * P_remove, the CPU is kept for it: other placements pass over it in
+ * steps 1 to 3 and take it only when the nests have no other idle CPU,
+ * before the fallback (step 4), which ignores keeps: no task waits while
+ * a CPU idles. A shell or make waits for its child on a CPU of the
+ * primary nest, often its only idle one; the published scan hands that
+ * CPU to the next task that wakes nearby (kernel threads, the scheduler's
+ * own thread, a tracer), and when the child exits its parent finds its
+ * CPU taken and moves. In the placement test's fork/wait chain in the
+ * 2x4x2 guest, a stranger had claimed the parent's idle CPU just before
+ * its wake-up in 8 of its 10 moves over two runs (docs/scheduler.md). The
+ * fair scheduler has no such rule, but it spreads such strangers instead
+ * of gathering them in the nest. The first task to keep a CPU keeps it
+ * until it runs again (anywhere) or P_remove passes.
+ *
  * A CPU taken offline (CPU hotplug) leaves both nests and is never claimed
  * nor admitted to a nest until it comes back online; it then has to earn
  * its place again like any other CPU.
@@ -253,6 +269,8 @@ enum nest_search {
 	NEST_SEARCH_FORK_REUSE = 1 << 3,
 	/* A wake-up, with warm previous CPU on: try the previous CPU first. */
 	NEST_SEARCH_WARM_PREV = 1 << 4,
+	/* CPUs kept for sleeping tasks may be taken too (the published scan). */
+	NEST_SEARCH_TAKE_KEPT = 1 << 5,
 };
 
 /*
@@ -286,6 +304,24 @@ static bool try_claim_for(const struct nest_ctx *ctx, s32 cpu, u32 flags)
 	if ((flags & NEST_SEARCH_WHOLE_CORE) && sibling_busy(ctx, cpu))
 		return false;
 	return try_claim(ctx, cpu);
+}
+
+/*
+ * Is @cpu kept for a sleeping task other than @t (NULL: any task)? A keep
+ * lasts P_remove at most: by then the CPU is as cold as the nests allow.
+ */
+static bool kept_for_other(const struct nest_ctx *ctx,
+			   const struct nest_task *t, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+	u64 since;
+
+	if (!c || !mech_on(ctx->cfg, NEST_MECH_KEEP_ATTACHED))
+		return false;
+	since = READ_ONCE(c->kept_since);
+	if (!since || (s64)(ctx->now - since) > (s64)ctx->cfg->p_remove_ns)
+		return false;
+	return !t || t->kept_cpu != cpu || t->kept_at != since;
 }
 
 /*
@@ -377,6 +413,9 @@ static u64 word_cpus(s32 nr_cpus, s32 w)
 	return left >= 64 ? ~0ULL : (1ULL << left) - 1;
 }
 
+/* scan_nest() found no CPU, but passed over a CPU kept for a sleeper. */
+#define NEST_SCAN_PASSED_KEPT (-2)
+
 /* The nests, as scan_nest() names them. */
 enum nest_set {
 	NEST_SET_PRIMARY = 0,
@@ -395,6 +434,12 @@ enum nest_set {
  * per pass: members that join during the scan are not seen, members that
  * leave are still tried (and the claim fails or takes an idle CPU as a
  * racing placement could).
+ *
+ * Unless NEST_SEARCH_TAKE_KEPT, CPUs kept for a sleeping task are passed
+ * over (their owners find them in step 1); NEST_SCAN_PASSED_KEPT instead
+ * of -1 says that one was. (Checked here, not in scan_visit(): the
+ * visit's stack adds to every frame of the chain, and BPF allows 512
+ * bytes.)
  */
 static s32 scan_nest(const struct nest_ctx *ctx, enum nest_set set, s32 start,
 		     u32 llc, u32 flags)
@@ -403,7 +448,7 @@ static s32 scan_nest(const struct nest_ctx *ctx, enum nest_set set, s32 start,
 	u64 *mask = set == NEST_SET_RESERVE ? ctx->st->reserve : ctx->st->primary;
 	s32 nr_cpus = cfg->nr_cpus < NEST_MAX_CPUS ? cfg->nr_cpus : NEST_MAX_CPUS;
 	s32 nr_words = (nr_cpus + 63) / 64, first;
-	bool compact = true;
+	bool compact = true, passed_kept = false;
 	u64 from_start;
 	s32 pass, i, b;
 
@@ -431,12 +476,20 @@ static s32 scan_nest(const struct nest_ctx *ctx, enum nest_set set, s32 start,
 				bits &= bits - 1;
 				if ((cpu_llc(cfg, cpu) == llc) != (pass == 0))
 					continue;
-				if (NEST_SCAN_VISIT(ctx, cpu, flags, &compact) >= 0)
-					return cpu;
+				if (!(flags & NEST_SEARCH_TAKE_KEPT) &&
+				    kept_for_other(ctx, NULL, cpu)) {
+					passed_kept = true;
+					continue;
+				}
+				if (NEST_SCAN_VISIT(ctx, cpu, flags, &compact) < 0)
+					continue;
+				if (passed_kept)
+					count(ctx, NEST_STAT_KEPT_SPARED);
+				return cpu;
 			}
 		}
 	}
-	return -1;
+	return passed_kept ? NEST_SCAN_PASSED_KEPT : -1;
 }
 
 /*
@@ -544,8 +597,24 @@ static s32 claim_warm_prev(const struct nest_ctx *ctx, s32 prev_cpu, u32 flags)
 }
 
 /*
+ * Step 2, the primary nest's scan from @prev_cpu, with enum nest_search
+ * options @flags. Returns scan_nest()'s answer; *how says which step
+ * found the CPU.
+ */
+static s32 scan_primary(const struct nest_ctx *ctx, s32 prev_cpu, u32 llc,
+			u32 flags, u32 *how)
+{
+	s32 cpu = NEST_SCAN(ctx, NEST_SET_PRIMARY, prev_cpu, llc, flags);
+
+	if (cpu >= 0)
+		*how = cpu == prev_cpu ? NEST_STAT_PREV : NEST_STAT_PRIMARY;
+	return cpu;
+}
+
+/*
  * Steps 1 to 3: the nests, with enum nest_search options @flags. Returns the
- * claimed CPU or -1.
+ * claimed CPU or -1. A CPU kept for another, sleeping task (see "Kept CPU"
+ * at the top of this file) is taken only when the nests have no other.
  */
 static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 			s32 prev_cpu, u32 flags, u32 *how)
@@ -554,9 +623,11 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	struct nest_state *st = ctx->st;
 	u32 llc = cpu_llc(cfg, prev_cpu);
 	s32 cpu = attached_cpu(t);
+	bool passed_kept = false;
 
 	if (mech_on(cfg, NEST_MECH_ATTACH) && cpu_valid(cfg, cpu) &&
-	    mask_test(st->primary, cpu) && try_claim_for(ctx, cpu, flags)) {
+	    mask_test(st->primary, cpu) && !kept_for_other(ctx, t, cpu) &&
+	    try_claim_for(ctx, cpu, flags)) {
 		*how = NEST_STAT_ATTACHED;
 		return cpu;
 	}
@@ -578,13 +649,11 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	}
 
 	if (!(flags & NEST_SEARCH_IMPATIENT)) {
-		cpu = NEST_SCAN(ctx, NEST_SET_PRIMARY, prev_cpu, llc,
-				flags | NEST_SEARCH_COMPACT);
-		if (cpu >= 0) {
-			*how = cpu == prev_cpu ? NEST_STAT_PREV :
-						 NEST_STAT_PRIMARY;
+		cpu = scan_primary(ctx, prev_cpu, llc, flags | NEST_SEARCH_COMPACT,
+				   how);
+		if (cpu >= 0)
 			return cpu;
-		}
+		passed_kept = cpu == NEST_SCAN_PASSED_KEPT;
 	}
 
 	if (mech_on(cfg, NEST_MECH_RESERVE)) {
@@ -592,11 +661,24 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 				flags & ~NEST_SEARCH_COMPACT);
 		if (cpu >= 0) {
 			promote(ctx, cpu);
+			if (passed_kept)
+				count(ctx, NEST_STAT_KEPT_SPARED);
 			*how = NEST_STAT_RESERVE;
 			return cpu;
 		}
 	}
-	return -1;
+
+	/*
+	 * Nothing else idle in the nests: the kept primary CPU after all. (A
+	 * kept reserve CPU, rare, is left to the fallback.)
+	 */
+	if (!passed_kept)
+		return -1;
+	cpu = scan_primary(ctx, prev_cpu, llc, flags | NEST_SEARCH_TAKE_KEPT,
+			   how);
+	if (cpu >= 0)
+		count(ctx, NEST_STAT_KEPT_TAKEN);
+	return cpu;
 }
 
 /* Step 4, first part: the host's default placement. */
@@ -748,12 +830,49 @@ static void end_spin(const struct nest_ctx *ctx, struct nest_cpu *c,
 		plat_count(ctx->env, NEST_STAT_SPIN_NS, end - start);
 }
 
+/*
+ * The task described by @t went to sleep on @cpu (it blocked: not
+ * preempted, not exiting). If it is attached to @cpu, the CPU is kept for
+ * it (see "Kept CPU" at the top of this file), unless another sleeping
+ * task keeps it already.
+ */
+static void nest_task_sleeping(const struct nest_ctx *ctx, struct nest_task *t,
+			       s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+	u64 now = ctx->now ? ctx->now : 1;
+
+	if (!c || !mech_on(ctx->cfg, NEST_MECH_KEEP_ATTACHED) ||
+	    !mech_on(ctx->cfg, NEST_MECH_ATTACH) || attached_cpu(t) != cpu ||
+	    kept_for_other(ctx, t, cpu))
+		return;
+	t->kept_cpu = cpu;
+	t->kept_at = now;
+	WRITE_ONCE(c->kept_since, now);
+}
+
+/*
+ * The task described by @t runs again: the CPU it kept, if it still keeps
+ * it, is free for others. Only the CPU's own stopping task sets a keep,
+ * so the compare-and-swap only loses to a newer keep, which stays.
+ */
+static void release_kept_cpu(struct nest_state *st, struct nest_task *t)
+{
+	struct nest_cpu *c = nest_cpu(st, t->kept_cpu);
+
+	if (c && t->kept_at)
+		__sync_val_compare_and_swap(&c->kept_since, t->kept_at, 0);
+	t->kept_cpu = -1;
+	t->kept_at = 0;
+}
+
 /* The task described by @t started running on @cpu. */
 static void nest_task_running(const struct nest_ctx *ctx, struct nest_task *t,
 			      s32 cpu)
 {
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 
+	release_kept_cpu(ctx->st, t);
 	t->recent_cpu[1] = t->recent_cpu[0];
 	t->recent_cpu[0] = cpu;
 	t->move_to = -1;
@@ -901,6 +1020,8 @@ static void nest_task_init(struct nest_task *t)
 	t->vtime = 0;
 	t->run_start = 0;
 	t->vtime_llc = NEST_LLC_NONE;
+	t->kept_cpu = -1;
+	t->kept_at = 0;
 }
 
 /*

@@ -97,6 +97,12 @@ enum nest_mechanism {
 	 * the primary nest (see nest_policy.c, "Warm previous CPU").
 	 */
 	NEST_MECH_WARM_PREV = 1 << 9,
+	/*
+	 * Not in the published design: while an attached task sleeps, other
+	 * placements take its CPU only when the nests have no other idle CPU
+	 * (see nest_policy.c, "Kept CPU").
+	 */
+	NEST_MECH_KEEP_ATTACHED = 1 << 10,
 };
 
 /*
@@ -128,6 +134,8 @@ enum nest_mechanism {
 	X(RESERVE_FULL, nest, "CPUs that could not join the full reserve") \
 	/* Also counted as one of the outcomes above. */		\
 	X(IMPATIENT, place, "Placements of impatient tasks")		\
+	X(KEPT_SPARED, place, "Placements that passed over a CPU kept for its sleeping task and found another") \
+	X(KEPT_TAKEN, place, "Placements that took a CPU kept for its sleeping task, for lack of another") \
 	/* Warm spinning. */						\
 	X(SPIN_STARTED, spin, "Idle primary CPUs that started warm spinning") \
 	X(SPIN_WORK, spin, "Warm spins ended by a task arriving")	\
@@ -287,6 +295,11 @@ struct nest_cpu {
 	u32 __pad;
 	/* When the CPU's pinned queue is next swept for starving tasks. */
 	u64 starve_sweep_at;
+	/*
+	 * Kept CPU: when the attached task that keeps this CPU went to sleep
+	 * here (0: kept for no task).
+	 */
+	u64 kept_since;
 };
 
 /* The last CPU of an LLC that went idle after its task exited. */
@@ -338,7 +351,10 @@ struct nest_task {
 	/* When the task last started running. */
 	u64 run_start;
 	u32 vtime_llc;
-	u32 __pad;
+	/* Kept CPU: the CPU kept for this task while it sleeps (-1: none)... */
+	s32 kept_cpu;
+	/* ...and its nest_cpu.kept_since when this task set it. */
+	u64 kept_at;
 	/* Frequency requests (nest_perf.c); all zero for a new task. */
 	struct nest_perf_task perf;
 };

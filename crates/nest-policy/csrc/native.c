@@ -77,6 +77,15 @@ void nest_native_task_exiting(struct nest_state *st, s32 cpu)
 	nest_task_exiting(st, cpu);
 }
 
+void nest_native_task_sleeping(struct nest_state *st,
+			       const struct nest_config *cfg, nest_env_t env,
+			       u64 now, struct nest_task *t, s32 cpu)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
+
+	nest_task_sleeping(&ctx, t, cpu);
+}
+
 bool nest_native_cpu_idle(struct nest_state *st, const struct nest_config *cfg,
 			  nest_env_t env, s32 cpu, u64 now)
 {

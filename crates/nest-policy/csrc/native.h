@@ -33,6 +33,9 @@ void nest_native_task_running(struct nest_state *st,
 			      const struct nest_config *cfg, nest_env_t env,
 			      u64 now, struct nest_task *t, s32 cpu);
 void nest_native_task_exiting(struct nest_state *st, s32 cpu);
+void nest_native_task_sleeping(struct nest_state *st,
+			       const struct nest_config *cfg, nest_env_t env,
+			       u64 now, struct nest_task *t, s32 cpu);
 bool nest_native_cpu_idle(struct nest_state *st, const struct nest_config *cfg,
 			  nest_env_t env, s32 cpu, u64 now);
 bool nest_native_spin_continue(struct nest_state *st,

@@ -158,10 +158,13 @@ pub enum Mechanism {
     /// previous CPU, used within P_remove, even from outside the primary
     /// nest.
     WarmPrev = ffi::NEST_MECH_WARM_PREV,
+    /// Not in the published design: while an attached task sleeps, other
+    /// placements take its CPU only when the nests have no other idle CPU.
+    KeepAttached = ffi::NEST_MECH_KEEP_ATTACHED,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 10] = [
+    pub const ALL: [Mechanism; 11] = [
         Mechanism::Attach,
         Mechanism::Reserve,
         Mechanism::Impatience,
@@ -172,6 +175,7 @@ impl Mechanism {
         Mechanism::WholeCores,
         Mechanism::ForkReuse,
         Mechanism::WarmPrev,
+        Mechanism::KeepAttached,
     ];
 
     /// The bit of `enum nest_mechanism`.
@@ -192,6 +196,7 @@ impl Mechanism {
             Mechanism::WholeCores => "whole-cores",
             Mechanism::ForkReuse => "fork-reuse",
             Mechanism::WarmPrev => "warm-prev",
+            Mechanism::KeepAttached => "keep-attached",
         }
     }
 
@@ -598,10 +603,35 @@ impl NestPolicy {
     /// The task started running on `cpu` at `now_ns` (this ends a warm
     /// spin there).
     pub fn task_running(&self, task: &mut TaskState, cpu: u32, now_ns: u64) {
+        self.task_event(ffi::nest_native_task_running, task, cpu, now_ns);
+    }
+
+    /// The task went to sleep on `cpu` at `now_ns` (it blocked: not
+    /// preempted, not exiting).
+    pub fn task_sleeping(&self, task: &mut TaskState, cpu: u32, now_ns: u64) {
+        self.task_event(ffi::nest_native_task_sleeping, task, cpu, now_ns);
+    }
+
+    /// Call `entry`, a native entry point for something `task` did on
+    /// `cpu` at `now_ns`.
+    fn task_event(
+        &self,
+        entry: unsafe extern "C" fn(
+            *mut ffi::nest_state,
+            *const ffi::nest_config,
+            ffi::nest_env_t,
+            u64,
+            *mut ffi::nest_task,
+            i32,
+        ),
+        task: &mut TaskState,
+        cpu: u32,
+        now_ns: u64,
+    ) {
         let mut env = self.env(None);
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
-            ffi::nest_native_task_running(
+            entry(
                 self.state_ptr(),
                 &*self.cfg,
                 &mut env as *mut Env as *mut c_void,

@@ -33,7 +33,9 @@ pub struct ParamsArgs {
     /// warm-spin, whole-cores (off: the published, SMT-blind placement),
     /// fork-reuse (off: forks ignore the CPU the last exiting task left),
     /// warm-prev (off: a woken task whose idle previous CPU left the
-    /// primary nest looks for another, as published).
+    /// primary nest looks for another, as published), keep-attached (off:
+    /// the CPU of a sleeping attached task goes to the next task that
+    /// finds it, as published).
     #[arg(long, value_delimiter = ',', value_name = "MECHANISMS", value_parser = Mechanism::parse)]
     pub disable: Vec<Mechanism>,
 

@@ -372,6 +372,122 @@ fn an_attached_task_reclaims_its_compaction_eligible_core() {
     assert_eq!(p.stat(Stat::Compacted), 0);
 }
 
+/// `task` runs twice on `cpu` (so it is attached there), then sleeps there
+/// at `now`: the CPU goes idle, kept for it.
+fn sleep_attached(p: &NestPolicy, m: &Machine, task: &mut TaskState, cpu: u32, now: u64) {
+    p.task_running(task, cpu, now);
+    p.task_running(task, cpu, now);
+    p.task_sleeping(task, cpu, now);
+    block(p, m, cpu, now);
+}
+
+#[test]
+fn another_task_passes_over_the_cpu_a_sleeping_attached_task_keeps() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 2], 0);
+    let mut shell = TaskState::new();
+    sleep_attached(&p, &m, &mut shell, 1, MS);
+    // A stranger whose previous CPU is 1: the published scan starts there.
+    let mut stranger = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut stranger, 1, 2 * MS), 2);
+    assert_eq!(p.stat(Stat::KeptSpared), 1);
+    // The shell wakes and finds its CPU.
+    assert_eq!(place_and_run(&p, &m, &mut shell, 1, 3 * MS), 1);
+    assert_eq!(p.stat(Stat::Attached), 1);
+}
+
+#[test]
+fn without_keep_attached_the_scan_takes_a_sleeping_tasks_cpu() {
+    let m = Machine::new();
+    let params = Params {
+        disabled: vec![Mechanism::KeepAttached],
+        ..Params::default()
+    };
+    let p = policy(&m, params);
+    grow_primary(&p, &m, &[1, 2], 0);
+    let mut shell = TaskState::new();
+    sleep_attached(&p, &m, &mut shell, 1, MS);
+    let mut stranger = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut stranger, 1, 2 * MS), 1);
+    assert_eq!(p.stat(Stat::KeptSpared), 0);
+}
+
+#[test]
+fn a_kept_cpu_is_taken_only_when_the_nests_have_no_other_idle_cpu() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 6], 0);
+    let mut shell = TaskState::new();
+    sleep_attached(&p, &m, &mut shell, 1, MS);
+    // A primary CPU of the other socket comes before the kept one...
+    assert_eq!(place_and_run(&p, &m, &mut TaskState::new(), 1, 2 * MS), 6);
+    // ...and so does a reserve CPU: CPU 0 joins the reserve through the
+    // fallback (CPU 1 busy for a moment), and its task sleeps.
+    m.set_busy(&[1]);
+    let mut worker = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut worker, 2, 3 * MS), 0);
+    assert_eq!(p.reserve(), vec![0]);
+    m.set_idle(&[1]);
+    block(&p, &m, 0, 4 * MS);
+    assert_eq!(place_and_run(&p, &m, &mut TaskState::new(), 2, 5 * MS), 0);
+    assert_eq!(p.stat(Stat::KeptSpared), 2);
+    // Nothing else idle in the nests: the kept CPU, rather than a CPU
+    // outside them.
+    assert_eq!(place_and_run(&p, &m, &mut TaskState::new(), 2, 6 * MS), 1);
+    assert_eq!(p.stat(Stat::KeptTaken), 1);
+}
+
+#[test]
+fn a_keep_ends_after_p_remove_or_when_its_task_runs_elsewhere() {
+    let m = Machine::new();
+    let params = Params::default();
+    let p_remove = params.p_remove_ns;
+    let p = policy(&m, params);
+    grow_primary(&p, &m, &[1, 2], 0);
+    let mut shell = TaskState::new();
+    sleep_attached(&p, &m, &mut shell, 1, MS);
+    // A worker runs on CPU 1 and sleeps there (not attached): CPU 1 is idle
+    // only briefly, but the keep is older than P_remove.
+    m.set_busy(&[1]);
+    p.task_running(&mut TaskState::new(), 1, p_remove);
+    block(&p, &m, 1, p_remove + MS);
+    let mut stranger = TaskState::new();
+    assert_eq!(
+        place_and_run(&p, &m, &mut stranger, 1, p_remove + 2 * MS),
+        1
+    );
+    assert_eq!(p.stat(Stat::KeptSpared), 0);
+
+    // A fresh keep, ended by its task running on CPU 2.
+    block(&p, &m, 1, p_remove + 3 * MS);
+    let now = p_remove + 4 * MS;
+    sleep_attached(&p, &m, &mut shell, 1, now);
+    m.set_busy(&[2]);
+    p.task_running(&mut shell, 2, now + MS);
+    let mut stranger = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut stranger, 1, now + 2 * MS), 1);
+    assert_eq!(p.stat(Stat::KeptSpared), 0);
+    assert_eq!(p.stat(Stat::KeptTaken), 0);
+}
+
+#[test]
+fn the_first_sleeper_keeps_its_cpu_against_a_later_one() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 2], 0);
+    let mut shell = TaskState::new();
+    sleep_attached(&p, &m, &mut shell, 1, MS);
+    // Another task attached to CPU 1 (it ran there twice) sleeps there too.
+    let mut worker = TaskState::new();
+    m.set_busy(&[1]);
+    sleep_attached(&p, &m, &mut worker, 1, 2 * MS);
+    // It wakes first: CPU 1 is still the shell's, so it takes CPU 2.
+    assert_eq!(place_and_run(&p, &m, &mut worker, 1, 3 * MS), 2);
+    assert_eq!(place_and_run(&p, &m, &mut shell, 1, 4 * MS), 1);
+    assert_eq!(p.stat(Stat::Attached), 1);
+}
+
 #[test]
 fn a_task_that_keeps_missing_its_cpu_becomes_impatient_and_grows_the_primary() {
     let m = Machine::new();
@@ -1123,6 +1239,7 @@ fn mechanism_names_parse_and_unknown_ones_list_the_valid_ones() {
     assert_eq!(
         err,
         "unknown mechanism 'spinning'; valid: attach, reserve, impatience, compaction, \
-         exit-demotion, wide-fallback, warm-spin, whole-cores, fork-reuse, warm-prev"
+         exit-demotion, wide-fallback, warm-spin, whole-cores, fork-reuse, warm-prev, \
+         keep-attached"
     );
 }

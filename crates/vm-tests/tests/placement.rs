@@ -13,22 +13,19 @@
 //!   lifetime, `vm_tests::sched`): fewer sockets per 100 ms than under the
 //!   default scheduler is asserted; no more distinct CPUs per 100 ms and
 //!   at most 2x the default's migrations are printed with their verdict.
-//!   Sockets: fewer in every run measured since fork reuse and warm
-//!   previous CPU (2026-11-26: five runs, two with host hogs; both
-//!   clean-clone runs of 08ef916, 1.17 against 1.71 idle and 1.28 against
-//!   1.76 busy; and the seven runs of the kept-CPU experiment below,
-//!   1.00-1.33 against 1.64-1.88). CPUs and migrations:
-//!   met in 3 of those 5 runs (2.00-2.88 CPUs against 2.19-3.75; 0-6
-//!   migrations against 0-2) and not in the busy clean-clone run (2.89
-//!   against 2.10, 14 against 2). A serial chain runs on two CPUs under
-//!   both schedulers, so one move of the parent decides the CPU check over
-//!   its 5-8 intervals; most moves follow a kernel thread, the tracer or
-//!   scx_nest's own thread claiming the waiting parent's idle CPU, and on
-//!   a busy host the emulator stretches a child's 300 us past P_remove (a
-//!   wall-clock rule) and the parent's CPU is compacted. Keeping that CPU
-//!   for its sleeping parent met all three in 4 of 4 idle runs but cost a
-//!   real configure script 5x the default's migrations, and was reverted
-//!   (docs/scheduler.md, "Kept CPU (tried, reverted)"). Issue 10 stays open;
+//!   With the kept CPU (2026-11-26), four runs on an idle host met all
+//!   three (CPUs 2.17, 2.00, 1.83, 2.00 against 3.00, 3.33, 2.00, 3.29;
+//!   sockets 1.33, 1.14, 1.00, 1.00 against 1.88, 1.83, 1.71, 1.71;
+//!   migrations 1, 2, 0, 2 against 0, 0, 0, 1). With two host hogs the
+//!   sockets held in three runs (1.08, 1.23, 1.33 against 1.69, 1.64,
+//!   1.71), the CPUs failed once (2.56 against 1.82) and the migrations
+//!   every time (3, 8, 8 against 0): on a busy host a child's 300 us take
+//!   up to 30 ms of wall time, the waiting parent's CPU passes P_remove (a
+//!   wall-clock rule the default scheduler does not have) and is
+//!   compacted. A serial chain runs on two CPUs under both schedulers, so
+//!   one move of the parent decides the CPU check over its 5-8 intervals,
+//!   and the default's own figure ranged from 1.67 to 3.33 over those
+//!   seven runs. Earlier figures: docs/scheduler.md. Issue 10 stays open;
 //! - as many CPU-bound threads as CPUs: every CPU used within a second,
 //!   and work conserved (below); the completion time is printed, not
 //!   judged (wall-clock time under emulation; see `batch_problems`);

@@ -157,12 +157,8 @@ impl Sim<'_> {
         // Tasks woken meanwhile (e.g. the parent of an exiting task) queue up.
         c.switching = true;
         self.set_running(cpu, false);
-        self.policy.task_stopping(
-            &mut Ctx { k: &mut self.k },
-            task,
-            cpu,
-            matches!(state, PrevState::Dead),
-        );
+        self.policy
+            .task_stopping(&mut Ctx { k: &mut self.k }, task, cpu, state);
         self.apply_actions();
         self.k.cpus[cpu as usize].curr = None;
         match state {

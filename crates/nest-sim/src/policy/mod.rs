@@ -12,7 +12,7 @@ pub mod fork_balance;
 pub mod nest;
 pub mod smove;
 
-use nest_trace::{Cpu, Nest, Topology};
+use nest_trace::{Cpu, Nest, PrevState, Topology};
 
 use crate::engine::{Action, Kernel, TaskPhase};
 use crate::machine::Machine;
@@ -65,9 +65,9 @@ pub trait Policy {
     /// `task` started (or resumed) running on `cpu`.
     fn task_running(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
 
-    /// `task` stops running on `cpu` (it blocks, is preempted, or exits:
-    /// `exiting`; then [`Policy::task_exit`] follows).
-    fn task_stopping(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu, _exiting: bool) {}
+    /// `task` stops running on `cpu`: `why` says whether it was preempted,
+    /// blocks, or exits (then [`Policy::task_exit`] follows).
+    fn task_stopping(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu, _why: PrevState) {}
 
     /// `task` exited on `cpu`.
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}

@@ -18,7 +18,7 @@
 //! uses instead of the engine's PELT-like utilisation.
 
 use nest_policy::{Mechanism, NestPolicy, PERF_ONE, Params, Platform, Stat, TaskState};
-use nest_trace::{Cpu, Nest as NestKind};
+use nest_trace::{Cpu, Nest as NestKind, PrevState};
 
 use super::baseline;
 use super::ext_idle::{ExtIdle, core_free};
@@ -299,10 +299,14 @@ impl Policy for Nest {
         self.curr[cpu as usize] = Some(task);
     }
 
-    fn task_stopping(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, exiting: bool) {
+    fn task_stopping(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, why: PrevState) {
         let state = task_state(&mut self.tasks, task);
+        let exiting = why == PrevState::Dead;
         self.policy
             .perf_stopping(state, cpu, cx.now(), perf_level(cx, cpu), exiting);
+        if why == PrevState::Blocked {
+            self.policy.task_sleeping(state, cpu, cx.now());
+        }
         self.curr[cpu as usize] = None;
     }
 

@@ -1013,8 +1013,12 @@ void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 	if (t)
 		nest_sched_stopping(&pctx, &t->nest, cpu, t->weight);
 	perf_stopping(p);
-	if (policy_kind == POLICY_NEST && task_dead(p))
+	if (policy_kind != POLICY_NEST)
+		return;
+	if (task_dead(p))
 		nest_task_exiting(&nest_state, cpu);
+	else if (!runnable && t)
+		nest_task_sleeping(&pctx, &t->nest, cpu);
 }
 
 /*
