@@ -472,20 +472,25 @@ fn a_keep_ends_after_p_remove_or_when_its_task_runs_elsewhere() {
 }
 
 #[test]
-fn the_first_sleeper_keeps_its_cpu_against_a_later_one() {
+fn a_task_running_on_a_kept_cpu_ends_the_keep() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
     grow_primary(&p, &m, &[1, 2], 0);
     let mut shell = TaskState::new();
     sleep_attached(&p, &m, &mut shell, 1, MS);
-    // Another task attached to CPU 1 (it ran there twice) sleeps there too.
+    // Another task runs on CPU 1 (placed there for lack of another, say)
+    // and sleeps there: the CPU is now its own, and it gets it back
+    // (before, the shell's keep sent it away from its own idle CPU).
     let mut worker = TaskState::new();
     m.set_busy(&[1]);
     sleep_attached(&p, &m, &mut worker, 1, 2 * MS);
-    // It wakes first: CPU 1 is still the shell's, so it takes CPU 2.
-    assert_eq!(place_and_run(&p, &m, &mut worker, 1, 3 * MS), 2);
-    assert_eq!(place_and_run(&p, &m, &mut shell, 1, 4 * MS), 1);
-    assert_eq!(p.stat(Stat::Attached), 1);
+    assert_eq!(place_and_run(&p, &m, &mut worker, 1, 3 * MS), 1);
+    assert_eq!(p.stat(Stat::KeptSpared), 0);
+    // A task that only ran there, and sleeps unattached, keeps nothing.
+    block(&p, &m, 1, 4 * MS);
+    let mut stranger = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut stranger, 1, 5 * MS), 1);
+    assert_eq!(p.stat(Stat::KeptSpared), 0);
 }
 
 #[test]
