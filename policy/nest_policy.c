@@ -838,7 +838,11 @@ static void end_spin(const struct nest_ctx *ctx, struct nest_cpu *c,
  * The task described by @t went to sleep on @cpu (it blocked: not
  * preempted, not exiting). If it is attached to @cpu, the CPU is kept for
  * it (see "Kept CPU" at the top of this file), unless another sleeping
- * task keeps it already.
+ * task keeps it already. Kernel threads and pinned tasks keep nothing: a
+ * pinned task goes to its CPU anyway, and per-CPU kworkers, ksoftirqd and
+ * rcu_preempt, which sleep between short bursts, kept the CPUs of GNU
+ * hello's configure from its own tasks (in 947 of its wake-ups that left
+ * an idle previous CPU, against 85 without the rule).
  */
 static void nest_task_sleeping(const struct nest_ctx *ctx, struct nest_task *t,
 			       s32 cpu)
@@ -848,6 +852,7 @@ static void nest_task_sleeping(const struct nest_ctx *ctx, struct nest_task *t,
 
 	if (!c || !mech_on(ctx->cfg, NEST_MECH_KEEP_ATTACHED) ||
 	    !mech_on(ctx->cfg, NEST_MECH_ATTACH) || attached_cpu(t) != cpu ||
+	    (t->traits & (NEST_TASK_KTHREAD | NEST_TASK_PINNED)) ||
 	    kept_for_other(ctx, t, cpu))
 		return;
 	t->kept_cpu = cpu;
@@ -1027,6 +1032,7 @@ static void nest_task_init(struct nest_task *t)
 	t->run_start = 0;
 	t->vtime_llc = NEST_LLC_NONE;
 	t->kept_cpu = -1;
+	t->traits = 0;
 	t->kept_at = 0;
 }
 

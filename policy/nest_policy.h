@@ -105,6 +105,14 @@ enum nest_mechanism {
 	NEST_MECH_KEEP_ATTACHED = 1 << 10,
 };
 
+/* What only the host knows about a task (struct nest_task's traits). */
+enum nest_task_trait {
+	/* A kernel thread. */
+	NEST_TASK_KTHREAD = 1 << 0,
+	/* Allowed on one CPU only, for now. */
+	NEST_TASK_PINNED = 1 << 1,
+};
+
 /*
  * How a placement was decided, and other countable policy events: the one
  * definition of the policy's statistics. Each entry is
@@ -353,6 +361,9 @@ struct nest_task {
 	u32 vtime_llc;
 	/* Kept CPU: the CPU kept for this task while it sleeps (-1: none)... */
 	s32 kept_cpu;
+	/* enum nest_task_trait bits, refreshed by the host before it reports
+	 * the task's sleep. */
+	u32 traits;
 	/* ...and its nest_cpu.kept_since when this task set it. */
 	u64 kept_at;
 	/* Frequency requests (nest_perf.c); all zero for a new task. */

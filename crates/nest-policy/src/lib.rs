@@ -328,6 +328,16 @@ impl Stat {
 pub struct TaskState(ffi::nest_task);
 
 impl TaskState {
+    /// Tell the policy what only the host knows: whether the task is a
+    /// kernel thread, and whether it may run on one CPU only.
+    pub fn set_traits(&mut self, kernel_thread: bool, pinned: bool) {
+        self.0.traits = if kernel_thread {
+            ffi::NEST_TASK_KTHREAD
+        } else {
+            0
+        } | if pinned { ffi::NEST_TASK_PINNED } else { 0 };
+    }
+
     pub fn new() -> Self {
         let mut t = ffi::nest_task::default();
         // SAFETY: `t` is a valid, exclusively borrowed nest_task.

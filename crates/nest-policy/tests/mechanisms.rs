@@ -472,6 +472,21 @@ fn a_keep_ends_after_p_remove_or_when_its_task_runs_elsewhere() {
 }
 
 #[test]
+fn kernel_threads_and_pinned_tasks_keep_no_cpu() {
+    for (kernel_thread, pinned) in [(true, false), (false, true)] {
+        let m = Machine::new();
+        let p = policy(&m, Params::default());
+        grow_primary(&p, &m, &[1, 2], 0);
+        let mut kworker = TaskState::new();
+        kworker.set_traits(kernel_thread, pinned);
+        sleep_attached(&p, &m, &mut kworker, 1, MS);
+        let mut task = TaskState::new();
+        assert_eq!(place_and_run(&p, &m, &mut task, 1, 2 * MS), 1);
+        assert_eq!(p.stat(Stat::KeptSpared), 0);
+    }
+}
+
+#[test]
 fn a_task_running_on_a_kept_cpu_ends_the_keep() {
     let m = Machine::new();
     let p = policy(&m, Params::default());

@@ -1017,8 +1017,11 @@ void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 		return;
 	if (task_dead(p))
 		nest_task_exiting(&nest_state, cpu);
-	else if (!runnable && t)
+	else if (!runnable && t) {
+		t->nest.traits = (p->flags & PF_KTHREAD ? NEST_TASK_KTHREAD : 0) |
+				 (task_pinned(p) ? NEST_TASK_PINNED : 0);
 		nest_task_sleeping(&pctx, &t->nest, cpu);
+	}
 }
 
 /*
