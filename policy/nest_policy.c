@@ -801,6 +801,14 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 	}
 	if (fork && mech_on(ctx->cfg, NEST_MECH_FORK_REUSE))
 		flags |= NEST_SEARCH_FORK_REUSE;
+	/*
+	 * A fork may take a kept CPU like any idle one (see "Kept CPU"): in
+	 * GNU hello's configure the waiting ancestors (configure, its
+	 * subshell, gcc) each kept a CPU, and their descendants' forks,
+	 * passed over them, spread beyond the nests.
+	 */
+	if (fork)
+		flags |= NEST_SEARCH_TAKE_KEPT;
 	if (!fork && !impatient && mech_on(ctx->cfg, NEST_MECH_WARM_PREV))
 		flags |= NEST_SEARCH_WARM_PREV;
 

@@ -472,6 +472,18 @@ fn a_keep_ends_after_p_remove_or_when_its_task_runs_elsewhere() {
 }
 
 #[test]
+fn a_fork_takes_a_kept_cpu_like_any_idle_one() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[1, 2], 0);
+    let mut shell = TaskState::new();
+    sleep_attached(&p, &m, &mut shell, 1, MS);
+    let choice = p.select_cpu(&mut Plat::fork(&m, 2 * MS), &mut TaskState::new(), 1);
+    assert_eq!((choice.cpu, choice.idle), (1, true));
+    assert_eq!(p.stat(Stat::KeptSpared), 0);
+}
+
+#[test]
 fn kernel_threads_and_pinned_tasks_keep_no_cpu() {
     for (kernel_thread, pinned) in [(true, false), (false, true)] {
         let m = Machine::new();
