@@ -90,6 +90,8 @@
  * Without the second end, a keep outlived the CPU's next tenants, which
  * were then sent away from their own idle previous CPU: GNU hello's
  * configure migrated 5.2x as often as under the default scheduler.
+ * Kernel threads and pinned tasks keep no CPU (nest_task_sleeping()),
+ * and forks take kept CPUs like any idle one (nest_select_cpu()).
  *
  * A CPU taken offline (CPU hotplug) leaves both nests and is never claimed
  * nor admitted to a nest until it comes back online; it then has to earn
