@@ -13,19 +13,15 @@
 //!   lifetime, `vm_tests::sched`): fewer sockets per 100 ms than under the
 //!   default scheduler is asserted; no more distinct CPUs per 100 ms and
 //!   at most 2x the default's migrations are printed with their verdict.
-//!   With the kept CPU (2026-11-26), four runs on an idle host met all
-//!   three (CPUs 2.17, 2.00, 1.83, 2.00 against 3.00, 3.33, 2.00, 3.29;
-//!   sockets 1.33, 1.14, 1.00, 1.00 against 1.88, 1.83, 1.71, 1.71;
-//!   migrations 1, 2, 0, 2 against 0, 0, 0, 1). With two host hogs the
-//!   sockets held in three runs (1.08, 1.23, 1.33 against 1.69, 1.64,
-//!   1.71), the CPUs failed once (2.56 against 1.82) and the migrations
-//!   every time (3, 8, 8 against 0): on a busy host a child's 300 us take
-//!   up to 30 ms of wall time, the waiting parent's CPU passes P_remove (a
-//!   wall-clock rule the default scheduler does not have) and is
-//!   compacted. A serial chain runs on two CPUs under both schedulers, so
-//!   one move of the parent decides the CPU check over its 5-8 intervals,
-//!   and the default's own figure ranged from 1.67 to 3.33 over those
-//!   seven runs. Earlier figures: docs/scheduler.md. Issue 10 stays open;
+//!   With the kept CPU as shipped (2026-11-26), sockets were fewer in
+//!   five of five runs (1.00-1.17 against 1.62-1.83), migrations within
+//!   the limit in five (0-2 against 0), CPUs no more than the default's
+//!   in two (1.80-2.38 against 1.83-2.50; 1.89 against 1.88 once); all
+//!   three in one of two idle runs and one of three with two host hogs.
+//!   A serial chain runs on about two CPUs under both schedulers, so one
+//!   move or one child forked to a third CPU decides the CPU check over
+//!   its 7-12 intervals. Figures: docs/scheduler.md, "Kept CPU". Issue 10
+//!   stays open on the two printed checks;
 //! - as many CPU-bound threads as CPUs: every CPU used within a second,
 //!   and work conserved (below); the completion time is printed, not
 //!   judged (wall-clock time under emulation; see `batch_problems`);
