@@ -84,9 +84,9 @@
  * 2x4x2 guest, a stranger had claimed the parent's idle CPU just before
  * its wake-up in 8 of its 10 moves over two runs (docs/scheduler.md). The
  * fair scheduler has no such rule, but it spreads such strangers instead
- * of gathering them in the nest. The first task to keep a CPU keeps it
- * until it runs again (anywhere), another task runs there (taking a kept
- * CPU for lack of another, or through the fallback), or P_remove passes.
+ * of gathering them in the nest. A keep lasts until its task runs again
+ * (anywhere), another task runs there (taking a kept CPU for lack of
+ * another, or through the fallback), or P_remove passes.
  * Without the second end, a keep outlived the CPU's next tenants, which
  * were then sent away from their own idle previous CPU: GNU hello's
  * configure migrated 5.2x as often as under the default scheduler.
@@ -847,12 +847,13 @@ static void end_spin(const struct nest_ctx *ctx, struct nest_cpu *c,
 /*
  * The task described by @t went to sleep on @cpu (it blocked: not
  * preempted, not exiting). If it is attached to @cpu, the CPU is kept for
- * it (see "Kept CPU" at the top of this file), unless another sleeping
- * task keeps it already. Kernel threads and pinned tasks keep nothing: a
- * pinned task goes to its CPU anyway, and per-CPU kworkers, ksoftirqd and
- * rcu_preempt, which sleep between short bursts, kept the CPUs of GNU
- * hello's configure from its own tasks (in 947 of its wake-ups that left
- * an idle previous CPU, against 85 without the rule).
+ * it (see "Kept CPU" at the top of this file); no other task keeps it
+ * then, since @t's running there ended any earlier keep. Kernel threads
+ * and pinned tasks keep nothing: a pinned task goes to its CPU anyway,
+ * and per-CPU kworkers, ksoftirqd and rcu_preempt, which sleep between
+ * short bursts, kept the CPUs of GNU hello's configure from its own tasks
+ * (in 947 of its wake-ups that left an idle previous CPU, against 85
+ * without the rule).
  */
 static void nest_task_sleeping(const struct nest_ctx *ctx, struct nest_task *t,
 			       s32 cpu)
@@ -862,8 +863,7 @@ static void nest_task_sleeping(const struct nest_ctx *ctx, struct nest_task *t,
 
 	if (!c || !mech_on(ctx->cfg, NEST_MECH_KEEP_ATTACHED) ||
 	    !mech_on(ctx->cfg, NEST_MECH_ATTACH) || attached_cpu(t) != cpu ||
-	    (t->traits & (NEST_TASK_KTHREAD | NEST_TASK_PINNED)) ||
-	    kept_for_other(ctx, t, cpu))
+	    (t->traits & (NEST_TASK_KTHREAD | NEST_TASK_PINNED)))
 		return;
 	t->kept_cpu = cpu;
 	t->kept_at = now;

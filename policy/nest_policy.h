@@ -359,12 +359,14 @@ struct nest_task {
 	/* When the task last started running. */
 	u64 run_start;
 	u32 vtime_llc;
-	/* Kept CPU: the CPU kept for this task while it sleeps (-1: none)... */
+	/* Kept CPU: the CPU kept for this task while it sleeps (-1: none). */
 	s32 kept_cpu;
-	/* enum nest_task_trait bits, refreshed by the host before it reports
-	 * the task's sleep. */
+	/*
+	 * enum nest_task_trait bits, refreshed by the host before it reports
+	 * the task's sleep.
+	 */
 	u32 traits;
-	/* ...and its nest_cpu.kept_since when this task set it. */
+	/* Kept CPU: kept_cpu's nest_cpu.kept_since when this task set it. */
 	u64 kept_at;
 	/* Frequency requests (nest_perf.c); all zero for a new task. */
 	struct nest_perf_task perf;
