@@ -92,6 +92,14 @@
  * configure migrated 5.2x as often as under the default scheduler.
  * Kernel threads and pinned tasks keep no CPU (nest_task_sleeping()),
  * and forks take kept CPUs like any idle one (nest_select_cpu()).
+ * Kernel threads, in turn, never take a kept CPU in the nests, nor the
+ * CPU fork reuse holds for the next fork (held_for_other()): they go to
+ * the fallback, which takes their previous CPU when it is idle, as the
+ * fair scheduler does. Kernel threads (rcu_preempt, woken every few ms,
+ * five times; kcompactd once) took the CPU the placement test's chain was
+ * about to use in 6 of its 8 moves over three runs with two host hogs: a
+ * CPU claimed under emulation stays claimed for about 1 ms before its
+ * task runs (docs/scheduler.md).
  *
  * A CPU taken offline (CPU hotplug) leaves both nests and is never claimed
  * nor admitted to a nest until it comes back online; it then has to earn
@@ -277,6 +285,11 @@ enum nest_search {
 	NEST_SEARCH_WARM_PREV = 1 << 4,
 	/* CPUs kept for sleeping tasks may be taken too (the published scan). */
 	NEST_SEARCH_TAKE_KEPT = 1 << 5,
+	/*
+	 * A kernel thread, with the kept CPU on: it never takes a CPU held for
+	 * another task in the nests (see held_for_other()).
+	 */
+	NEST_SEARCH_KTHREAD = 1 << 6,
 };
 
 /*
@@ -331,6 +344,51 @@ static bool kept_for_other(const struct nest_ctx *ctx,
 }
 
 /*
+ * Is @c idle, and has it been for at most P_remove: idle, but as recently
+ * used as the primary nest's CPUs are?
+ */
+static bool idle_and_warm(const struct nest_ctx *ctx, const struct nest_cpu *c)
+{
+	u64 since = READ_ONCE(c->idle_since);
+
+	return since && (s64)(ctx->now - since) <= (s64)ctx->cfg->p_remove_ns;
+}
+
+/*
+ * Is @cpu the CPU fork reuse holds for the next fork: the one the last
+ * task to exit in its LLC left, still idle and warm (idle_and_warm())?
+ */
+static bool held_for_fork(const struct nest_ctx *ctx, s32 cpu)
+{
+	const struct nest_exit *e =
+		&ctx->st->last_exit[llc_index(cpu_llc(ctx->cfg, cpu))];
+	const struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	return c && READ_ONCE(e->cpu) == cpu && READ_ONCE(e->idle_since) &&
+	       idle_and_warm(ctx, c);
+}
+
+/* Does a search with enum nest_search options @flags leave @cpu to a fork? */
+static bool left_for_fork(const struct nest_ctx *ctx, s32 cpu, u32 flags)
+{
+	return (flags & NEST_SEARCH_KTHREAD) &&
+	       mech_on(ctx->cfg, NEST_MECH_FORK_REUSE) && held_for_fork(ctx, cpu);
+}
+
+/*
+ * Is @cpu held for a task other than @t (NULL: any task), for a search
+ * with enum nest_search options @flags? A CPU kept for a sleeping task is
+ * held for every search; for a kernel thread (NEST_SEARCH_KTHREAD), so is
+ * the CPU fork reuse holds for the next fork (see "Kept CPU" at the top of
+ * this file).
+ */
+static bool held_for_other(const struct nest_ctx *ctx,
+			   const struct nest_task *t, s32 cpu, u32 flags)
+{
+	return kept_for_other(ctx, t, cpu) || left_for_fork(ctx, cpu, flags);
+}
+
+/*
  * Could the published scan, blind to SMT siblings, take @cpu, which the
  * restricted pass skipped for its busy sibling? (Nothing is claimed.)
  */
@@ -342,7 +400,8 @@ static bool takeable_when_paired(const struct nest_ctx *ctx, s32 cpu)
 
 /*
  * Visit @cpu, a member of the nest being scanned with enum nest_search
- * options @flags. Returns @cpu if it was claimed, else -1.
+ * options @flags. Returns @cpu if it was claimed, else -1. A kernel
+ * thread leaves the CPU held for the next fork (left_for_fork()).
  *
  * Compaction happens exactly where the published scan (unrestricted, which
  * stops at the first CPU it can take) would meet a CPU idle for longer than
@@ -355,6 +414,8 @@ static bool takeable_when_paired(const struct nest_ctx *ctx, s32 cpu)
 static s32 scan_visit(const struct nest_ctx *ctx, s32 cpu, u32 flags,
 		      bool *compact)
 {
+	if (left_for_fork(ctx, cpu, flags))
+		return -1;
 	if ((flags & NEST_SEARCH_COMPACT) && due_for_compaction(ctx, cpu)) {
 		if (*compact)
 			demote(ctx, cpu, NEST_STAT_COMPACTED);
@@ -445,7 +506,9 @@ enum nest_set {
  * over (their owners find them in step 1); NEST_SCAN_PASSED_KEPT instead
  * of -1 says that one was. (Checked here, not in scan_visit(): the
  * visit's stack adds to every frame of the chain, and BPF allows 512
- * bytes.)
+ * bytes.) A kernel thread's search also passes over the CPU held for the
+ * next fork, in scan_visit(): checked here, it took scan_nest()'s frame
+ * over that limit.
  */
 static s32 scan_nest(const struct nest_ctx *ctx, enum nest_set set, s32 start,
 		     u32 llc, u32 flags)
@@ -544,19 +607,9 @@ static void adopt_fallback_cpu(const struct nest_ctx *ctx, s32 cpu,
 }
 
 /*
- * Is @c idle, and has it been for at most P_remove: idle, but as recently
- * used as the primary nest's CPUs are?
- */
-static bool idle_and_warm(const struct nest_ctx *ctx, const struct nest_cpu *c)
-{
-	u64 since = READ_ONCE(c->idle_since);
-
-	return since && (s64)(ctx->now - since) <= (s64)ctx->cfg->p_remove_ns;
-}
-
-/*
  * Fork reuse: claim the CPU the last exiting task of LLC @llc left, if it
- * is idle and warm (idle_and_warm()); it is promoted to the primary nest.
+ * still holds it for a fork (held_for_fork()); it is promoted to the
+ * primary nest.
  * Returns the CPU or -1. Tasks may have run there since the exit: most
  * often the CPU's own kernel workers (per-CPU kworkers, rcu_preempt),
  * which ran there between the exit and the next fork in 31 of the 100
@@ -565,12 +618,9 @@ static bool idle_and_warm(const struct nest_ctx *ctx, const struct nest_cpu *c)
  */
 static s32 claim_exit_cpu(const struct nest_ctx *ctx, u32 llc, u32 flags)
 {
-	struct nest_exit *e = &ctx->st->last_exit[llc_index(llc)];
-	s32 cpu = READ_ONCE(e->cpu);
-	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+	s32 cpu = READ_ONCE(ctx->st->last_exit[llc_index(llc)].cpu);
 
-	if (!READ_ONCE(e->idle_since) || !c || !idle_and_warm(ctx, c) ||
-	    !try_claim_for(ctx, cpu, flags))
+	if (!held_for_fork(ctx, cpu) || !try_claim_for(ctx, cpu, flags))
 		return -1;
 	promote(ctx, cpu);
 	return cpu;
@@ -632,7 +682,7 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 	bool passed_kept = false;
 
 	if (mech_on(cfg, NEST_MECH_ATTACH) && cpu_valid(cfg, cpu) &&
-	    mask_test(st->primary, cpu) && !kept_for_other(ctx, t, cpu) &&
+	    mask_test(st->primary, cpu) && !held_for_other(ctx, t, cpu, flags) &&
 	    try_claim_for(ctx, cpu, flags)) {
 		*how = NEST_STAT_ATTACHED;
 		return cpu;
@@ -646,7 +696,8 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 		}
 	}
 
-	if (flags & NEST_SEARCH_WARM_PREV) {
+	if ((flags & NEST_SEARCH_WARM_PREV) &&
+	    !held_for_other(ctx, t, prev_cpu, flags)) {
 		cpu = claim_warm_prev(ctx, prev_cpu, flags);
 		if (cpu >= 0) {
 			*how = NEST_STAT_WARM_PREV;
@@ -676,9 +727,10 @@ static s32 search_nests(const struct nest_ctx *ctx, struct nest_task *t,
 
 	/*
 	 * Nothing else idle in the nests: the kept primary CPU after all. (A
-	 * kept reserve CPU, rare, is left to the fallback.)
+	 * kept reserve CPU, rare, is left to the fallback, and so is a kernel
+	 * thread.)
 	 */
-	if (!passed_kept)
+	if (!passed_kept || (flags & NEST_SEARCH_KTHREAD))
 		return -1;
 	cpu = scan_primary(ctx, prev_cpu, llc, flags | NEST_SEARCH_TAKE_KEPT,
 			   how);
@@ -811,6 +863,9 @@ static void nest_select_cpu(const struct nest_ctx *ctx, struct nest_task *t,
 	 */
 	if (fork)
 		flags |= NEST_SEARCH_TAKE_KEPT;
+	if ((t->traits & NEST_TASK_KTHREAD) &&
+	    mech_on(ctx->cfg, NEST_MECH_KEEP_ATTACHED))
+		flags |= NEST_SEARCH_KTHREAD;
 	if (!fork && !impatient && mech_on(ctx->cfg, NEST_MECH_WARM_PREV))
 		flags |= NEST_SEARCH_WARM_PREV;
 

@@ -499,6 +499,58 @@ fn kernel_threads_and_pinned_tasks_keep_no_cpu() {
 }
 
 #[test]
+fn a_kernel_thread_never_takes_a_kept_cpu_in_the_nests() {
+    for kernel_thread in [false, true] {
+        let m = Machine::new();
+        let p = policy(&m, Params::default());
+        grow_primary(&p, &m, &[1], 0);
+        let mut shell = TaskState::new();
+        sleep_attached(&p, &m, &mut shell, 1, MS);
+        // The kept CPU is the nests' only idle one.
+        let mut task = TaskState::new();
+        task.set_traits(kernel_thread, false);
+        let choice = p.select_cpu(&mut Plat::new(&m, 2 * MS), &mut task, 3);
+        let cpu = choice.cpu;
+        if kernel_thread {
+            assert_eq!(choice.how, Stat::Fallback, "{choice:?}");
+            assert_ne!(cpu, 1);
+            assert_eq!(p.stat(Stat::KeptTaken), 0);
+        } else {
+            assert_eq!(cpu, 1, "a user task takes the kept CPU");
+            assert_eq!(p.stat(Stat::KeptTaken), 1);
+        }
+    }
+}
+
+#[test]
+fn a_kernel_thread_leaves_the_exit_cpu_to_the_next_fork() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    first_child_exits(&p, &m);
+    // rcu_preempt, last run on CPU 1, wakes: a user task would take CPU 1
+    // back (warm previous CPU); the kernel thread takes CPU 2.
+    let mut rcu = TaskState::new();
+    rcu.set_traits(true, false);
+    assert_eq!(place_and_run(&p, &m, &mut rcu, 1, 2 * MS), 2);
+    assert_eq!(next_fork(&p, &m, 3 * MS), 1);
+    assert_eq!(p.stat(Stat::ForkReuse), 1);
+}
+
+#[test]
+fn without_fork_reuse_a_kernel_thread_may_take_the_exit_cpu() {
+    let m = Machine::new();
+    let params = Params {
+        disabled: vec![Mechanism::ForkReuse],
+        ..Params::default()
+    };
+    let p = policy(&m, params);
+    first_child_exits(&p, &m);
+    let mut rcu = TaskState::new();
+    rcu.set_traits(true, false);
+    assert_eq!(place_and_run(&p, &m, &mut rcu, 1, 2 * MS), 1);
+}
+
+#[test]
 fn a_task_running_on_a_kept_cpu_ends_the_keep() {
     let m = Machine::new();
     let p = policy(&m, Params::default());
