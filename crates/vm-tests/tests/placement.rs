@@ -13,11 +13,12 @@
 //!   lifetime, `vm_tests::sched`): fewer sockets per 100 ms than under the
 //!   default scheduler is asserted; no more distinct CPUs per 100 ms and
 //!   at most 2x the default's migrations are printed with their verdict.
-//!   With the kept CPU as shipped (2026-11-26), sockets were fewer in
-//!   five of five runs (1.00-1.17 against 1.62-1.83), migrations within
-//!   the limit in five (0-2 against 0), CPUs no more than the default's
-//!   in two (1.80-2.38 against 1.83-2.50; 1.89 against 1.88 once); all
-//!   three in one of two idle runs and one of three with two host hogs.
+//!   With the kept CPU and its kernel-thread rule (2026-11-27), sockets
+//!   were fewer in five of five runs (1.00-1.45 against 1.64-1.83),
+//!   migrations within the limit in four (0-3 against 0-3), CPUs no more
+//!   than the default's in three (1.80-2.73 against 2.00-4.17; 2.22
+//!   against 2.00 once); all three in both idle runs and one of three
+//!   with two host hogs.
 //!   A serial chain runs on about two CPUs under both schedulers, so one
 //!   move or one child forked to a third CPU decides the CPU check over
 //!   its 7-12 intervals. Figures: docs/scheduler.md, "Kept CPU". Issue 10
