@@ -142,6 +142,15 @@ fn policy(machine: &Machine, params: Params) -> NestPolicy {
     NestPolicy::new(&machine.topo, 0, &params).unwrap()
 }
 
+/// The policy with the default parameters but for one mechanism.
+fn policy_without(machine: &Machine, mechanism: Mechanism) -> NestPolicy {
+    let params = Params {
+        disabled: vec![mechanism],
+        ..Params::default()
+    };
+    policy(machine, params)
+}
+
 /// Place a task, run it on the chosen CPU, and return the CPU.
 fn place_and_run(p: &NestPolicy, m: &Machine, task: &mut TaskState, prev: u32, now: u64) -> u32 {
     let choice = p.select_cpu(&mut Plat::new(m, now), task, prev);
@@ -212,11 +221,7 @@ fn a_woken_task_takes_back_its_warm_previous_cpu_from_the_reserve() {
 #[test]
 fn without_warm_prev_a_woken_task_leaves_its_reserve_cpu_for_the_primary_nest() {
     let m = Machine::new();
-    let params = Params {
-        disabled: vec![Mechanism::WarmPrev],
-        ..Params::default()
-    };
-    let p = policy(&m, params);
+    let p = policy_without(&m, Mechanism::WarmPrev);
     let mut task = prev_in_reserve(&p, &m);
     let choice = p.select_cpu(&mut Plat::new(&m, 2 * MS), &mut task, 0);
     assert_eq!(choice.cpu, 4, "the published primary search: {choice:?}");
@@ -341,11 +346,7 @@ fn an_idle_primary_cpu_is_compacted_after_p_remove() {
 #[test]
 fn compaction_can_be_switched_off() {
     let m = Machine::new();
-    let params = Params {
-        disabled: vec![Mechanism::Compaction],
-        ..Params::default()
-    };
-    let p = policy(&m, params);
+    let p = policy_without(&m, Mechanism::Compaction);
     grow_primary(&p, &m, &[1, 2], 0);
     m.set_busy(&[0]);
     let mut t = TaskState::new();
@@ -400,11 +401,7 @@ fn another_task_passes_over_the_cpu_a_sleeping_attached_task_keeps() {
 #[test]
 fn without_keep_attached_the_scan_takes_a_sleeping_tasks_cpu() {
     let m = Machine::new();
-    let params = Params {
-        disabled: vec![Mechanism::KeepAttached],
-        ..Params::default()
-    };
-    let p = policy(&m, params);
+    let p = policy_without(&m, Mechanism::KeepAttached);
     grow_primary(&p, &m, &[1, 2], 0);
     let mut shell = TaskState::new();
     sleep_attached(&p, &m, &mut shell, 1, MS);
@@ -539,11 +536,7 @@ fn a_kernel_thread_leaves_the_exit_cpu_to_the_next_fork() {
 #[test]
 fn without_fork_reuse_a_kernel_thread_may_take_the_exit_cpu() {
     let m = Machine::new();
-    let params = Params {
-        disabled: vec![Mechanism::ForkReuse],
-        ..Params::default()
-    };
-    let p = policy(&m, params);
+    let p = policy_without(&m, Mechanism::ForkReuse);
     first_child_exits(&p, &m);
     let mut rcu = TaskState::new();
     rcu.set_traits(true, false);
@@ -720,11 +713,7 @@ fn a_fork_takes_the_cpu_the_last_child_left_and_promotes_it() {
 #[test]
 fn without_fork_reuse_the_children_rotate_over_the_primary_nest() {
     let m = Machine::new();
-    let params = Params {
-        disabled: vec![Mechanism::ForkReuse],
-        ..Params::default()
-    };
-    let p = policy(&m, params);
+    let p = policy_without(&m, Mechanism::ForkReuse);
     first_child_exits(&p, &m);
     assert_eq!(next_fork(&p, &m, 2 * MS), 2, "CPU 1 left the primary nest");
     assert_eq!(p.stat(Stat::ForkReuse), 0);
@@ -786,13 +775,7 @@ fn the_fallback_looks_at_every_socket_before_giving_up() {
     assert_eq!(choice.how, Stat::FallbackWide);
 
     // Switched off, the task is queued on its previous CPU.
-    let p = policy(
-        &m,
-        Params {
-            disabled: vec![Mechanism::WideFallback],
-            ..Params::default()
-        },
-    );
+    let p = policy_without(&m, Mechanism::WideFallback);
     let choice = p.select_cpu(&mut Plat::new(&m, 0), &mut t, 1);
     assert!(!choice.idle);
     assert_eq!(choice.cpu, 1);
@@ -815,13 +798,7 @@ fn affinity_is_respected_in_every_step() {
 #[test]
 fn without_a_reserve_fallback_cpus_join_the_primary() {
     let m = Machine::new();
-    let p = policy(
-        &m,
-        Params {
-            disabled: vec![Mechanism::Reserve],
-            ..Params::default()
-        },
-    );
+    let p = policy_without(&m, Mechanism::Reserve);
     let mut t = TaskState::new();
     let cpu = place_and_run(&p, &m, &mut t, 4, 0);
     assert_eq!(p.primary(), vec![cpu]);
@@ -1002,13 +979,7 @@ fn only_primary_cpus_spin_and_spinning_can_be_switched_off() {
     let cpu = place_and_run(&p, &m, &mut t, 5, 0); // a fallback CPU: reserve
     assert_eq!(p.cpu_idle(cpu, MS), None);
 
-    let p = policy(
-        &m,
-        Params {
-            disabled: vec![Mechanism::WarmSpin],
-            ..Params::default()
-        },
-    );
+    let p = policy_without(&m, Mechanism::WarmSpin);
     grow_primary(&p, &m, &[2], 0);
     place_and_run(&p, &m, &mut t, 2, 10 * MS);
     assert_eq!(p.cpu_idle(2, 11 * MS), None);
