@@ -29,6 +29,8 @@ pub struct Workload {
     /// From the command's exec (or first event) to its exit (or the end).
     pub start_ns: u64,
     pub end_ns: u64,
+    /// When it forked its first task (`start_ns` if it forked none).
+    pub first_fork_ns: u64,
     pub children: Vec<Pid>,
 }
 
@@ -44,6 +46,7 @@ impl Workload {
     pub fn of(trace: &Trace, pid: Pid) -> Self {
         let mut start = None;
         let mut end = None;
+        let mut first_fork = None;
         let mut children = Vec::new();
         for e in &trace.events {
             match &e.kind {
@@ -51,14 +54,19 @@ impl Workload {
                     start.get_or_insert(e.ts_ns);
                 }
                 EventKind::Exit { pid: p } if *p == pid => end = Some(e.ts_ns),
-                EventKind::NewTask { parent, child, .. } if *parent == pid => children.push(*child),
+                EventKind::NewTask { parent, child, .. } if *parent == pid => {
+                    first_fork.get_or_insert(e.ts_ns);
+                    children.push(*child);
+                }
                 _ => {}
             }
         }
+        let start_ns = start.unwrap_or(0);
         Self {
             pid,
-            start_ns: start.unwrap_or(0),
+            start_ns,
             end_ns: end.unwrap_or(trace.end_ns()),
+            first_fork_ns: first_fork.unwrap_or(start_ns),
             children,
         }
     }
@@ -548,7 +556,9 @@ mod tests {
         assert_eq!(trace_problems(&trace(), EXPECT), Vec::<String>::new());
         let w = Workload::find(&trace()).unwrap();
         assert_eq!((w.pid, w.start_ns, w.end_ns), (10, 0, 300));
+        assert_eq!(w.first_fork_ns, 10);
         assert_eq!(w.children, vec![11, 12]);
+        assert_eq!(Workload::of(&trace(), 11).first_fork_ns, 0, "no fork");
     }
 
     #[test]
