@@ -41,8 +41,8 @@
 //! chains (2026-11-27): with two host hogs, the published 8 ms gave 3.06
 //! and 3.35 CPUs per 100 ms with 101 and 108 moves (the starved emulator
 //! idles the chain's CPUs past 8 ms), 400 ms gave 1.95 and 2.08 with 0
-//! and 4, the default scheduler 2.42 and 3.54; host idle, 1.90 and 2.13
-//! against 1.89 and 2.00.
+//! and 4, the default scheduler 2.42 and 3.54; without the hogs (another
+//! guest on the host's other core), 1.90 and 2.13 against 1.89 and 2.00.
 //!
 //! Limits under emulation: all vCPUs share one host thread, so the
 //! completion time of CPU-bound work says more about how long threads wait
