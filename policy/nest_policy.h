@@ -300,7 +300,12 @@ struct nest_cpu {
 	u64 curr_vtime;
 	u64 curr_started;
 	u32 curr_weight;
-	u32 __pad;
+	/*
+	 * The task running here was preempted by a pinned task put at the
+	 * head of this CPU's local queue: it resumes here after it
+	 * (nest_pinned_preempts()). Cleared when the next task starts.
+	 */
+	u32 resume_after_pinned;
 	/* When the CPU's pinned queue is next swept for starving tasks. */
 	u64 starve_sweep_at;
 	/*

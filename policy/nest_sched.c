@@ -295,6 +295,7 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 	t->run_start = ctx->now;
 	if (!c)
 		return;
+	WRITE_ONCE(c->resume_after_pinned, 0);
 	WRITE_ONCE(c->curr_vtime, t->vtime);
 	WRITE_ONCE(c->curr_started, ctx->now);
 	WRITE_ONCE(c->curr_weight, weight ? weight : 1);
@@ -379,6 +380,40 @@ static bool nest_pinned_runs_next(const struct nest_ctx *ctx, s32 cpu,
 		return false;
 	return !plat_queue_head(ctx->env, own, &head) ||
 	       !vtime_before(head, vtime);
+}
+
+/*
+ * A task pinned to @cpu goes to the head of @cpu's local queue and
+ * preempts the task running there (nest_pinned_runs_next()). That task
+ * then resumes on @cpu, right after the pinned one, instead of joining its
+ * LLC's queue, where an idle CPU would take it: the fair scheduler leaves
+ * a task preempted by a per-CPU kernel thread (ksoftirqd, a kworker) on
+ * its runqueue, where idle balancing does not take it while it is cache
+ * hot (task_hot(), sysctl_sched_migration_cost). Such threads run for
+ * microseconds, and moving the task cost a migration each time: two of the
+ * four moves of a 500-child fork/wait chain in the 2x4x2 guest with two
+ * host hogs (2026-11-27). It waits at most the pinned task's slice.
+ */
+static void nest_pinned_preempts(const struct nest_ctx *ctx, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	if (c)
+		WRITE_ONCE(c->resume_after_pinned, READ_ONCE(c->curr_weight) != 0);
+}
+
+/*
+ * Is the task being queued from @cpu, not woken, the one a pinned task
+ * preempted there (nest_pinned_preempts())? Answers yes once.
+ */
+static bool nest_resumes_after_pinned(const struct nest_ctx *ctx, s32 cpu)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	if (!c || !READ_ONCE(c->resume_after_pinned))
+		return false;
+	WRITE_ONCE(c->resume_after_pinned, 0);
+	return true;
 }
 
 /*

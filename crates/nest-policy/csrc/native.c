@@ -237,6 +237,22 @@ bool nest_native_pinned_runs_next(struct nest_state *st,
 	return nest_pinned_runs_next(&ctx, cpu, vtime);
 }
 
+void nest_native_pinned_preempts(struct nest_state *st,
+				 const struct nest_config *cfg, s32 cpu)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg };
+
+	nest_pinned_preempts(&ctx, cpu);
+}
+
+bool nest_native_resumes_after_pinned(struct nest_state *st,
+				      const struct nest_config *cfg, s32 cpu)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg };
+
+	return nest_resumes_after_pinned(&ctx, cpu);
+}
+
 s32 nest_native_queue_to_consume(struct nest_state *st,
 				 const struct nest_config *cfg,
 				 nest_env_t env, s32 cpu)

@@ -83,6 +83,10 @@ bool nest_native_wakeup_preempts(struct nest_state *st,
 bool nest_native_pinned_runs_next(struct nest_state *st,
 				  const struct nest_config *cfg, nest_env_t env,
 				  s32 cpu, u64 vtime);
+void nest_native_pinned_preempts(struct nest_state *st,
+				 const struct nest_config *cfg, s32 cpu);
+bool nest_native_resumes_after_pinned(struct nest_state *st,
+				      const struct nest_config *cfg, s32 cpu);
 s32 nest_native_queue_to_consume(struct nest_state *st,
 				 const struct nest_config *cfg,
 				 nest_env_t env, s32 cpu);

@@ -869,6 +869,20 @@ impl NestPolicy {
         }
     }
 
+    /// A task pinned to `cpu` goes to the head of its local queue and
+    /// preempts the task running there, which is to resume on `cpu`.
+    pub fn pinned_preempts(&self, cpu: u32) {
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe { ffi::nest_native_pinned_preempts(self.state_ptr(), &*self.cfg, cpu as i32) }
+    }
+
+    /// Is the task being queued from `cpu` the one a pinned task preempted
+    /// there (once)?
+    pub fn resumes_after_pinned(&self, cpu: u32) -> bool {
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe { ffi::nest_native_resumes_after_pinned(self.state_ptr(), &*self.cfg, cpu as i32) }
+    }
+
     /// `cpu` is out of work: the queue to take its next task from.
     pub fn queue_to_consume(&self, plat: &mut dyn Platform, cpu: u32) -> Option<Queue> {
         let mut env = self.env(Some(plat));

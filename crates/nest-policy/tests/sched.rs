@@ -221,6 +221,34 @@ fn a_woken_task_preempts_a_task_far_ahead_in_virtual_time_only() {
 }
 
 #[test]
+fn a_task_preempted_by_a_pinned_task_resumes_on_its_cpu_once() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut task = TaskState::new();
+    let mut pinned = TaskState::new();
+    p.task_woken(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
+    p.sched_running(&mut plat, &mut task, 2, NICE_0, 0);
+    // Nothing preempted it yet: it is queued as any other task.
+    assert!(!p.resumes_after_pinned(2));
+    p.pinned_preempts(2);
+    // Another CPU's tasks are not concerned.
+    assert!(!p.resumes_after_pinned(3));
+    // The task queued from CPU 2 next, the preempted one, stays; once.
+    assert!(p.resumes_after_pinned(2));
+    assert!(!p.resumes_after_pinned(2));
+    // Left unused (the preempted task went to sleep instead), the mark
+    // goes when the pinned task starts.
+    p.pinned_preempts(2);
+    p.sched_stopping(&mut task, 2, NICE_0, SLICE);
+    p.sched_running(&mut plat, &mut pinned, 2, NICE_0, SLICE);
+    assert!(!p.resumes_after_pinned(2));
+    // A CPU that runs nothing of ours has nothing to resume.
+    p.sched_stopping(&mut pinned, 2, NICE_0, 2 * SLICE);
+    p.pinned_preempts(2);
+    assert!(!p.resumes_after_pinned(2));
+}
+
+#[test]
 fn a_cpu_takes_its_own_llc_then_steals_from_the_nearest_or_an_overloaded_one() {
     let p = policy();
     let mut plat = Queues::default();

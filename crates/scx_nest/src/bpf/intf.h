@@ -81,6 +81,7 @@ enum scx_nest_policy {
 	X(PREEMPTED, cpu, "Running tasks preempted by a woken task with an earlier virtual time") \
 	X(STOLEN, queue, "Tasks taken from another LLC's queue")	\
 	X(KEPT_LOCAL, queue, "Tasks taken ahead of their queue's first because they last ran on that CPU") \
+	X(RESUMED, queue, "Tasks preempted by a pinned task, kept on their CPU to run right after it") \
 	X(TICK_KICKED, cpu, "Idle CPUs woken at a tick because tasks waited in the LLC queue") \
 	X(RELEASED, cpu, "CPUs taken by a higher scheduling class (tasks re-enqueued)") \
 	X(STARVED, queue, "Tasks run ahead of their virtual time after waiting over a second (starvation guard)")

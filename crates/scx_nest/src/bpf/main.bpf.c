@@ -698,6 +698,7 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 		/* In ops.enqueue(), SCX_DSQ_LOCAL is @p's CPU's: @cpu's. */
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, nest_slice(&pctx, llc),
 				   enq_flags | SCX_ENQ_HEAD | SCX_ENQ_PREEMPT);
+		nest_pinned_preempts(&pctx, cpu);
 		count_event(NEST_EV_PREEMPTED, 1);
 		return;
 	}
@@ -720,6 +721,21 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	}
 }
 
+/*
+ * Is @p, running on @cpu a moment ago, being queued because a pinned task
+ * preempted it there (nest_pinned_preempts())? Then it stays on @cpu, in
+ * its local queue behind that task.
+ */
+static bool resumes_after_pinned(struct task_struct *p, s32 cpu, u64 enq_flags)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx(&env);
+
+	return !(enq_flags & SCX_ENQ_WAKEUP) &&
+	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+	       nest_resumes_after_pinned(&pctx, cpu);
+}
+
 void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *t = lookup_task(p);
@@ -737,6 +753,11 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 	if (task_pinned(p)) {
 		queue_task(p, t, true, cpu, enq_flags);
 		count_event(NEST_EV_PINNED, 1);
+		return;
+	}
+	if (resumes_after_pinned(p, cpu, enq_flags)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_on(cpu), enq_flags);
+		count_event(NEST_EV_RESUMED, 1);
 		return;
 	}
 	/*
