@@ -724,12 +724,13 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 /*
  * Is @p, running on @cpu a moment ago, being queued because a pinned task
  * preempted it there (nest_pinned_preempts())? Then it stays on @cpu, in
- * its local queue behind that task.
+ * its local queue behind that task. The rule reads only @cpu's mark: no
+ * clock read on this path, which every queued task takes.
  */
 static bool resumes_after_pinned(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	struct nest_bpf_env env = { .p = p };
-	struct nest_ctx pctx = policy_ctx(&env);
+	struct nest_ctx pctx = policy_ctx_at(&env, 0);
 
 	return !(enq_flags & SCX_ENQ_WAKEUP) &&
 	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
