@@ -50,6 +50,20 @@ pub struct Dynamics {
     pub sources: BTreeMap<String, String>,
 }
 
+/// One idle state (C-state) of a core, as the kernel's cpuidle driver
+/// describes it (`struct cpuidle_state` in drivers/idle/intel_idle.c).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleState {
+    pub name: String,
+    /// Time from a wake-up to the core running again.
+    pub exit_latency_us: u64,
+    /// Shortest idle period for which the state saves energy.
+    pub target_residency_us: u64,
+    /// Power of one core in this state.
+    pub core_w: f64,
+}
+
 /// Parameters of the per-socket power model (see docs/sim.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,10 +73,14 @@ pub struct Power {
     pub package_idle_w: f64,
     /// Uncore power of every socket while any core of the machine is active.
     pub uncore_active_w: f64,
-    pub core_idle_w: f64,
+    /// A core's idle states, shallowest first.
+    pub idle_states: Vec<IdleState>,
     pub core_static_w: f64,
     /// Dynamic power of one fully active core at nominal frequency and voltage.
     pub core_dynamic_w_at_nominal: f64,
+    /// Share of that dynamic power a core draws while warm-spinning (a
+    /// `pause` loop issues few instructions).
+    pub spin_dynamic_share: f64,
     pub voltage_at_min_v: f64,
     pub voltage_at_max_v: f64,
     #[serde(default)]
@@ -111,6 +129,35 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../machines/test-guest-2s.json"),
     ),
 ];
+
+impl Power {
+    fn validate(&self) -> Result<()> {
+        let states = &self.idle_states;
+        if states.is_empty() {
+            bail!("power.idle_states: expected at least one idle state");
+        }
+        if states.windows(2).any(|w| {
+            w[0].exit_latency_us > w[1].exit_latency_us
+                || w[0].target_residency_us > w[1].target_residency_us
+                || w[0].core_w < w[1].core_w
+        }) {
+            bail!(
+                "power.idle_states: expected shallowest first (exit latency and target residency ascending, power descending)"
+            );
+        }
+        if !(0.0..=1.0).contains(&self.spin_dynamic_share) {
+            bail!("power.spin_dynamic_share: expected a value in [0, 1]");
+        }
+        Ok(())
+    }
+
+    /// The deepest idle state, where a core idle for long sits.
+    pub fn deepest_idle(&self) -> &IdleState {
+        self.idle_states
+            .last()
+            .expect("validated: at least one state")
+    }
+}
 
 impl Machine {
     /// Names of the built-in models.
@@ -188,7 +235,7 @@ impl Machine {
         if !(0.0..=1.0).contains(&self.smt_thread_throughput) {
             bail!("smt_thread_throughput: expected a value in [0, 1]");
         }
-        Ok(())
+        self.power.validate()
     }
 
     pub fn nr_cpus(&self) -> usize {

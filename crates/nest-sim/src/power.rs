@@ -4,8 +4,11 @@
 //!   `package_idle_w` (package C-state).
 //! - Otherwise every socket draws `uncore_active_w` (all sockets stay in a
 //!   high-availability state so that their memory is reachable), plus, for
-//!   each core, `core_idle_w` while idle and, while active,
-//!   `core_static_w + core_dynamic_w_at_nominal * f/f_nom * (V/V_nom)^2`.
+//!   each core, the power of its idle state (`idle_states`, see
+//!   `engine/idle.rs`) while idle, `core_static_w + dynamic` while running
+//!   a task and `core_static_w + spin_dynamic_share * dynamic` while
+//!   warm-spinning, where `dynamic = core_dynamic_w_at_nominal * f/f_nom *
+//!   (V/V_nom)^2`.
 //! - The voltage V is shared by the socket and follows its fastest active
 //!   core ("package power follows the highest-frequency core"); V is linear
 //!   in f between `voltage_at_min_v` and `voltage_at_max_v`.
@@ -16,9 +19,15 @@ use crate::machine::Machine;
 /// What one physical core did during an accounting step.
 #[derive(Clone, Copy, Debug)]
 pub struct CoreSample {
-    /// Share of the step the core was active, in [0, 1].
+    /// Share of the step the core was active (running a task or
+    /// warm-spinning), in [0, 1].
     pub active: f64,
+    /// Share of the step it ran a task, at most `active`: the rest of
+    /// `active` it spun.
+    pub running: f64,
     pub mhz: u32,
+    /// Power of its idle state, for the rest of the step.
+    pub idle_w: f64,
 }
 
 /// Supply voltage needed to run at `mhz`.
@@ -53,9 +62,14 @@ pub fn socket_power_w(
     let nominal = f64::from(m.frequency.nominal_mhz);
     let core_w = |c: &CoreSample| {
         let dynamic = p.core_dynamic_w_at_nominal * f64::from(c.mhz) / nominal * v_ratio * v_ratio;
-        c.active * (p.core_static_w + dynamic) + (1.0 - c.active) * p.core_idle_w
+        let spinning = c.active - c.running;
+        c.active * p.core_static_w
+            + (c.running + spinning * p.spin_dynamic_share) * dynamic
+            + (1.0 - c.active) * c.idle_w
     };
-    p.uncore_active_w + cores.iter().map(core_w).sum::<f64>() + idle_cores as f64 * p.core_idle_w
+    p.uncore_active_w
+        + cores.iter().map(core_w).sum::<f64>()
+        + idle_cores as f64 * p.deepest_idle().core_w
 }
 
 #[cfg(test)]
@@ -67,12 +81,21 @@ mod tests {
         for name in Machine::builtin_names() {
             let m = Machine::builtin(name).unwrap();
             let mhz = m.frequency.nominal_mhz;
-            let cores = vec![CoreSample { active: 1.0, mhz }; m.cores_per_socket as usize];
-            let w = socket_power_w(&m, &cores, 0, true);
+            let deep_w = m.power.deepest_idle().core_w;
+            let sample = |active, running| CoreSample {
+                active,
+                running,
+                mhz,
+                idle_w: deep_w,
+            };
+            let n = m.cores_per_socket as usize;
+            let w = socket_power_w(&m, &vec![sample(1.0, 1.0); n], 0, true);
             if name.starts_with("xeon") {
                 assert!((w - m.power.tdp_w).abs() < 0.1, "{name}: {w} W");
             }
-            let idle = vec![CoreSample { active: 0.0, mhz }; m.cores_per_socket as usize];
+            let spinning = socket_power_w(&m, &vec![sample(1.0, 0.0); n], 0, true);
+            assert!(spinning < w, "{name}: spinning {spinning} W, running {w} W");
+            let idle = vec![sample(0.0, 0.0); n];
             assert!(socket_power_w(&m, &idle, 0, true) < w);
             assert!(socket_power_w(&m, &idle, 0, false) < socket_power_w(&m, &idle, 0, true));
             let n = idle.len();

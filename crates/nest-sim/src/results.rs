@@ -36,6 +36,12 @@ pub struct RunResult {
     pub migrations: u64,
     /// Total warm-spin time over all CPUs.
     pub spin_ns: u64,
+    /// The machine's idle states, shallowest first, and how many times a
+    /// core woke from each to run a task.
+    pub idle_states: Vec<String>,
+    pub core_wakeups: Vec<u64>,
+    /// Time cores spent waking up (exit latencies) before running a task.
+    pub exit_latency_ns: u64,
     pub band_labels: Vec<String>,
     /// Share of busy time per frequency band (sums to 1 when anything ran).
     pub residency: Vec<f64>,
@@ -104,6 +110,15 @@ impl RunResult {
             energy_j: s.energy_j,
             migrations: s.migrations,
             spin_ns: s.spin_ns,
+            idle_states: k
+                .machine
+                .power
+                .idle_states
+                .iter()
+                .map(|i| i.name.clone())
+                .collect(),
+            core_wakeups: s.core_wakeups.clone(),
+            exit_latency_ns: s.exit_latency_ns,
             band_labels: k.machine.band_labels(),
             residency,
             mean_cpus_used: mean(&|i| f64::from(i.cpus)),
@@ -319,7 +334,7 @@ pub fn csv(cmps: &[Comparison]) -> String {
     let mut s = String::from(
         "policy,governor,seed,machine,workload,completion_ms,energy_j,time_improvement,\
          energy_improvement,share_at_or_above_nominal,mean_cpus_used,mean_sockets_used,\
-         mean_underload,migrations,total_wait_ms,spin_ms,events,mean_cores_used\n",
+         mean_underload,migrations,total_wait_ms,spin_ms,events,mean_cores_used,exit_latency_ms\n",
     );
     let base = cmps.first();
     let bt = base.map_or(0.0, |b| avg(b, |r| r.completion_ns as f64));
@@ -328,7 +343,7 @@ pub fn csv(cmps: &[Comparison]) -> String {
         for r in &c.runs {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{:.3},{:.4},{:.5},{:.5},{:.4},{:.3},{:.3},{:.3},{},{:.3},{:.3},{},{:.3}",
+                "{},{},{},{},{},{:.3},{:.4},{:.5},{:.5},{:.4},{:.3},{:.3},{:.3},{},{:.3},{:.3},{},{:.3},{:.3}",
                 c.policy,
                 c.governor,
                 r.seed,
@@ -346,7 +361,8 @@ pub fn csv(cmps: &[Comparison]) -> String {
                 r.total_wait_ns() as f64 / 1e6,
                 r.spin_ns as f64 / 1e6,
                 r.events,
-                r.mean_cores_used
+                r.mean_cores_used,
+                r.exit_latency_ns as f64 / 1e6
             );
         }
     }

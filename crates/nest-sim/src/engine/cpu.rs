@@ -100,10 +100,12 @@ impl Sim<'_> {
     pub(crate) fn start_segment(&mut self, cpu: Cpu) {
         let now = self.k.now;
         let rate = self.k.rate(cpu);
+        // A core waking from an idle state makes no progress before it is up.
+        let start = now.max(self.k.core_ready_at(self.k.core_of(cpu)));
         let c = &mut self.k.cpus[cpu as usize];
         let Some(task) = c.curr else { return };
         c.epoch = c.epoch.wrapping_add(1);
-        c.seg_start = now;
+        c.seg_start = start;
         c.rate = rate;
         let epoch = c.epoch;
         let left = match self.k.tasks[task as usize].remaining {
@@ -111,7 +113,7 @@ impl Sim<'_> {
             Remaining::Time(ns) => ns,
             Remaining::Nothing => 0.0,
         };
-        let at = now + ceil_ns(left);
+        let at = start + ceil_ns(left);
         self.k.queue.set_end(cpu, at, epoch);
     }
 
@@ -120,9 +122,9 @@ impl Sim<'_> {
         let now = self.k.now;
         let c = &mut self.k.cpus[cpu as usize];
         let Some(task) = c.curr else { return };
-        let dt = (now - c.seg_start) as f64;
+        let dt = now.saturating_sub(c.seg_start) as f64;
         let rate = c.rate;
-        c.seg_start = now;
+        c.seg_start = now.max(c.seg_start);
         let r = &mut self.k.tasks[task as usize].remaining;
         *r = match *r {
             Remaining::Work(cycles) => Remaining::Work((cycles - dt * rate).max(0.0)),
@@ -253,13 +255,18 @@ impl Sim<'_> {
         if on {
             self.k.mark_hot(cpu);
         }
+        let core = self.k.core_of(cpu);
         let c = &mut self.k.cpus[cpu as usize];
         match (c.active_since, on) {
-            (None, true) => c.active_since = Some(now),
+            (None, true) => {
+                c.active_since = Some(now);
+                self.core_wakes(core);
+            }
             (Some(s), false) => {
                 c.active_ns += now - s;
                 c.active_since = None;
                 c.inactive_since = now;
+                self.core_may_sleep(core);
             }
             _ => {}
         }

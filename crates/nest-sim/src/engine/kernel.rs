@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 
 use nest_trace::{Cpu, Topology, Trace};
 
+use super::idle::CoreIdle;
 use super::queue::EventQueue;
 use super::{Ev, SimConfig};
 use crate::governor::CoreFreq;
@@ -163,6 +164,10 @@ pub(crate) struct Stats {
     /// Busy (task running) time per frequency band, ns.
     pub residency_ns: Vec<u64>,
     pub spin_ns: u64,
+    /// Wake-ups of a sleeping core to run something, per idle state.
+    pub core_wakeups: Vec<u64>,
+    /// Their exit latencies, summed.
+    pub exit_latency_ns: u64,
     pub migrations: u64,
     /// One entry per accounting interval (tick).
     pub intervals: Vec<Interval>,
@@ -182,6 +187,7 @@ pub struct Kernel {
     pub(crate) queue: EventQueue,
     pub(crate) cpus: Vec<CpuState>,
     pub(crate) cores: Vec<CoreState>,
+    pub(crate) core_idle: Vec<CoreIdle>,
     /// CPUs of each physical core, ascending.
     pub(crate) core_cpus: Vec<Vec<Cpu>>,
     /// CPUs of each LLC and of each socket, ascending.
@@ -264,11 +270,13 @@ impl Kernel {
             })
             .collect();
         let cpus = vec![CpuState::default(); topo.nr_cpus()];
+        let core_idle = vec![CoreIdle::new(machine.power.idle_states.len() - 1); nr_cores];
         let band_edges = machine.band_edges_mhz();
         let per_socket = machine.cores_per_socket as usize;
         let cold_socket_w = [false, true].map(|on| socket_power_w(&machine, &[], per_socket, on));
         let stats = Stats {
             residency_ns: vec![0; band_edges.len() + 1],
+            core_wakeups: vec![0; machine.power.idle_states.len()],
             ..Stats::default()
         };
         Self {
@@ -281,6 +289,7 @@ impl Kernel {
             queue: EventQueue::new(cpus.len()),
             cpus,
             cores,
+            core_idle,
             core_cpus,
             llc_cpus,
             socket_cpus,

@@ -6,10 +6,12 @@
 //!
 //! Split by concern: `kernel` holds the simulated machine and task state
 //! that policies may read; `task` interprets task programs; `cpu` does
-//! context switches, idling, warm spinning and load balancing; `step` runs
+//! context switches, idling, warm spinning and load balancing; `idle` the
+//! cores' idle states; `step` runs
 //! the periodic frequency step, tick and accounting.
 
 mod cpu;
+mod idle;
 mod kernel;
 mod queue;
 mod step;

@@ -47,12 +47,13 @@ impl Sim<'_> {
 
     /// Closes `core`'s activity and run-time accumulators of the step
     /// (adding its busy time to the frequency residency) and returns the
-    /// share of the step it was active (its busiest thread's) and the
-    /// frequency it ran at.
+    /// shares of the step it was active and ran a task (its busiest
+    /// thread's), the frequency it ran at and its idle state's power.
     fn sample_core(&mut self, core: usize, now: u64, dt: u64) -> CoreSample {
         let k = &mut self.k;
         let mut active_ns = 0;
         let mut run_ns = 0;
+        let mut busiest_run_ns = 0;
         for &cpu in &k.core_cpus[core] {
             let c = &mut k.cpus[cpu as usize];
             if let Some(s) = c.active_since {
@@ -64,6 +65,7 @@ impl Sim<'_> {
                 c.run_since = Some(now);
             }
             active_ns = active_ns.max(c.active_ns);
+            busiest_run_ns = busiest_run_ns.max(c.run_ns);
             run_ns += c.run_ns;
             c.active_ns = 0;
             c.run_ns = 0;
@@ -73,11 +75,14 @@ impl Sim<'_> {
             let band = k.band_edges.iter().filter(|&&e| mhz >= e).count();
             k.stats.residency_ns[band] += run_ns;
         }
-        // The busiest thread's share. (One division: the largest quotient
+        // The busiest thread's shares. (One division: the largest quotient
         // is the quotient of the largest, as rounding is monotonic.)
+        let active = (active_ns as f64 / dt as f64).min(1.0);
         CoreSample {
-            active: (active_ns as f64 / dt as f64).min(1.0),
+            active,
+            running: (busiest_run_ns as f64 / dt as f64).min(active),
             mhz,
+            idle_w: k.idle_power_w(core),
         }
     }
 
