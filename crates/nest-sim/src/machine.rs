@@ -151,11 +151,15 @@ impl Power {
         Ok(())
     }
 
-    /// The deepest idle state, where a core idle for long sits.
+    /// Index in `idle_states` of the deepest state, where a core idle for
+    /// long sits.
+    pub fn deepest_idle_index(&self) -> usize {
+        self.idle_states.len() - 1
+    }
+
+    /// The deepest idle state.
     pub fn deepest_idle(&self) -> &IdleState {
-        self.idle_states
-            .last()
-            .expect("validated: at least one state")
+        &self.idle_states[self.deepest_idle_index()]
     }
 }
 

@@ -89,17 +89,11 @@ fn core_wakeups(r: &RunResult) -> BTreeMap<String, u64> {
 #[test]
 fn cores_sleep_as_deep_as_their_last_idle_period_allows() {
     let m = machine("xeon-gold-5218-2s");
-    let states = &m.power.idle_states;
-    let deepest = states.last().unwrap();
+    let deepest = m.power.deepest_idle();
+    let linux = |w: Workload| run_with(&m, &w, &mut Baseline, Governor::Performance, 1);
     // Sleeps shorter than C6's target residency: after the first wake-up,
     // which finds the core idle since the start (C6), C1E.
-    let short = run_with(
-        &m,
-        &sleeper(200, 100, 50),
-        &mut Baseline,
-        Governor::Performance,
-        1,
-    );
+    let short = linux(sleeper(200, 100, 50));
     let w = core_wakeups(&short);
     assert_eq!(w["C6"], 1, "{w:?}");
     assert_eq!(w["C1E"], 49, "{w:?}");
@@ -107,23 +101,11 @@ fn cores_sleep_as_deep_as_their_last_idle_period_allows() {
     assert_eq!(short.exit_latency_ns, expected);
     // Sleeps longer than one tick: C6 every time, and each wake-up waits
     // for it.
-    let long = run_with(
-        &m,
-        &sleeper(200, 5000, 20),
-        &mut Baseline,
-        Governor::Performance,
-        1,
-    );
+    let long = linux(sleeper(200, 5000, 20));
     let w = core_wakeups(&long);
     assert_eq!(w[&deepest.name], 20, "{w:?}");
     assert_eq!(long.exit_latency_ns, 20 * deepest.exit_latency_us * 1000);
-    let plain = run_with(
-        &m,
-        &sleeper(200, 5000, 1),
-        &mut Baseline,
-        Governor::Performance,
-        1,
-    );
+    let plain = linux(sleeper(200, 5000, 1));
     assert!(plain.completion_ns >= 200_000 + deepest.exit_latency_us * 1000);
 }
 
@@ -131,24 +113,15 @@ fn cores_sleep_as_deep_as_their_last_idle_period_allows() {
 fn a_warm_spinning_core_wakes_without_exit_latency_and_spins_below_running_power() {
     let m = machine("xeon-gold-5218-2s");
     let w = sleeper(200, 1000, 100);
-    let nest = run_with(
+    let run = |p: &mut dyn Policy| run_with(&m, &w, p, Governor::Performance, 1);
+    let nest = run(&mut nest_with(&m, Default::default()));
+    let nospin = run(&mut nest_with(
         &m,
-        &w,
-        &mut nest_with(&m, Default::default()),
-        Governor::Performance,
-        1,
-    );
-    let nospin_params = nest_policy::Params {
-        disabled: vec![nest_policy::Mechanism::WarmSpin],
-        ..Default::default()
-    };
-    let nospin = run_with(
-        &m,
-        &w,
-        &mut nest_with(&m, nospin_params),
-        Governor::Performance,
-        1,
-    );
+        nest_policy::Params {
+            disabled: vec![nest_policy::Mechanism::WarmSpin],
+            ..Default::default()
+        },
+    ));
     // The spin covers each 1 ms sleep: the core never sleeps after the first wake-up.
     assert!(nest.spin_ns > 0);
     assert_eq!(

@@ -29,8 +29,8 @@
 //!   Met in five of five runs with two host hogs on 2026-11-27 (Nest 56,
 //!   56, 29, 139 and 78 migrations in 7293-14153 preemptions, at most
 //!   1.1%, against the default's 32, 159, 144, 122 and 14); and no CPU
-//!   idle for more than 12 ms (two 4 ms ticks and one for the emulated vCPU's wake-up,
-//!   `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`, or 1.5x the default
+//!   idle for more than 12 ms (two 4 ms ticks and one for the emulated
+//!   vCPU's wake-up, `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`, or 1.5x the default
 //!   scheduler's longest in the same boot, or twice that if such periods
 //!   add up to no more than the default's: `work_conservation_problems`)
 //!   while one of the hogs waited.
@@ -58,8 +58,8 @@
 //!   is judged, the pooled figures printed. With the host busy the
 //!   emulator has slow phases lasting seconds (two hogs and QEMU's one
 //!   emulation thread share the host's two CPUs): a round in one gets a
-//!   p99 of 1.4-5.5 ms under either scheduler, and one phase can spoil two rounds of one scheduler and
-//!   none of the other's. Judged on the median round, that failed one
+//!   p99 of 1.4-5.5 ms under either scheduler, and one phase can spoil
+//!   two rounds of one scheduler and none of the other's. Judged on the median round, that failed one
 //!   busy run in three to five (2026-11-27: Nest 370, 4366 and 3963 us
 //!   against the default's 846, 583 and 1230; Nest 344, 2332 and 2389
 //!   against 329, 1663 and 1401), and the default's slow rounds showed

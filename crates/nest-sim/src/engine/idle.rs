@@ -59,9 +59,10 @@ impl Kernel {
     /// for the tick's re-selection).
     fn idle_state_at(&self, core: usize, at: u64) -> usize {
         let idle = &self.core_idle[core];
-        let deepest = self.machine.power.idle_states.len() - 1;
         match idle.since {
-            Some(since) if at.saturating_sub(since) >= self.cfg.tick_ns() => deepest,
+            Some(since) if at.saturating_sub(since) >= self.cfg.tick_ns() => {
+                self.machine.power.deepest_idle_index()
+            }
             _ => idle.state,
         }
     }

@@ -270,7 +270,7 @@ impl Kernel {
             })
             .collect();
         let cpus = vec![CpuState::default(); topo.nr_cpus()];
-        let core_idle = vec![CoreIdle::new(machine.power.idle_states.len() - 1); nr_cores];
+        let core_idle = vec![CoreIdle::new(machine.power.deepest_idle_index()); nr_cores];
         let band_edges = machine.band_edges_mhz();
         let per_socket = machine.cores_per_socket as usize;
         let cold_socket_w = [false, true].map(|on| socket_power_w(&machine, &[], per_socket, on));

@@ -7,8 +7,8 @@
 //! Split by concern: `kernel` holds the simulated machine and task state
 //! that policies may read; `task` interprets task programs; `cpu` does
 //! context switches, idling, warm spinning and load balancing; `idle` the
-//! cores' idle states; `step` runs
-//! the periodic frequency step, tick and accounting.
+//! cores' idle states; `step` runs the periodic frequency step, tick and
+//! accounting.
 
 mod cpu;
 mod idle;
