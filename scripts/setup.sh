@@ -8,7 +8,7 @@ set -eu
 
 PACKAGES="
 clang-19 llvm-19 libclang-19-dev
-libelf-dev zlib1g-dev pkg-config make gcc
+libelf-dev zlib1g-dev pkg-config make gcc dpkg-dev
 qemu-system-x86 busybox-static cpio kmod xz-utils
 ca-certificates debian-archive-keyring
 protobuf-compiler fonts-dejavu-core chromium

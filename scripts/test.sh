@@ -53,6 +53,9 @@ step "host tests that need root, tracefs, protoc and chromium"
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 cargo test -p nest-trace -- --ignored --skip throughput
 
+step "host tests that need the Debian mirror (GNU hello's source, fetched once into /var/cache/nest)"
+cargo test -p nest --test bench_cli -- --ignored
+
 if ! $host_only; then
 	step "VM suite (QEMU guests, software emulation)"
 	cargo build -p scx_nest -p nest-load -p nest

@@ -40,17 +40,14 @@
 # build them with `cargo build -p nest -p scx_nest -p nest-load`),
 # NEST_DEBIAN_MIRROR (default http://deb.debian.org/debian).
 #
-# The source is fetched with a private apt configuration in
+# The source is fetched by `nest bench fetch` with a private apt configuration in
 # $NEST_CACHE/apt-src with a deb-src entry for bookworm; the system's apt
 # sources are never touched. Idempotent: a cached source is reused.
 set -eu
 cd "$(dirname "$0")/../.."
 
 CACHE=${NEST_CACHE:-/var/cache/nest}
-MIRROR=${NEST_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 BIN=${NEST_BIN:-target/debug}
-KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
-APT=$CACHE/apt-src
 SRC=$CACHE/src
 PACKAGE=hello
 RUNS=3
@@ -75,57 +72,14 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-write_apt_conf() {
-	cat <<CONF
-#clear APT::Update::Post-Invoke;
-#clear APT::Update::Post-Invoke-Success;
-#clear DPkg::Post-Invoke;
-Dir::Etc::SourceList "$APT/etc/sources.list";
-Dir::Etc::SourceParts "$APT/etc/sources.list.d";
-Dir::Etc::Preferences "$APT/etc/preferences";
-Dir::Etc::PreferencesParts "$APT/etc/preferences.d";
-Dir::State::Lists "$APT/lists";
-Dir::State::status "/dev/null";
-Dir::Cache "$APT/cache";
-Dir::Cache::pkgcache "";
-Dir::Cache::srcpkgcache "";
-Acquire::Languages "none";
-Acquire::IndexTargets::deb::DEP-11::DefaultEnabled "false";
-APT::Architectures { "amd64"; };
-CONF
-}
-
-# The unpacked source tree of $PACKAGE in $SRC/$PACKAGE (fetched once).
+# The unpacked source tree of $PACKAGE in $SRC/$PACKAGE: `nest bench
+# fetch` fetches it once (private apt configuration in $NEST_CACHE/apt-src)
+# and says where it is.
 fetch_source() {
-	if [ -e "$SRC/$PACKAGE/.complete" ]; then
-		say "step 1: source of $PACKAGE cached in $SRC/$PACKAGE"
-		return
-	fi
-	say "step 1: fetching the source of $PACKAGE (private apt config in $APT)"
-	for tool in apt-get dpkg-source; do
-		command -v "$tool" >/dev/null || die "'$tool' not found (apt-get install dpkg-dev)"
-	done
-	[ -r "$KEYRING" ] || die "$KEYRING missing: apt-get install debian-archive-keyring"
-	mkdir -p "$APT/etc/sources.list.d" "$APT/etc/preferences.d" \
-		"$APT/lists/partial" "$APT/cache/archives/partial" "$SRC" ||
-		die "cannot write to $CACHE; run as root or set NEST_CACHE"
-	echo "deb-src [signed-by=$KEYRING] $MIRROR bookworm main" >"$APT/etc/sources.list"
-	write_apt_conf >"$APT/apt.conf"
-	apt-get -q -c "$APT/apt.conf" update >&2 || die "cannot update the private source index"
-	work=$SRC/.work-$PACKAGE
-	rm -rf "$work"
-	mkdir -p "$work"
-	id _apt >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && chown _apt "$work"
-	(cd "$work" && apt-get -q -c "$APT/apt.conf" source --download-only "$PACKAGE" >&2) ||
-		die "cannot download the source of $PACKAGE"
-	(cd "$work" && dpkg-source -x ./"$PACKAGE"_*.dsc tree >&2) || die "cannot unpack $PACKAGE"
-	[ -x "$work/tree/configure" ] || die "$PACKAGE has no configure script"
-	rm -rf "${SRC:?}/$PACKAGE"
-	mv "$work/tree" "$SRC/$PACKAGE"
-	mv "$work"/*.dsc "$SRC/" 2>/dev/null || true
-	rm -rf "$work"
-	touch "$SRC/$PACKAGE/.complete"
-	say "source cached in $SRC/$PACKAGE"
+	say "step 1: source of $PACKAGE"
+	tree=$("$BIN/nest" bench fetch "$PACKAGE") || die "cannot fetch the source of $PACKAGE"
+	[ "$tree" = "$SRC/$PACKAGE" ] || die "nest put $PACKAGE in $tree, not $SRC/$PACKAGE"
+	[ -x "$tree/configure" ] || die "$PACKAGE has no configure script"
 }
 
 # configure's CPU time (user + system, seconds) natively on this host, on

@@ -14,6 +14,8 @@ use super::plan::PlannedRun;
 use super::process::{Child, Waited, describe};
 use super::results::{Cell, Results, Run, Status, Traced};
 use super::sched;
+use super::source;
+use super::suite::Combine;
 
 pub struct Options {
     pub out: PathBuf,
@@ -33,16 +35,24 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-/// The number after the last occurrence of `after` in `output`
-/// (`Time: 0.412` -> 0.412, `round_trips=5120` -> 5120).
-pub fn parse_metric(output: &str, after: &str) -> Option<f64> {
-    let (_, rest) = output.rsplit_once(after)?;
-    let number: String = rest
-        .trim_start()
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
+/// The numbers after each occurrence of `after` in `output`, combined
+/// (`Time: 0.412` -> 0.412, `round_trips=5120` -> 5120; cyclictest's
+/// `Avg:` of every thread -> their mean). Occurrences without a number
+/// are skipped.
+pub fn parse_metric(output: &str, after: &str, combine: Combine) -> Option<f64> {
+    let values: Vec<f64> = output
+        .split(after)
+        .skip(1)
+        .filter_map(|rest| {
+            let number: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
+                .collect();
+            number.parse().ok().filter(|v: &f64| v.is_finite())
+        })
         .collect();
-    number.parse().ok().filter(|v: &f64| v.is_finite())
+    combine.apply(&values)
 }
 
 /// `{cpus}` and `{2cpus}` in a command, replaced.
@@ -104,6 +114,24 @@ pub fn fmt_eta(d: Duration) -> String {
     } else {
         format!("{s}s")
     }
+}
+
+/// A run's working directory: a fresh copy of its workload's source
+/// tree, removed when dropped.
+struct WorkDir(PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if let Err(err) = std::fs::remove_dir_all(&self.0) {
+            eprintln!("nest bench: cannot remove {}: {err}", self.0.display());
+        }
+    }
+}
+
+/// Where the runs' working directories go: the temporary directory
+/// (a tmpfs in the guests), not the output directory.
+fn work_dirs() -> PathBuf {
+    std::env::temp_dir().join(format!("nest-bench-{}", std::process::id()))
 }
 
 /// One finished run, or why the bench must stop.
@@ -278,6 +306,12 @@ impl Bench<'_> {
         {
             return Ok(Outcome::Done(failed(format!("{err:#}"))));
         }
+        // Set up before the scheduler attaches: setup is not measured.
+        let work_dir = match self.prepare(&cell, logs, &stem, &failed) {
+            Ok(work_dir) => work_dir,
+            Err(outcome) => return Ok(outcome),
+        };
+        let dir = work_dir.as_ref().map(|w| w.0.as_path());
         if cell.scheduler.is_default() {
             let now = sched::status();
             if now.state.as_deref().is_some_and(|s| s != "disabled") {
@@ -287,7 +321,7 @@ impl Bench<'_> {
                     format!("a sched_ext scheduler ({ops}) got attached behind nest bench's back"),
                 ));
             }
-            return Ok(self.workload(&cell, planned, logs, &stem, failed));
+            return Ok(self.workload(&cell, planned, logs, &stem, dir, failed));
         }
         let log = logs.join(format!("{stem}.scheduler.log"));
         let attached = sched::attach(
@@ -301,7 +335,7 @@ impl Bench<'_> {
             Err(_) if self.stop.load(Ordering::Relaxed) => return Ok(Outcome::Interrupted),
             Err(err) => return Ok(Outcome::Done(failed(format!("did not attach: {err:#}")))),
         };
-        let outcome = self.workload(&cell, planned, logs, &stem, failed);
+        let outcome = self.workload(&cell, planned, logs, &stem, dir, failed);
         let ejected = attached.still_attached();
         let log = attached.log.clone();
         let kernel_log_from = attached.kernel_log_from;
@@ -322,41 +356,91 @@ impl Bench<'_> {
         })
     }
 
-    /// Run the cell's workload once and judge it (the scheduler, if any,
-    /// is judged by the caller).
+    /// A fresh copy of the workload's source tree, if it has one, with
+    /// its setup command run in it (or in the current directory).
+    fn prepare(
+        &self,
+        cell: &Cell,
+        logs: &Path,
+        stem: &str,
+        failed: &impl Fn(String) -> Run,
+    ) -> Result<Option<WorkDir>, Outcome> {
+        let work_dir = match &cell.workload.source {
+            Some(package) => {
+                let dir = WorkDir(work_dirs().join(stem));
+                let _ = std::fs::remove_dir_all(&dir.0);
+                source::copy_tree(&source::tree(package), &dir.0)
+                    .map_err(|err| Outcome::Done(failed(format!("{err:#}"))))?;
+                Some(dir)
+            }
+            None => None,
+        };
+        let setup = &cell.workload.setup;
+        if !setup.is_empty() {
+            let dir = work_dir.as_ref().map(|w| w.0.as_path());
+            let log = logs.join(format!("{stem}.setup.log"));
+            let (status, _) = self.run_to_end(&expand(setup, online_cpus()), &log, dir, failed)?;
+            if !status.success() {
+                let why = sched::last_lines(&sched::read(&log), 2);
+                return Err(Outcome::Done(failed(format!(
+                    "setup `{}` exited with {}: {why}",
+                    setup.join(" "),
+                    describe(status)
+                ))));
+            }
+        }
+        Ok(work_dir)
+    }
+
+    /// Run `command` until it exits: its status and wall time (s); a
+    /// timeout is a failed run, a stop an interrupted bench.
+    fn run_to_end(
+        &self,
+        command: &[String],
+        log: &Path,
+        dir: Option<&Path>,
+        failed: &impl Fn(String) -> Run,
+    ) -> Result<(std::process::ExitStatus, f64), Outcome> {
+        let mut child = Child::spawn(command, log, dir)
+            .map_err(|err| Outcome::Done(failed(format!("{err:#}"))))?;
+        let deadline = child.started + self.options.timeout;
+        match child.wait_until(deadline, &self.stop) {
+            Waited::Exited(status, at) => Ok((status, (at - child.started).as_secs_f64())),
+            Waited::Interrupted => {
+                child.stop(libc::SIGTERM, Duration::from_secs(5));
+                Err(Outcome::Interrupted)
+            }
+            Waited::TimedOut => {
+                child.stop(libc::SIGTERM, Duration::from_secs(5));
+                Err(Outcome::Done(failed(format!(
+                    "timed out after {:?}",
+                    self.options.timeout
+                ))))
+            }
+        }
+    }
+
+    /// Run the cell's workload once, in `dir` if given, and judge it (the
+    /// scheduler, if any, is judged by the caller).
     fn workload(
         &self,
         cell: &Cell,
         planned: &PlannedRun,
         logs: &Path,
         stem: &str,
+        dir: Option<&Path>,
         failed: impl Fn(String) -> Run,
     ) -> Outcome {
         let log = logs.join(format!("{stem}.log"));
-        let mut command = expand(&cell.workload.command, online_cpus());
+        let mut command = expand(&cell.scheduler.run_with, online_cpus());
+        command.extend(expand(&cell.workload.command, online_cpus()));
         if planned.traced {
             command = traced(&command, &logs.join(format!("{stem}.nest.jsonl")));
         }
-        let mut child = match Child::spawn(&command, &log) {
-            Ok(child) => child,
-            Err(err) => return Outcome::Done(failed(format!("{err:#}"))),
+        let (status, wall_s) = match self.run_to_end(&command, &log, dir, &failed) {
+            Ok(ended) => ended,
+            Err(outcome) => return outcome,
         };
-        let deadline = child.started + self.options.timeout;
-        let (status, ended) = match child.wait_until(deadline, &self.stop) {
-            Waited::Exited(status, at) => (status, at),
-            Waited::Interrupted => {
-                child.stop(libc::SIGTERM, Duration::from_secs(5));
-                return Outcome::Interrupted;
-            }
-            Waited::TimedOut => {
-                child.stop(libc::SIGTERM, Duration::from_secs(5));
-                return Outcome::Done(failed(format!(
-                    "timed out after {:?}",
-                    self.options.timeout
-                )));
-            }
-        };
-        let wall_s = (ended - child.started).as_secs_f64();
         let output = sched::read(&log);
         if !status.success() {
             let why = sched::last_lines(&output, 2);
@@ -366,23 +450,24 @@ impl Bench<'_> {
             )));
         }
         // A traced run is no measurement: its metric is not needed.
-        let metric = match &cell.workload.metric.after {
-            Some(after) if !planned.traced => parse_metric(&output, after),
+        let metric = &cell.workload.metric;
+        let value = match &metric.after {
+            Some(after) if !planned.traced => parse_metric(&output, after, metric.combine),
             _ => Some(wall_s),
         };
-        Outcome::Done(match metric {
-            Some(metric) => Run {
+        Outcome::Done(match value {
+            Some(value) => Run {
                 cell: planned.cell,
                 run: planned.run,
                 warmup: planned.warmup,
                 status: Status::Ok,
-                metric: Some(metric),
+                metric: Some(value),
                 wall_s,
                 reason: None,
             },
             None => failed(format!(
                 "no number after '{}' in its output",
-                cell.workload.metric.after.as_deref().unwrap_or_default()
+                metric.after.as_deref().unwrap_or_default()
             )),
         })
     }
@@ -394,17 +479,30 @@ mod tests {
 
     #[test]
     fn metrics_are_the_number_after_the_text() {
+        let last = Combine::Last;
         assert_eq!(
-            parse_metric("Running...\nTime: 0.412\n", "Time:"),
+            parse_metric("Running...\nTime: 0.412\n", "Time:", last),
             Some(0.412)
         );
         assert_eq!(
-            parse_metric("pingpong: round_trips=5120\n", "round_trips="),
+            parse_metric("pingpong: round_trips=5120\n", "round_trips=", last),
             Some(5120.0)
         );
-        assert_eq!(parse_metric("Time: 1\nTime: 2\n", "Time:"), Some(2.0));
-        assert_eq!(parse_metric("Time: n/a", "Time:"), None);
-        assert_eq!(parse_metric("nothing", "Time:"), None);
+        assert_eq!(parse_metric("Time: 1\nTime: 2\n", "Time:", last), Some(2.0));
+        assert_eq!(parse_metric("Time: n/a", "Time:", last), None);
+        assert_eq!(parse_metric("nothing", "Time:", last), None);
+    }
+
+    #[test]
+    fn a_metric_printed_per_thread_combines() {
+        // cyclictest -q, two threads.
+        let out = "T: 0 ( 7) P: 0 I:1000 C: 2000 Min: 33 Act: 64 Avg: 60 Max: 561\n\
+                   T: 1 ( 8) P: 0 I:1500 C: 1333 Min: 17 Act: 63 Avg: 70 Max: 1865\n";
+        assert_eq!(parse_metric(out, "Avg:", Combine::Mean), Some(65.0));
+        assert_eq!(parse_metric(out, "Max:", Combine::Max), Some(1865.0));
+        assert_eq!(parse_metric(out, "Min:", Combine::Min), Some(17.0));
+        assert_eq!(parse_metric(out, "C:", Combine::Sum), Some(3333.0));
+        assert_eq!(parse_metric(out, "Avg:", Combine::Last), Some(70.0));
     }
 
     #[test]

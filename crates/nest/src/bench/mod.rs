@@ -12,6 +12,7 @@ mod process;
 mod report;
 mod results;
 mod sched;
+mod source;
 mod stats;
 mod suite;
 
@@ -86,6 +87,14 @@ enum BenchCommand {
         /// The results.json compared with it.
         b: PathBuf,
     },
+    /// Fetch Debian source packages into the cache, as workloads with a
+    /// `source` do before they run (needs the network; a guest sees the
+    /// host's cache).
+    Fetch {
+        /// Source package names (`hello`).
+        #[arg(required = true)]
+        packages: Vec<String>,
+    },
 }
 
 /// A usage error: exit status 2, like clap's own.
@@ -94,10 +103,19 @@ fn usage(message: impl std::fmt::Display) -> anyhow::Error {
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
-    if let Some(BenchCommand::Compare { a, b }) = &args.command {
-        let (a, b) = (Results::load(a)?, Results::load(b)?);
-        print!("{}", report::compare(&a, &b).to_text());
-        return Ok(ExitCode::SUCCESS);
+    match &args.command {
+        Some(BenchCommand::Compare { a, b }) => {
+            let (a, b) = (Results::load(a)?, Results::load(b)?);
+            print!("{}", report::compare(&a, &b).to_text());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(BenchCommand::Fetch { packages }) => {
+            for package in packages {
+                println!("{}", source::fetch(package)?.display());
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        None => {}
     }
     if args.list {
         print!("{}", list());
@@ -113,6 +131,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
         found || !w.optional
     });
+    fetch_sources(&workloads)?;
     check_programs(&schedulers, &workloads)?;
     preflight(&schedulers)?;
     let governors = governors(&args.governor, &mut notes)?;
@@ -147,21 +166,23 @@ fn choose(args: &BenchArgs) -> Result<(Vec<Scheduler>, Vec<Workload>)> {
     let suite: Suite = suite::load(&args.suite).map_err(usage)?;
     let schedulers = match &args.schedulers {
         None => suite.schedulers.clone(),
-        Some(names) => names
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(|name| scheduler_named(&suite, name))
-            .collect::<Result<_, _>>()
-            .map_err(usage)?,
+        Some(names) => pick(names, |name| schedulers_named(&suite, name))?
+            .into_iter()
+            .flatten()
+            .collect(),
     };
     if schedulers.is_empty() {
         return Err(usage("--schedulers names no scheduler"));
     }
+    let mut names: Vec<&str> = schedulers.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(twice) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(usage(format!("--schedulers names '{}' twice", twice[0])));
+    }
     let workloads = if !args.run.is_empty() {
         vec![command_workload(&args.run)]
     } else if let Some(names) = &args.workloads {
-        suite::select(&suite.workloads, names, |w| &w.name, "workload").map_err(usage)?
+        pick(names, |name| workload_named(&suite, name))?
     } else {
         suite.workloads.clone()
     };
@@ -171,24 +192,75 @@ fn choose(args: &BenchArgs) -> Result<(Vec<Scheduler>, Vec<Workload>)> {
     Ok((schedulers, workloads))
 }
 
-/// A scheduler of the suite, a built-in one, or an installed `scx_*`.
-fn scheduler_named(suite: &Suite, name: &str) -> Result<Scheduler, String> {
+/// The items `names` (comma-separated) call, in that order.
+fn pick<T>(names: &str, named: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
+    names
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(named)
+        .collect::<Result<_, _>>()
+        .map_err(usage)
+}
+
+/// What `--schedulers installed` stands for: every sched_ext scheduler
+/// found beside nest or on PATH but scx_nest (scx_bpfland, scx_lavd, ...).
+const INSTALLED: &str = "installed";
+
+fn installed_peers() -> Vec<String> {
+    let mut peers = process::programs_starting_with("scx_");
+    peers.retain(|p| p != "scx_nest");
+    peers
+}
+
+/// A scheduler of the suite, a built-in one, or an installed `scx_*`
+/// (`installed`: all of those).
+fn schedulers_named(suite: &Suite, name: &str) -> Result<Vec<Scheduler>, String> {
     if let Some(s) = suite.schedulers.iter().find(|s| s.name == name) {
-        return Ok(s.clone());
+        return Ok(vec![s.clone()]);
     }
     if let Some(s) = suite::builtin_scheduler(name) {
-        return Ok(s);
+        return Ok(vec![s]);
+    }
+    let for_program = |p: &String| suite::scheduler_for_command(p, vec![p.clone()]);
+    if name == INSTALLED {
+        let peers = installed_peers();
+        if peers.is_empty() {
+            return Err(
+                "--schedulers installed: no sched_ext scheduler but scx_nest is \
+                        installed (scx_* beside nest or on PATH; e.g. `cargo install \
+                        scx_bpfland`)"
+                    .into(),
+            );
+        }
+        return Ok(peers.iter().map(for_program).collect());
     }
     if name.starts_with("scx_") && process::resolve(name).is_some() {
-        return Ok(suite::scheduler_for_command(name, vec![name.to_string()]));
+        return Ok(vec![for_program(&name.to_string())]);
     }
     let in_suite: Vec<&str> = suite.schedulers.iter().map(|s| s.name.as_str()).collect();
     Err(format!(
-        "unknown scheduler '{name}': valid are the suite's ({}), the built-in ones ({}) \
-         and installed scx_* programs",
+        "unknown scheduler '{name}': valid are the suite's ({}), the built-in ones ({}), \
+         installed scx_* programs ({}) and `{INSTALLED}` for all of those",
         in_suite.join(", "),
-        suite::valid_scheduler_names()
+        suite::valid_scheduler_names(),
+        installed_peers().join(", ")
     ))
+}
+
+/// A workload of the suite or a built-in one.
+fn workload_named(suite: &Suite, name: &str) -> Result<Workload, String> {
+    if let Some(w) = suite.workloads.iter().find(|w| w.name == name) {
+        return Ok(w.clone());
+    }
+    suite::builtin_workload(name).ok_or_else(|| {
+        let in_suite: Vec<&str> = suite.workloads.iter().map(|w| w.name.as_str()).collect();
+        format!(
+            "unknown workload '{name}': valid are the suite's ({}) and the built-in ones ({})",
+            in_suite.join(", "),
+            suite::valid_workload_names()
+        )
+    })
 }
 
 /// The workload `nest bench -- CMD ARGS` runs: wall time of the command.
@@ -199,21 +271,55 @@ fn command_workload(command: &[String]) -> Workload {
         command: command.to_vec(),
         metric: suite::Metric::wall_time(),
         optional: false,
+        source: None,
+        setup: Vec::new(),
     }
 }
 
-/// Every program the bench will start exists (or it refuses to begin).
-fn check_programs(schedulers: &[Scheduler], workloads: &[Workload]) -> Result<()> {
-    let commands = schedulers
+/// The source tree of every workload that has one, fetched if needed.
+fn fetch_sources(workloads: &[Workload]) -> Result<()> {
+    let mut packages: Vec<&str> = workloads
         .iter()
-        .filter(|s| !s.is_default())
-        .map(|s| (&s.name, &s.command))
-        .chain(workloads.iter().map(|w| (&w.name, &w.command)));
-    for (name, command) in commands {
-        let program = &command[0];
-        if process::resolve(program).is_none() {
+        .filter_map(|w| w.source.as_deref())
+        .collect();
+    packages.sort_unstable();
+    packages.dedup();
+    for package in packages {
+        source::fetch(package)?;
+    }
+    Ok(())
+}
+
+/// Every program the bench will start exists (or it refuses to begin);
+/// `./configure` is looked for in the workload's source tree.
+fn check_programs(schedulers: &[Scheduler], workloads: &[Workload]) -> Result<()> {
+    let sched_ext = schedulers.iter().filter(|s| !s.is_default());
+    let commands = sched_ext
+        .clone()
+        .map(|s| (&s.name, &s.command, None))
+        .chain(sched_ext.map(|s| (&s.name, &s.run_with, None)))
+        .chain(workloads.iter().flat_map(|w| {
+            let tree = w.source.as_deref().map(source::tree);
+            [
+                (&w.name, &w.command, tree.clone()),
+                (&w.name, &w.setup, tree),
+            ]
+        }));
+    for (name, command, tree) in commands {
+        let Some(program) = command.first() else {
+            continue;
+        };
+        let path = match &tree {
+            Some(tree) if program.contains('/') => tree.join(program).display().to_string(),
+            _ => program.clone(),
+        };
+        if process::resolve(&path).is_none() {
+            let place = match tree {
+                Some(tree) if program.contains('/') => format!("in {}", tree.display()),
+                _ => "beside nest or on PATH".to_string(),
+            };
             return Err(usage(format!(
-                "{name}: cannot find program '{program}' (beside nest or on PATH)"
+                "{name}: cannot find program '{program}' ({place})"
             )));
         }
     }
@@ -347,19 +453,25 @@ fn list() -> String {
     for (name, _) in suite::BUILTIN_SUITES {
         s.push_str(&format!("  {name}\n"));
     }
-    s.push_str("workloads:\n");
-    for w in suite::BUILTIN_WORKLOADS {
-        s.push_str(&format!("  {:<10} {}: {}\n", w.0, w.6, w.1.join(" ")));
+    let (schedulers, workloads) = suite::builtins();
+    for (title, items) in [("workloads", workloads), ("schedulers", schedulers)] {
+        s.push_str(&format!("{title}:\n"));
+        for [name, about, how] in items {
+            s.push_str(&format!("  {name:<16} {about}\n"));
+            if !how.is_empty() {
+                s.push_str(&format!("  {:<16} {how}\n", ""));
+            }
+        }
     }
-    s.push_str("schedulers:\n");
-    for (name, command, _) in suite::BUILTIN_SCHEDULERS {
-        let what = if command.is_empty() {
-            "the kernel's own (no sched_ext)".to_string()
+    let peers = installed_peers();
+    s.push_str(&format!(
+        "installed sched_ext schedulers (--schedulers NAME, or `{INSTALLED}` for all): {}\n",
+        if peers.is_empty() {
+            "none but scx_nest".to_string()
         } else {
-            command.join(" ")
-        };
-        s.push_str(&format!("  {name:<10} {what}\n"));
-    }
+            peers.join(", ")
+        }
+    ));
     s
 }
 
@@ -402,11 +514,25 @@ mod tests {
     }
 
     #[test]
+    fn a_builtin_workload_can_be_asked_for_outside_the_suite() {
+        let (_, workloads) = choose(&parse(&[
+            "--suite",
+            "quick",
+            "--workloads",
+            "pipe,make-hello",
+        ]))
+        .unwrap();
+        assert_eq!(workloads[0].command[3], "0.5", "the quick suite's pipe");
+        assert_eq!(workloads[1].source.as_deref(), Some("hello"));
+        assert_eq!(workloads[1].setup, ["./configure"]);
+    }
+
+    #[test]
     fn unknown_names_are_usage_errors_listing_the_valid_ones() {
         let err = choose(&parse(&["--suite", "quick", "--workloads", "chain,pipes"])).unwrap_err();
         assert!(
             err.to_string()
-                .contains("unknown workload 'pipes' in this suite; valid: chain, pipe"),
+                .contains("unknown workload 'pipes': valid are the suite's (chain, pipe)"),
             "{err}"
         );
         assert_eq!(exit_code(err), 2);

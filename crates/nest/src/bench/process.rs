@@ -4,6 +4,7 @@
 //! a waiting thread (polling would blur wall times).
 
 use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -47,13 +48,51 @@ pub fn resolve(program: &str) -> Option<PathBuf> {
     beside.into_iter().chain(on_path).find(|p| p.is_file())
 }
 
+/// The programs whose names start with `prefix`, beside this `nest`
+/// binary or on `PATH` (the first one found of each name), sorted.
+pub fn programs_starting_with(prefix: &str) -> Vec<String> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.to_path_buf()));
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>());
+    let mut names: Vec<String> = beside
+        .into_iter()
+        .chain(on_path)
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let name = entry.file_name().into_string().ok()?;
+            let executable = entry
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+            (name.starts_with(prefix) && executable).then_some(name)
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 impl Child {
-    /// Start `command` with stdout and stderr going to `log`.
-    pub fn spawn(command: &[String], log: &Path) -> Result<Self> {
+    /// Start `command` with stdout and stderr going to `log`, in `dir`
+    /// (where a relative program such as `./configure` is found) or in
+    /// the current directory.
+    pub fn spawn(command: &[String], log: &Path, dir: Option<&Path>) -> Result<Self> {
         let (program, args) = command.split_first().context("empty command")?;
-        let path = resolve(program).with_context(|| format!("cannot find program '{program}'"))?;
+        let in_dir = dir
+            .filter(|_| program.contains('/'))
+            .map(|d| d.join(program));
+        let path = resolve(&in_dir.map_or(program.clone(), |p| p.display().to_string()))
+            .with_context(|| format!("cannot find program '{program}'"))?;
         let out = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-        let mut child = Command::new(&path)
+        let mut command = Command::new(&path);
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        let mut child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
@@ -171,7 +210,8 @@ mod tests {
     fn output_goes_to_the_log_and_the_status_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("out.log");
-        let mut child = Child::spawn(&sh("echo Time: 1.5; echo oops >&2; exit 3"), &log).unwrap();
+        let mut child =
+            Child::spawn(&sh("echo Time: 1.5; echo oops >&2; exit 3"), &log, None).unwrap();
         let never = AtomicBool::new(false);
         let waited = child.wait_until(Instant::now() + Duration::from_secs(60), &never);
         let Waited::Exited(status, _) = waited else {
@@ -184,7 +224,7 @@ mod tests {
     #[test]
     fn a_stop_flag_interrupts_and_stop_kills_the_group() {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Child::spawn(&sh("sleep 600 & wait"), &dir.path().join("l")).unwrap();
+        let mut child = Child::spawn(&sh("sleep 600 & wait"), &dir.path().join("l"), None).unwrap();
         let stop = AtomicBool::new(true);
         let waited = child.wait_until(Instant::now() + Duration::from_secs(60), &stop);
         assert!(matches!(waited, Waited::Interrupted), "{waited:?}");
@@ -194,9 +234,33 @@ mod tests {
     }
 
     #[test]
+    fn a_relative_program_is_found_and_run_in_its_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("configure");
+        std::fs::write(&script, "#!/bin/sh\npwd\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = dir.path().join("l");
+        let command = ["./configure".to_string()];
+        let mut child = Child::spawn(&command, &log, Some(dir.path())).unwrap();
+        let never = AtomicBool::new(false);
+        let waited = child.wait_until(Instant::now() + Duration::from_secs(60), &never);
+        assert!(
+            matches!(waited, Waited::Exited(s, _) if s.success()),
+            "{waited:?}"
+        );
+        let pwd = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(Path::new(pwd.trim()), dir.path().canonicalize().unwrap());
+    }
+
+    #[test]
     fn a_missing_program_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let err = Child::spawn(&["no-such-program-xyz".to_string()], &dir.path().join("l"));
+        let err = Child::spawn(
+            &["no-such-program-xyz".to_string()],
+            &dir.path().join("l"),
+            None,
+        );
         let err = format!("{:#}", err.err().unwrap());
         assert!(
             err.contains("cannot find program 'no-such-program-xyz'"),

@@ -85,7 +85,7 @@ pub fn attach(
 ) -> Result<Attached> {
     let seq_before = status().enable_seq;
     let kernel_log_from = dmesg().lines().count();
-    let mut child = Child::spawn(&scheduler.command, &log)?;
+    let mut child = Child::spawn(&scheduler.command, &log, None)?;
     let until = Instant::now() + deadline;
     loop {
         let now = status();
