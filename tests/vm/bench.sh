@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Guest side of the nest bench test. Runs `nest bench --suite quick`
 # (results in OUTDIR/quick), a suite whose schedulers fail to attach or get
-# ejected mid-run (OUTDIR/failing), and the refusals: not root, another
+# ejected mid-run (OUTDIR/failing), the partial-mode variant
+# (OUTDIR/partial), and the refusals: not root, another
 # scheduler attached. Prints key=value facts and the bench's table; the
 # host reads the result files and judges.
 #
@@ -43,6 +44,25 @@ TOML
 	2>"$out/failing.progress"
 fact failing_exit $?
 fact state_after_failing "$(cat $sysfs/state)"
+
+# Partial mode: scx_nest --partial with the workload started by `nest run`,
+# which puts it in SCHED_EXT (policy 7; field 41 of /proc/PID/stat) where
+# the default scheduler's cell runs it as SCHED_OTHER (0).
+cat >/tmp/partial.toml <<'TOML'
+[[scheduler]]
+name = "default"
+
+[[scheduler]]
+name = "nest-partial"
+
+[[workload]]
+name = "policy"
+command = ["awk", "{ print \"policy=\" $41 }", "/proc/self/stat"]
+TOML
+"$bin/nest" bench --suite /tmp/partial.toml --warmup 0 --runs 1 -o "$out/partial" \
+	2>"$out/partial.progress"
+fact partial_exit $?
+fact state_after_partial "$(cat $sysfs/state)"
 
 attempt nonroot setpriv --reuid=65534 --regid=65534 --clear-groups \
 	"$bin/nest" bench --suite quick -o /tmp/nonroot

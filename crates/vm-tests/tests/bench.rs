@@ -1,6 +1,7 @@
 //! `nest bench` in a real sched_ext kernel under QEMU (tests/vm/bench.sh):
 //! the quick suite's results and report, schedulers that fail to attach or
-//! get ejected reported FAILED and never as results, and the refusals.
+//! get ejected reported FAILED and never as results, the partial-mode
+//! variant (`nest run`), and the refusals.
 //! Ignored by default: it boots a QEMU guest; scripts/test.sh runs it.
 
 use std::path::Path;
@@ -181,6 +182,25 @@ fn check_traces(out: &Path) {
     );
 }
 
+/// scx_nest in partial mode ran the workload through `nest run`: in
+/// SCHED_EXT, where the default scheduler's cell ran it in SCHED_OTHER.
+fn check_partial(out: &Path, report: &Report) {
+    assert_eq!(report.get("partial_exit"), Some("0"), "partial suite");
+    assert_eq!(report.get("state_after_partial"), Some("disabled"));
+    let partial = out.join("partial");
+    let results = results(&partial);
+    assert_eq!(
+        cell_ids(&results),
+        ["policy / default", "policy / nest-partial"]
+    );
+    let policy = |scheduler: &str| {
+        let log = partial.join(format!("logs/policy-{scheduler}-r1.log"));
+        std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()))
+    };
+    assert_eq!(policy("default"), "policy=0\n", "SCHED_OTHER");
+    assert_eq!(policy("nest-partial"), "policy=7\n", "SCHED_EXT");
+}
+
 fn check_refusals(report: &Report) {
     let fact = |key: &str| report.get(key).unwrap_or_default().to_string();
     assert_eq!(fact("nonroot_exit"), "1");
@@ -243,6 +263,7 @@ fn nest_bench_reports_the_quick_suite_and_never_counts_failed_schedulers() {
     check_quick(&out, &report);
     check_failing(&out, &report);
     check_traces(&out);
+    check_partial(&out, &report);
     check_refusals(&report);
     // The starving scheduler's stall is expected; nothing else may be.
     let problems: Vec<String> = kernel_problems(&report.dmesg)
