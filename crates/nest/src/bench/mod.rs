@@ -345,14 +345,15 @@ fn governors(asked: &[String], notes: &mut Vec<String>) -> Result<Vec<String>> {
     if asked.is_empty() {
         return Ok(Vec::new());
     }
-    if !governor::cpufreq_present() {
+    let cpus = Path::new(governor::CPUS);
+    if !governor::cpufreq_present(cpus) {
         notes.push(format!(
             "no cpufreq on this machine: --governor {} ignored",
             asked.join(",")
         ));
         return Ok(Vec::new());
     }
-    let available = governor::Governors::available();
+    let available = governor::Governors::available(cpus);
     if let Some(bad) = asked.iter().find(|g| !available.contains(g)) {
         return Err(usage(format!(
             "governor '{bad}' is not available here; valid: {}",
@@ -404,7 +405,7 @@ fn bench(args: &BenchArgs, results: Results, switch_governors: bool) -> Result<E
         results,
         stop: exec::stop_flag()?,
         governors: if switch_governors {
-            Some(governor::Governors::save()?)
+            Some(governor::Governors::save(Path::new(governor::CPUS))?)
         } else {
             None
         },
