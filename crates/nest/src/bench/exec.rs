@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use super::energy::Rapl;
 use super::governor::Governors;
 use super::plan::PlannedRun;
 use super::process::{Child, Waited, describe};
@@ -148,6 +149,8 @@ pub struct Bench<'a> {
     pub options: &'a Options,
     pub results: Results,
     pub stop: Arc<AtomicBool>,
+    /// Measures each run's energy (when the machine has RAPL).
+    pub rapl: Rapl,
     pub governors: Option<Governors>,
 }
 
@@ -299,6 +302,7 @@ impl Bench<'_> {
             status: Status::Failed,
             metric: None,
             wall_s: 0.0,
+            energy_j: None,
             reason: Some(reason),
         };
         if let (Some(governors), Some(governor)) = (&self.governors, &cell.governor)
@@ -437,10 +441,12 @@ impl Bench<'_> {
         if planned.traced {
             command = traced(&command, &logs.join(format!("{stem}.nest.jsonl")));
         }
+        let energy = self.rapl.start();
         let (status, wall_s) = match self.run_to_end(&command, &log, dir, &failed) {
             Ok(ended) => ended,
             Err(outcome) => return outcome,
         };
+        let energy_j = energy.and_then(|e| e.joules());
         let output = sched::read(&log);
         if !status.success() {
             let why = sched::last_lines(&output, 2);
@@ -463,6 +469,7 @@ impl Bench<'_> {
                 status: Status::Ok,
                 metric: Some(value),
                 wall_s,
+                energy_j,
                 reason: None,
             },
             None => failed(format!(

@@ -4,6 +4,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::energy::Rapl;
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     pub cpu_model: String,
@@ -20,6 +22,10 @@ pub struct Machine {
     pub virtualization: String,
     /// Under software emulation times measure placement, not speed.
     pub emulated: bool,
+    /// The RAPL package domains whose energy is measured (`package-0`,
+    /// ...); empty without RAPL (and in results from before it).
+    #[serde(default)]
+    pub rapl: Vec<String>,
 }
 
 impl Machine {
@@ -31,7 +37,8 @@ impl Machine {
 
     pub fn describe(&self) -> String {
         format!(
-            "{} ({} CPUs: {} sockets, {} cores), kernel {}, governor {}, turbo {}, virtualization {}",
+            "{} ({} CPUs: {} sockets, {} cores), kernel {}, governor {}, turbo {}, \
+             virtualization {}, RAPL {}",
             self.cpu_model,
             self.cpus,
             self.sockets,
@@ -39,7 +46,12 @@ impl Machine {
             self.kernel,
             self.governor,
             self.turbo,
-            self.virtualization
+            self.virtualization,
+            if self.rapl.is_empty() {
+                "none".to_string()
+            } else {
+                self.rapl.join(", ")
+            }
         )
     }
 }
@@ -112,8 +124,8 @@ fn turbo() -> String {
     }
 }
 
-/// Describe this machine.
-pub fn describe() -> Machine {
+/// Describe this machine, whose RAPL domains are `rapl`.
+pub fn describe(rapl: &Rapl) -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let topology = nest_topology::sysfs::read_sysfs_topology(Path::new("/")).ok();
     let count = |f: fn(&nest_topology::CpuPlace) -> u32| {
@@ -138,6 +150,7 @@ pub fn describe() -> Machine {
         turbo: turbo(),
         emulated: virtualization == "qemu",
         virtualization,
+        rapl: rapl.names(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! `nest bench compare A.json B.json` compares two result files.
 //! The method is described in docs/bench.md.
 
+mod energy;
 mod exec;
 mod governor;
 mod machine;
@@ -136,8 +137,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     preflight(&schedulers)?;
     let governors = governors(&args.governor, &mut notes)?;
     let cells = cells(&workloads, &schedulers, &governors);
+    let rapl = rapl(&mut notes);
     let results = Results {
-        machine: machine::describe(),
+        machine: machine::describe(&rapl),
         method: Method {
             suite: suite_name(&args),
             warmup: args.warmup,
@@ -150,7 +152,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         notes,
         traces: Vec::new(),
     };
-    bench(&args, results, !governors.is_empty())
+    bench(&args, results, rapl, !governors.is_empty())
 }
 
 fn suite_name(args: &BenchArgs) -> String {
@@ -363,6 +365,16 @@ fn governors(asked: &[String], notes: &mut Vec<String>) -> Result<Vec<String>> {
     Ok(asked.to_vec())
 }
 
+/// The RAPL domains that measure each run's energy; a note if their
+/// counters cannot be read (then no run has an energy).
+fn rapl(notes: &mut Vec<String>) -> energy::Rapl {
+    let rapl = energy::Rapl::find(Path::new(energy::POWERCAP));
+    if let Err(err) = rapl.read() {
+        notes.push(format!("energy not measured: {err:#}"));
+    }
+    rapl
+}
+
 /// Every workload under every scheduler (under every governor), workload
 /// by workload: the first scheduler's cell first, as the baseline.
 fn cells(workloads: &[Workload], schedulers: &[Scheduler], governors: &[String]) -> Vec<Cell> {
@@ -386,7 +398,12 @@ fn cells(workloads: &[Workload], schedulers: &[Scheduler], governors: &[String])
     cells
 }
 
-fn bench(args: &BenchArgs, results: Results, switch_governors: bool) -> Result<ExitCode> {
+fn bench(
+    args: &BenchArgs,
+    results: Results,
+    rapl: energy::Rapl,
+    switch_governors: bool,
+) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let options = exec::Options {
@@ -404,6 +421,7 @@ fn bench(args: &BenchArgs, results: Results, switch_governors: bool) -> Result<E
         options: &options,
         results,
         stop: exec::stop_flag()?,
+        rapl,
         governors: if switch_governors {
             Some(governor::Governors::save(Path::new(governor::CPUS))?)
         } else {

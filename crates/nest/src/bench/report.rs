@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use nest_trace::table::{Cell as TableCell, Table, escape};
 
 use super::results::{Results, Status};
-use super::stats::{Summary, improvement};
+use super::stats::{Improvement, Summary, improvement};
 
 /// A value with up to 4 significant digits.
 fn num(v: f64) -> String {
@@ -22,62 +22,65 @@ fn percent(p: f64) -> String {
     format!("{p:+.1}%")
 }
 
+/// An improvement and its standard deviation, for a table (`-` when
+/// there is none).
+fn improvement_cells(imp: Option<Improvement>) -> [String; 2] {
+    [
+        imp.map(|i| percent(i.percent))
+            .unwrap_or_else(|| "-".into()),
+        imp.and_then(|i| i.stddev)
+            .map(|sd| format!("{sd:.1}%"))
+            .unwrap_or_else(|| "-".into()),
+    ]
+}
+
+/// Cell `i`'s improvement columns: `baseline` for a baseline cell.
+fn versus_baseline(results: &Results, i: usize, imp: Option<Improvement>) -> [String; 2] {
+    if results.baseline_of(i) == Some(i) {
+        ["baseline".into(), "-".into()]
+    } else {
+        improvement_cells(imp)
+    }
+}
+
 /// The summary table: one row per cell.
 pub fn summary_table(results: &Results) -> Table {
     let with_governor = results.cells.iter().any(|c| c.governor.is_some());
+    let with_energy = results.has_energy();
     let mut columns = vec!["workload", "scheduler"];
     if with_governor {
         columns.push("governor");
     }
     columns.extend(["runs ok", "mean", "stddev", "unit", "vs baseline", "+-"]);
+    if with_energy {
+        columns.extend(["energy J", "energy vs baseline", "energy +-"]);
+    }
     let mut table = Table::new("summary", &columns);
     for (i, cell) in results.cells.iter().enumerate() {
         let summary = results.summarize(i);
-        let mut row: Vec<TableCell> = vec![
-            cell.workload.name.as_str().into(),
-            cell.scheduler.name.as_str().into(),
-        ];
+        let mut row = vec![cell.workload.name.clone(), cell.scheduler.name.clone()];
         if with_governor {
-            row.push(cell.governor.clone().unwrap_or_default().into());
+            row.push(cell.governor.clone().unwrap_or_default());
         }
-        row.push(format!("{}/{}", summary.ok, summary.ok + summary.failed).into());
-        let text = |s: String| TableCell::Text(s);
+        row.push(format!("{}/{}", summary.ok, summary.ok + summary.failed));
         match (&summary.failure, summary.result()) {
-            (Some(_), _) => {
-                // The reasons are listed under the table: too long for it.
-                row.push(text("FAILED".into()));
-                for _ in 0..4 {
-                    row.push(text(String::new()));
-                }
-            }
+            // The reasons are listed under the table: too long for it.
+            (Some(_), _) => row.push("FAILED".into()),
             (None, Some(s)) => {
-                let imp = results.improvement(i);
-                row.push(text(num(s.mean)));
-                row.push(text(s.stddev.map(num).unwrap_or_else(|| "-".into())));
-                row.push(text(cell.workload.metric.unit.clone()));
-                if results.baseline_of(i) == Some(i) {
-                    row.push(text("baseline".into()));
-                    row.push(text("-".into()));
-                    table.push(row);
-                    continue;
-                }
-                row.push(text(
-                    imp.map(|i| percent(i.percent))
-                        .unwrap_or_else(|| "-".into()),
-                ));
-                row.push(text(
-                    imp.and_then(|i| i.stddev)
-                        .map(|sd| format!("{sd:.1}%"))
-                        .unwrap_or_else(|| "-".into()),
-                ));
-            }
-            (None, None) => {
-                for _ in 0..5 {
-                    row.push(text("-".into()));
+                row.push(num(s.mean));
+                row.push(s.stddev.map(num).unwrap_or_else(|| "-".into()));
+                row.push(cell.workload.metric.unit.clone());
+                row.extend(versus_baseline(results, i, results.improvement(i)));
+                if with_energy {
+                    row.push(summary.energy.map_or_else(|| "-".into(), |e| num(e.mean)));
+                    row.extend(versus_baseline(results, i, results.energy_improvement(i)));
                 }
             }
+            (None, None) => {}
         }
-        table.push(row);
+        let empty = if summary.failure.is_some() { "" } else { "-" };
+        row.resize(columns.len(), empty.into());
+        table.push(row.into_iter().map(TableCell::Text).collect());
     }
     table
 }
@@ -247,13 +250,11 @@ pub fn speedup_svg(title: &str, bars: &[(String, Option<f64>, Option<f64>)]) -> 
     s
 }
 
-/// The bars of each workload (and governor): every non-baseline cell.
-fn figures(results: &Results) -> Vec<String> {
+/// The cells of each workload (and governor), in order: what one
+/// figure shows.
+fn groups(results: &Results) -> Vec<(String, Vec<usize>)> {
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, cell) in results.cells.iter().enumerate() {
-        if results.baseline_of(i) == Some(i) {
-            continue;
-        }
         let key = match &cell.governor {
             Some(g) => format!("{} ({g})", cell.workload.name),
             None => cell.workload.name.clone(),
@@ -263,28 +264,64 @@ fn figures(results: &Results) -> Vec<String> {
             None => groups.push((key, vec![i])),
         }
     }
+    groups
+}
+
+/// A bar per cell: its scheduler, and its improvement.
+fn bars(
+    results: &Results,
+    cells: &[usize],
+    imp: impl Fn(usize) -> Option<Improvement>,
+) -> Vec<(String, Option<f64>, Option<f64>)> {
+    cells
+        .iter()
+        .map(|&i| {
+            let imp = imp(i);
+            (
+                results.cells[i].scheduler.name.clone(),
+                imp.map(|i| i.percent),
+                imp.and_then(|i| i.stddev),
+            )
+        })
+        .collect()
+}
+
+/// Each workload's improvement bars (every non-baseline cell), with its
+/// energy bars beside them when its runs measured energy.
+fn figures(results: &Results) -> Vec<String> {
     let baseline = results
         .cells
         .first()
         .map(|c| c.scheduler.name.as_str())
         .unwrap_or("");
-    groups
-        .into_iter()
-        .map(|(key, cells)| {
-            let bars: Vec<_> = cells
-                .iter()
-                .map(|&i| {
-                    let imp = results.improvement(i);
-                    (
-                        results.cells[i].scheduler.name.clone(),
-                        imp.map(|i| i.percent),
-                        imp.and_then(|i| i.stddev),
-                    )
+    let mut figures = Vec::new();
+    for (key, cells) in groups(results) {
+        let has_energy = cells.iter().any(|&i| results.summarize(i).energy.is_some());
+        let cells: Vec<usize> = cells
+            .into_iter()
+            .filter(|&i| results.baseline_of(i) != Some(i))
+            .collect();
+        let title = format!("{key}: improvement over {baseline} (%)");
+        let mut figure = speedup_svg(&title, &bars(results, &cells, |i| results.improvement(i)));
+        if has_energy {
+            // A cell with a time but no energy (a counter that could not be
+            // read) has no bar; without a time it is FAILED, as above.
+            let measured: Vec<usize> = cells
+                .into_iter()
+                .filter(|&i| {
+                    results.energy_improvement(i).is_some() || results.improvement(i).is_none()
                 })
                 .collect();
-            speedup_svg(&format!("{key}: improvement over {baseline} (%)"), &bars)
-        })
-        .collect()
+            let title = format!("{key}: energy improvement over {baseline} (%)");
+            let energy = bars(results, &measured, |i| results.energy_improvement(i));
+            figure = format!(
+                "<div class=\"pair\">\n{figure}{}</div>\n",
+                speedup_svg(&title, &energy)
+            );
+        }
+        figures.push(figure);
+    }
+    figures
 }
 
 /// Every run, for the report's last table.
@@ -324,9 +361,9 @@ fn runs_table(results: &Results) -> Table {
 pub fn html(results: &Results) -> String {
     let mut s = String::from(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>nest bench</title>\n\
-         <style>body{font-family:sans-serif;max-width:60em;margin:1em auto}\
+         <style>body{font-family:sans-serif;max-width:84em;margin:1em auto}\
          table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
-         .label{color:#b00;font-weight:bold}</style></head><body>\n<h1>nest bench</h1>\n",
+         .label{color:#b00;font-weight:bold}.pair{display:flex;gap:1em}</style></head><body>\n<h1>nest bench</h1>\n",
     );
     let _ = writeln!(s, "<p>{}</p>", escape(&results.machine.describe()));
     if let Some(label) = results.machine.label() {
@@ -359,37 +396,44 @@ pub fn html(results: &Results) -> String {
     s
 }
 
-/// `nest bench compare A B`: each cell present in both, B against A.
+/// `nest bench compare A B`: each cell present in both, B against A
+/// (and their energy, when either measured it).
 pub fn compare(a: &Results, b: &Results) -> Table {
-    let mut table = Table::new(
-        "compare",
-        &["cell", "A mean", "B mean", "unit", "B/A", "B vs A", "+-"],
-    );
+    let with_energy = a.has_energy() || b.has_energy();
+    let mut columns = vec!["cell", "A mean", "B mean", "unit", "B/A", "B vs A", "+-"];
+    if with_energy {
+        columns.extend(["A J", "B J", "energy B vs A", "energy +-"]);
+    }
+    let mut table = Table::new("compare", &columns);
+    let versus = |x: Option<&Summary>, y: Option<&Summary>, higher_is_better| {
+        improvement_cells(
+            x.zip(y)
+                .and_then(|(x, y)| improvement(x, y, higher_is_better)),
+        )
+    };
     for (i, cell) in a.cells.iter().enumerate() {
         let id = cell.id();
         let Some(j) = b.cells.iter().position(|c| c.id() == id) else {
             continue;
         };
         let (sa, sb) = (a.summarize(i), b.summarize(j));
-        let fmt = |s: Option<&Summary>| s.map(|s| num(s.mean)).unwrap_or_else(|| "FAILED".into());
-        let both = sa.result().zip(sb.result());
-        let imp = both.and_then(|(x, y)| improvement(x, y, cell.workload.metric.higher_is_better));
-        table.push(vec![
-            id.into(),
-            fmt(sa.result()).into(),
-            fmt(sb.result()).into(),
-            cell.workload.metric.unit.as_str().into(),
-            both.map(|(x, y)| format!("{:.3}", y.mean / x.mean))
-                .unwrap_or_else(|| "-".into())
-                .into(),
-            imp.map(|i| percent(i.percent))
-                .unwrap_or_else(|| "-".into())
-                .into(),
-            imp.and_then(|i| i.stddev)
-                .map(|sd| format!("{sd:.1}%"))
-                .unwrap_or_else(|| "-".into())
-                .into(),
-        ]);
+        let mean = |s: Option<&Summary>, none: &str| s.map_or_else(|| none.into(), |s| num(s.mean));
+        let ratio = sa.result().zip(sb.result());
+        let mut row = vec![
+            id,
+            mean(sa.result(), "FAILED"),
+            mean(sb.result(), "FAILED"),
+            cell.workload.metric.unit.clone(),
+            ratio.map_or_else(|| "-".into(), |(x, y)| format!("{:.3}", y.mean / x.mean)),
+        ];
+        let higher_is_better = cell.workload.metric.higher_is_better;
+        row.extend(versus(sa.result(), sb.result(), higher_is_better));
+        if with_energy {
+            row.push(mean(sa.energy_result(), "-"));
+            row.push(mean(sb.energy_result(), "-"));
+            row.extend(versus(sa.energy_result(), sb.energy_result(), false));
+        }
+        table.push(row.into_iter().map(TableCell::Text).collect());
     }
     table
 }
@@ -423,10 +467,37 @@ mod tests {
         );
     }
 
+    /// The sample without energy, as measured without RAPL.
+    fn without_energy() -> Results {
+        let mut results = sample();
+        results.runs.iter_mut().for_each(|r| r.energy_j = None);
+        results
+    }
+
+    #[test]
+    fn the_table_shows_energy_only_when_measured() {
+        let table = summary_table(&sample());
+        let at = |row: usize, column: &str| table.get(row, column).unwrap().to_string();
+        assert_eq!(at(0, "energy J"), "30.00");
+        assert_eq!(at(0, "energy vs baseline"), "baseline");
+        assert_eq!(at(1, "energy J"), "20.00");
+        assert_eq!(at(1, "energy vs baseline"), "+50.0%");
+        assert_eq!(at(1, "energy +-"), "53.0%");
+        assert_eq!(at(2, "energy J"), "-", "pipe measured none");
+        assert_eq!(
+            (at(3, "mean"), at(3, "energy J")),
+            ("FAILED".into(), "".into())
+        );
+        let table = summary_table(&without_energy());
+        assert_eq!(table.column("energy J"), None);
+        assert_eq!(table.columns.last().unwrap(), "+-");
+    }
+
     #[test]
     fn the_report_has_a_figure_per_workload_with_error_bars() {
-        let html = html(&sample());
+        let html = html(&without_energy());
         assert_eq!(html.matches("<svg").count(), 2, "chain and pipe");
+        assert!(!html.contains("energy"));
         assert!(html.contains("class=\"bar\""));
         assert!(
             html.contains("class=\"error\""),
@@ -434,6 +505,16 @@ mod tests {
         );
         assert!(html.contains(">FAILED<"), "pipe's nest cell failed");
         assert!(!html.contains("under emulation"));
+    }
+
+    #[test]
+    fn workloads_that_measured_energy_get_energy_bars_beside() {
+        let html = html(&sample());
+        assert_eq!(html.matches("<svg").count(), 3, "chain twice, pipe once");
+        assert_eq!(html.matches("<div class=\"pair\">").count(), 1);
+        let pair = &html[html.find("<div class=\"pair\">").unwrap()..];
+        let energy = &pair[pair.find("energy improvement over default").unwrap()..];
+        assert!(energy.contains(">scx_nest<") && energy.contains(">+50.0%<"));
     }
 
     #[test]
@@ -476,6 +557,27 @@ mod tests {
             lines[2].contains("1.000") && lines[2].contains("+0.0%"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn compare_gives_energy_when_either_side_measured_it() {
+        let a = sample();
+        let mut b = without_energy();
+        b.runs[3].energy_j = Some(10.0);
+        b.runs[4].energy_j = Some(10.0);
+        let table = compare(&a, &b);
+        let at = |row: usize, column: &str| table.get(row, column).unwrap().to_string();
+        assert_eq!(
+            (at(1, "A J"), at(1, "B J")),
+            ("20.00".into(), "10.00".into())
+        );
+        assert_eq!(at(1, "energy B vs A"), "+100.0%");
+        assert_eq!(
+            (at(0, "B J"), at(0, "energy B vs A")),
+            ("-".into(), "-".into())
+        );
+        let old = compare(&without_energy(), &without_energy());
+        assert_eq!(old.column("A J"), None);
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct Run {
     pub metric: Option<f64>,
     /// Wall time of the workload, s.
     pub wall_s: f64,
+    /// Energy of the CPU packages (RAPL) over the same time, J; `None`
+    /// without RAPL or readable counters (and in results from before it).
+    #[serde(default)]
+    pub energy_j: Option<f64>,
     /// Why it failed (the scheduler's exit reason for an ejection).
     pub reason: Option<String>,
 }
@@ -99,6 +103,8 @@ pub struct Traced {
 pub struct CellSummary {
     /// Over the measured runs that succeeded; `None` if none did.
     pub summary: Option<Summary>,
+    /// Their energy, J; `None` if none has one.
+    pub energy: Option<Summary>,
     pub ok: usize,
     pub failed: usize,
     /// The first failure's reason: the cell is FAILED, not a result.
@@ -108,11 +114,12 @@ pub struct CellSummary {
 impl CellSummary {
     /// The summary, only if no measured run failed.
     pub fn result(&self) -> Option<&Summary> {
-        if self.failure.is_some() {
-            None
-        } else {
-            self.summary.as_ref()
-        }
+        self.summary.as_ref().filter(|_| self.failure.is_none())
+    }
+
+    /// The energy summary, only if no measured run failed.
+    pub fn energy_result(&self) -> Option<&Summary> {
+        self.energy.as_ref().filter(|_| self.failure.is_none())
     }
 }
 
@@ -123,17 +130,16 @@ impl Results {
             .iter()
             .filter(|r| r.cell == cell && !r.warmup)
             .collect();
-        let ok: Vec<f64> = measured
-            .iter()
-            .filter(|r| r.status == Status::Ok)
-            .filter_map(|r| r.metric)
-            .collect();
+        let succeeded = || measured.iter().filter(|r| r.status == Status::Ok);
+        let ok: Vec<f64> = succeeded().filter_map(|r| r.metric).collect();
+        let energy: Vec<f64> = succeeded().filter_map(|r| r.energy_j).collect();
         let failures: Vec<&&Run> = measured
             .iter()
             .filter(|r| r.status == Status::Failed)
             .collect();
         CellSummary {
             summary: summarize(&ok),
+            energy: summarize(&energy),
             ok: ok.len(),
             failed: failures.len(),
             failure: failures
@@ -156,13 +162,31 @@ impl Results {
 
     /// The improvement of `cell` over its baseline, if both are results.
     pub fn improvement(&self, cell: usize) -> Option<Improvement> {
+        let higher_is_better = self.cells[cell].workload.metric.higher_is_better;
+        self.versus_baseline(cell, CellSummary::result, higher_is_better)
+    }
+
+    /// The energy improvement of `cell` over its baseline (less is
+    /// better), if both are results with an energy.
+    pub fn energy_improvement(&self, cell: usize) -> Option<Improvement> {
+        self.versus_baseline(cell, CellSummary::energy_result, false)
+    }
+
+    fn versus_baseline(
+        &self,
+        cell: usize,
+        value: fn(&CellSummary) -> Option<&Summary>,
+        higher_is_better: bool,
+    ) -> Option<Improvement> {
         let base = self.summarize(self.baseline_of(cell)?);
         let this = self.summarize(cell);
-        improvement(
-            base.result()?,
-            this.result()?,
-            self.cells[cell].workload.metric.higher_is_better,
-        )
+        improvement(value(&base)?, value(&this)?, higher_is_better)
+    }
+
+    /// Whether any run measured an energy: the tables and figures then
+    /// show it.
+    pub fn has_energy(&self) -> bool {
+        self.runs.iter().any(|r| r.energy_j.is_some())
     }
 
     pub fn to_json(&self) -> String {
@@ -194,6 +218,7 @@ impl Results {
                 "metric",
                 "unit",
                 "wall_s",
+                "energy_j",
                 "reason",
             ],
         );
@@ -209,6 +234,10 @@ impl Results {
                 run.metric.map(|m| m.to_string()).unwrap_or_default().into(),
                 cell.workload.metric.unit.as_str().into(),
                 run.wall_s.into(),
+                run.energy_j
+                    .map(|e| e.to_string())
+                    .unwrap_or_default()
+                    .into(),
                 run.reason.clone().unwrap_or_default().into(),
             ]);
         }
@@ -233,13 +262,23 @@ pub mod tests {
             },
             metric,
             wall_s: metric.unwrap_or(1.0),
+            energy_j: None,
             reason: metric
                 .is_none()
                 .then(|| "ejected: runnable task stall".to_string()),
         }
     }
 
-    /// chain and pipe, each under default and scx_nest.
+    /// A run of `cell` that used `joules`.
+    fn with_energy(cell: usize, run_index: usize, metric: f64, joules: f64) -> Run {
+        Run {
+            energy_j: Some(joules),
+            ..run(cell, run_index, Some(metric))
+        }
+    }
+
+    /// chain and pipe, each under default and scx_nest; chain's runs
+    /// measured energy.
     pub fn sample() -> Results {
         let cells = ["chain", "pipe"]
             .into_iter()
@@ -265,10 +304,10 @@ pub mod tests {
                     warmup: true,
                     ..run(0, 1, Some(100.0))
                 },
-                run(0, 1, Some(2.0)),
-                run(0, 2, Some(2.0)),
-                run(1, 1, Some(1.0)),
-                run(1, 2, Some(1.0)),
+                with_energy(0, 1, 2.0, 30.0),
+                with_energy(0, 2, 2.0, 30.0),
+                with_energy(1, 1, 1.0, 15.0),
+                with_energy(1, 2, 1.0, 25.0),
                 run(2, 1, Some(100.0)),
                 run(2, 2, Some(100.0)),
                 run(3, 1, Some(50.0)),
@@ -327,6 +366,37 @@ pub mod tests {
     }
 
     #[test]
+    fn energy_is_summarized_and_lower_is_better() {
+        let results = sample();
+        assert!(results.has_energy());
+        let energy = results.summarize(1).energy.unwrap();
+        assert_eq!((energy.n, energy.mean), (2, 20.0));
+        // The baseline used 30 J, scx_nest 20 J: 1.5 times less.
+        let saved = results.energy_improvement(1).unwrap();
+        assert!((saved.percent - 50.0).abs() < 1e-9, "{saved:?}");
+        let sd = 150.0 * (50.0f64.sqrt() / 20.0);
+        assert!((saved.stddev.unwrap() - sd).abs() < 1e-9, "{saved:?}");
+        assert_eq!(results.energy_improvement(2), None, "pipe has no energy");
+        let mut failed = sample();
+        failed.runs[4] = run(1, 2, None);
+        assert_eq!(failed.summarize(1).energy.unwrap().n, 1);
+        assert_eq!(failed.energy_improvement(1), None, "a FAILED cell");
+    }
+
+    #[test]
+    fn results_from_before_energy_and_residency_still_load() {
+        let mut json: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        json["machine"].as_object_mut().unwrap().remove("rapl");
+        for run in json["runs"].as_array_mut().unwrap() {
+            run.as_object_mut().unwrap().remove("energy_j");
+        }
+        let old = Results::from_json(&json.to_string()).unwrap();
+        assert!(old.machine.rapl.is_empty());
+        assert!(!old.has_energy());
+        assert_eq!(old.summarize(0).summary, sample().summarize(0).summary);
+    }
+
+    #[test]
     fn csv_has_a_line_per_run() {
         let csv = sample().to_csv();
         assert_eq!(csv.lines().count(), 1 + 9);
@@ -338,8 +408,12 @@ pub mod tests {
         );
         assert!(
             csv.contains(
-                "pipe,scx_nest,,2,false,FAILED,,round trips,1,ejected: runnable task stall"
+                "pipe,scx_nest,,2,false,FAILED,,round trips,1,,ejected: runnable task stall"
             ),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("chain,scx_nest,,1,false,OK,1,s,1,15,\n"),
             "{csv}"
         );
     }
