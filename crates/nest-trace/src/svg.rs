@@ -305,8 +305,9 @@ pub fn nest_heatmap(tl: &Timeline) -> Option<String> {
     Some(g.finish())
 }
 
-/// Blue (lo) to yellow to red (hi).
-fn heat(v: f64, lo: u32, hi: u32) -> String {
+/// Blue (lo) to yellow to red (hi): the colour of `v` in the scale of the
+/// frequency heatmap.
+pub fn heat(v: f64, lo: u32, hi: u32) -> String {
     let t = if hi > lo {
         ((v - f64::from(lo)) / f64::from(hi - lo)).clamp(0.0, 1.0)
     } else {

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::energy::Rapl;
 use super::governor::Governors;
 use super::plan::PlannedRun;
 use super::process::{Child, Waited, describe};
@@ -94,6 +93,17 @@ fn traced(command: &[String], file: &Path) -> Vec<String> {
     wrapped
 }
 
+/// The timeline of a traced run with only the workload's runs: the
+/// recorded command and what it forked.
+pub fn workload_timeline(trace: &nest_trace::Trace) -> nest_trace::timeline::Timeline {
+    let mut timeline = nest_trace::timeline::Timeline::build(trace);
+    if let Some(pid) = trace.command_pid() {
+        let tree = trace.descendants(pid);
+        timeline.runs.retain(|r| tree.contains(&r.pid));
+    }
+    timeline
+}
+
 /// A file name part from a free name.
 fn slug(name: &str) -> String {
     name.chars()
@@ -150,7 +160,7 @@ pub struct Bench<'a> {
     pub results: Results,
     pub stop: Arc<AtomicBool>,
     /// Measures each run's energy (when the machine has RAPL).
-    pub rapl: Rapl,
+    pub rapl: super::energy::Rapl,
     pub governors: Option<Governors>,
 }
 
@@ -212,12 +222,8 @@ impl Bench<'_> {
             (Some(reason), _) => traced.error = Some(reason.clone()),
             (None, Err(err)) => traced.error = Some(format!("{err:#}")),
             (None, Ok(trace)) => {
-                let mut timeline = nest_trace::timeline::Timeline::build(&trace);
-                // Only the workload: the recorded command and what it forked.
-                if let Some(pid) = trace.command_pid() {
-                    let tree = trace.descendants(pid);
-                    timeline.runs.retain(|r| tree.contains(&r.pid));
-                }
+                let timeline = workload_timeline(&trace);
+                traced.residency = super::residency::shares(&trace, &timeline);
                 let stats = nest_trace::metrics::interval_stats(&timeline, TRACE_INTERVAL_NS);
                 let mean = |f: fn(&nest_trace::metrics::IntervalStats) -> f64| {
                     (!stats.is_empty())

@@ -11,6 +11,7 @@ mod machine;
 mod plan;
 mod process;
 mod report;
+mod residency;
 mod results;
 mod sched;
 mod source;

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use nest_trace::table::{Cell as TableCell, Table, escape};
 
+use super::residency::BandShare;
 use super::results::{Results, Status};
 use super::stats::{Improvement, Summary, improvement};
 
@@ -172,6 +173,27 @@ const BAR_H: f64 = 22.0;
 const LABEL_W: f64 = 170.0;
 const PLOT_W: f64 = 420.0;
 
+/// A figure's opening tag and title.
+fn svg_start(width: f64, height: f64, title: &str) -> String {
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"11\">\n\
+         <text x=\"4\" y=\"16\" font-weight=\"bold\">{}</text>\n",
+        escape(title)
+    )
+}
+
+/// The label of the bar at `y`, left of the plot.
+fn bar_label(s: &mut String, y: f64, label: &str) {
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+        LABEL_W - 6.0,
+        y + 14.0,
+        escape(label)
+    );
+}
+
 /// Improvement bars with +-1 stddev error bars for one workload's
 /// non-baseline cells: `(label, percent, stddev, failed)`.
 pub fn speedup_svg(title: &str, bars: &[(String, Option<f64>, Option<f64>)]) -> String {
@@ -184,21 +206,10 @@ pub fn speedup_svg(title: &str, bars: &[(String, Option<f64>, Option<f64>)]) -> 
     let height = 40.0 + BAR_H * bars.len() as f64 + 20.0;
     let zero = LABEL_W + PLOT_W / 2.0;
     let x = |p: f64| zero + p / extent * (PLOT_W / 2.0);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
-         font-family=\"sans-serif\" font-size=\"11\">\n\
-         <text x=\"4\" y=\"16\" font-weight=\"bold\">{}</text>\n",
-        escape(title)
-    );
+    let mut s = svg_start(width, height, title);
     for (i, (label, p, sd)) in bars.iter().enumerate() {
         let y = 30.0 + BAR_H * i as f64;
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            LABEL_W - 6.0,
-            y + 14.0,
-            escape(label)
-        );
+        bar_label(&mut s, y, label);
         let Some(p) = p else {
             let _ = writeln!(
                 s,
@@ -248,6 +259,107 @@ pub fn speedup_svg(title: &str, bars: &[(String, Option<f64>, Option<f64>)]) -> 
         extent
     );
     s
+}
+
+/// What a traced run without frequency events shows instead of a bar.
+const NO_CPUFREQ: &str = "no cpufreq events in the trace";
+
+/// Frequency residency of one workload's traced runs: a bar per
+/// scheduler, stacked by band from the lowest (blue) to the highest (red)
+/// frequency, `unknown` (before a CPU's first frequency event) in grey.
+pub fn residency_svg(title: &str, rows: &[(String, &[BandShare])]) -> String {
+    // The bands of every row, in order (the same on one machine).
+    let mut bands: Vec<&str> = Vec::new();
+    for share in rows.iter().flat_map(|(_, shares)| shares.iter()) {
+        if !bands.contains(&share.band.as_str()) {
+            bands.push(&share.band);
+        }
+    }
+    // The last band is `unknown`: the one before it is the highest.
+    let top = bands.len().saturating_sub(2) as u32;
+    let colour = |band: &str| {
+        let i = bands.iter().position(|b| *b == band).unwrap_or(0);
+        if band == "unknown" {
+            "#bbbbbb".to_string()
+        } else {
+            nest_trace::svg::heat(i as f64, 0, top)
+        }
+    };
+    let width = LABEL_W + PLOT_W + 70.0;
+    let (legend, height) = residency_legend(&bands, rows, width, colour);
+    let mut s = svg_start(width, height, title);
+    for (i, (label, shares)) in rows.iter().enumerate() {
+        let y = 30.0 + BAR_H * i as f64;
+        bar_label(&mut s, y, label);
+        if shares.is_empty() {
+            let _ = writeln!(
+                s,
+                "<text x=\"{LABEL_W}\" y=\"{:.1}\">{NO_CPUFREQ}</text>",
+                y + 14.0
+            );
+        }
+        let mut x = LABEL_W;
+        for share in shares.iter().filter(|b| b.share > 0.0) {
+            let (w, percent) = (share.share * PLOT_W, 100.0 * share.share);
+            let _ = writeln!(
+                s,
+                "<rect class=\"band\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" \
+                 fill=\"{}\"><title>{}: {percent:.1}%</title></rect>",
+                y + 3.0,
+                BAR_H - 6.0,
+                colour(&share.band),
+                escape(&share.band),
+            );
+            // Only where the number fits inside its part of the bar.
+            if share.share >= 0.08 {
+                let _ = writeln!(
+                    s,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{percent:.0}%</text>",
+                    x + w / 2.0,
+                    y + 14.0,
+                );
+            }
+            x += w;
+        }
+    }
+    s.push_str(&legend);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The legend of a residency figure under its `rows`: the bands some run
+/// was busy in, on as many lines as `width` needs; and the figure's
+/// height with it.
+fn residency_legend(
+    bands: &[&str],
+    rows: &[(String, &[BandShare])],
+    width: f64,
+    colour: impl Fn(&str) -> String,
+) -> (String, f64) {
+    let busy = |band: &str| {
+        rows.iter()
+            .flat_map(|(_, shares)| shares.iter())
+            .any(|b| b.band == band && b.share > 0.0)
+    };
+    let mut legend = String::new();
+    let (mut x, mut y) = (4.0, 30.0 + BAR_H * rows.len() as f64 + 16.0);
+    for band in bands.iter().filter(|band| busy(band)) {
+        let w = 24.0 + 7.0 * band.len() as f64;
+        if x + w > width {
+            (x, y) = (4.0, y + 16.0);
+        }
+        let _ = writeln!(
+            legend,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/>\n\
+             <text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
+            y - 9.0,
+            colour(band),
+            x + 14.0,
+            escape(band)
+        );
+        x += w;
+    }
+    (legend, y + 12.0)
 }
 
 /// The cells of each workload (and governor), in order: what one
@@ -324,6 +436,35 @@ fn figures(results: &Results) -> Vec<String> {
     figures
 }
 
+/// Each workload's frequency residency figure, or why there is none.
+fn residency_figures(results: &Results) -> Vec<String> {
+    let mut figures = Vec::new();
+    for (key, cells) in groups(results) {
+        // The cells with a trace (a failed traced run has its reason in
+        // the table above).
+        let rows: Vec<(String, &[BandShare])> = cells
+            .iter()
+            .filter_map(|&i| {
+                let traced = results.traces.iter().find(|t| t.cell == i)?;
+                traced.error.is_none().then(|| {
+                    let scheduler = results.cells[i].scheduler.name.clone();
+                    (scheduler, traced.residency.as_slice())
+                })
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        if rows.iter().all(|(_, shares)| shares.is_empty()) {
+            figures.push(format!("<p>{}: {NO_CPUFREQ}</p>\n", escape(&key)));
+        } else {
+            let title = format!("{key}: the workload's busy time per CPU frequency (traced run)");
+            figures.push(residency_svg(&title, &rows));
+        }
+    }
+    figures
+}
+
 /// Every run, for the report's last table.
 fn runs_table(results: &Results) -> Table {
     let mut table = Table::new(
@@ -388,6 +529,9 @@ pub fn html(results: &Results) -> String {
         s.push_str(&traces_table(results).to_html());
         for svg in results.traces.iter().filter_map(|t| t.svg.as_deref()) {
             s.push_str(svg);
+        }
+        for figure in residency_figures(results) {
+            s.push_str(&figure);
         }
     }
     s.push_str("<h2>Every run</h2>\n");
@@ -493,9 +637,17 @@ mod tests {
         assert_eq!(table.columns.last().unwrap(), "+-");
     }
 
+    /// The report's improvement figures.
+    fn improvement_section(results: &Results) -> String {
+        let page = html(results);
+        let at = page.find("<h2>Improvement over the baseline</h2>").unwrap();
+        let end = page[at + 4..].find("<h2>").unwrap() + at + 4;
+        page[at..end].to_string()
+    }
+
     #[test]
     fn the_report_has_a_figure_per_workload_with_error_bars() {
-        let html = html(&without_energy());
+        let html = improvement_section(&without_energy());
         assert_eq!(html.matches("<svg").count(), 2, "chain and pipe");
         assert!(!html.contains("energy"));
         assert!(html.contains("class=\"bar\""));
@@ -504,12 +656,12 @@ mod tests {
             "chain's nest bar has an error bar"
         );
         assert!(html.contains(">FAILED<"), "pipe's nest cell failed");
-        assert!(!html.contains("under emulation"));
+        assert!(!super::html(&sample()).contains("under emulation"));
     }
 
     #[test]
     fn workloads_that_measured_energy_get_energy_bars_beside() {
-        let html = html(&sample());
+        let html = improvement_section(&sample());
         assert_eq!(html.matches("<svg").count(), 3, "chain twice, pipe once");
         assert_eq!(html.matches("<div class=\"pair\">").count(), 1);
         let pair = &html[html.find("<div class=\"pair\">").unwrap()..];
@@ -532,6 +684,51 @@ mod tests {
         let out = text(&failed);
         assert!(out.contains("none: ejected\n"), "{out}");
         assert!(html(&sample()).contains("Where the work ran"));
+    }
+
+    #[test]
+    fn traced_runs_show_their_frequency_residency() {
+        let html = html(&sample());
+        let at = html
+            .find("chain: the workload's busy time per CPU frequency")
+            .unwrap();
+        let figure = &html[at..html[at..].find("</svg>").unwrap() + at];
+        assert_eq!(figure.matches("class=\"band\"").count(), 2, "unknown is 0");
+        assert!(
+            figure.contains(">25%<") && figure.contains(">75%<"),
+            "{figure}"
+        );
+        // The lowest band blue, the highest red, as in nest trace's heatmap.
+        assert!(figure.contains("fill=\"#2c7bb6\"><title>&lt; 2.0 GHz: 25.0%"));
+        assert!(figure.contains("fill=\"#d7191c\"><title>&gt;= 2.0 GHz: 75.0%"));
+        assert!(figure.contains(">&gt;= 2.0 GHz</text>"), "in the legend");
+        assert!(!figure.contains(">unknown</text>"), "no busy time unknown");
+        assert!(!html.contains(NO_CPUFREQ));
+    }
+
+    #[test]
+    fn traced_runs_without_frequency_events_say_so() {
+        let mut results = sample();
+        results.traces[0].residency.clear();
+        let page = html(&results);
+        assert!(page.contains("<p>chain: no cpufreq events in the trace</p>"));
+        assert!(!page.contains("class=\"band\""));
+        // Beside a run that has them, a row says it instead of a bar.
+        let mut other = results.traces[0].clone();
+        other.cell = 0;
+        other.residency = sample().traces[0].residency.clone();
+        results.traces.push(other);
+        let page = html(&results);
+        let at = page.find("busy time per CPU frequency").unwrap();
+        assert!(page[at..].contains(NO_CPUFREQ));
+        assert_eq!(page.matches("class=\"band\"").count(), 2);
+        // A traced run that failed has its reason in the table, no figure.
+        results
+            .traces
+            .iter_mut()
+            .for_each(|t| t.error = Some("ejected".into()));
+        let page = html(&results);
+        assert!(!page.contains("busy time per CPU frequency") && !page.contains(NO_CPUFREQ));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::machine::Machine;
+use super::residency::BandShare;
 use super::stats::{Improvement, Summary, improvement, summarize};
 use super::suite::{Scheduler, Workload};
 
@@ -91,6 +92,10 @@ pub struct Traced {
     pub mean_cpus_used: Option<f64>,
     /// The workload's tasks running at once, per 100 ms interval, averaged.
     pub mean_concurrency: Option<f64>,
+    /// The share of the workload's busy CPU time in each frequency band;
+    /// empty when the trace has no frequency events (no cpufreq).
+    #[serde(default)]
+    pub residency: Vec<BandShare>,
     /// Why there is no trace (a failed run, no tracefs, not root).
     pub error: Option<String>,
     /// CPUs used and concurrency over time, for report.html.
@@ -269,6 +274,13 @@ pub mod tests {
         }
     }
 
+    pub fn band_share(band: &str, share: f64) -> BandShare {
+        BandShare {
+            band: band.into(),
+            share,
+        }
+    }
+
     /// A run of `cell` that used `joules`.
     fn with_energy(cell: usize, run_index: usize, metric: f64, joules: f64) -> Run {
         Run {
@@ -320,6 +332,11 @@ pub mod tests {
                 file: "logs/chain-scx_nest-t1.nest.jsonl".into(),
                 mean_cpus_used: Some(2.5),
                 mean_concurrency: Some(1.0),
+                residency: vec![
+                    band_share("< 2.0 GHz", 0.25),
+                    band_share(">= 2.0 GHz", 0.75),
+                    band_share("unknown", 0.0),
+                ],
                 error: None,
                 svg: None,
             }],
@@ -390,7 +407,12 @@ pub mod tests {
         for run in json["runs"].as_array_mut().unwrap() {
             run.as_object_mut().unwrap().remove("energy_j");
         }
+        json["traces"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("residency");
         let old = Results::from_json(&json.to_string()).unwrap();
+        assert!(old.traces[0].residency.is_empty());
         assert!(old.machine.rapl.is_empty());
         assert!(!old.has_energy());
         assert_eq!(old.summarize(0).summary, sample().summarize(0).summary);
