@@ -36,7 +36,7 @@ fn improvement_cells(imp: Option<Improvement>) -> [String; 2] {
 }
 
 /// Cell `i`'s improvement columns: `baseline` for a baseline cell.
-fn versus_baseline(results: &Results, i: usize, imp: Option<Improvement>) -> [String; 2] {
+fn vs_baseline_cells(results: &Results, i: usize, imp: Option<Improvement>) -> [String; 2] {
     if results.baseline_of(i) == Some(i) {
         ["baseline".into(), "-".into()]
     } else {
@@ -71,10 +71,10 @@ pub fn summary_table(results: &Results) -> Table {
                 row.push(num(s.mean));
                 row.push(s.stddev.map(num).unwrap_or_else(|| "-".into()));
                 row.push(cell.workload.metric.unit.clone());
-                row.extend(versus_baseline(results, i, results.improvement(i)));
+                row.extend(vs_baseline_cells(results, i, results.improvement(i)));
                 if with_energy {
                     row.push(summary.energy.map_or_else(|| "-".into(), |e| num(e.mean)));
-                    row.extend(versus_baseline(results, i, results.energy_improvement(i)));
+                    row.extend(vs_baseline_cells(results, i, results.energy_improvement(i)));
                 }
             }
             (None, None) => {}
@@ -467,18 +467,13 @@ fn residency_figures(results: &Results) -> Vec<String> {
 
 /// Every run, for the report's last table.
 fn runs_table(results: &Results) -> Table {
-    let mut table = Table::new(
-        "runs",
-        &[
-            "workload",
-            "scheduler",
-            "run",
-            "status",
-            "metric",
-            "wall s",
-            "reason",
-        ],
-    );
+    let with_energy = results.has_energy();
+    let mut columns = vec!["workload", "scheduler", "run", "status", "metric", "wall s"];
+    if with_energy {
+        columns.push("energy J");
+    }
+    columns.push("reason");
+    let mut table = Table::new("runs", &columns);
     for run in &results.runs {
         let cell = &results.cells[run.cell];
         let label = if run.warmup {
@@ -486,15 +481,19 @@ fn runs_table(results: &Results) -> Table {
         } else {
             run.run.to_string()
         };
-        table.push(vec![
+        let mut row: Vec<TableCell> = vec![
             cell.workload.name.as_str().into(),
             cell.scheduler.name.as_str().into(),
             label.into(),
             format!("{:?}", run.status).to_uppercase().into(),
             run.metric.map(num).unwrap_or_default().into(),
             num(run.wall_s).into(),
-            run.reason.clone().unwrap_or_default().into(),
-        ]);
+        ];
+        if with_energy {
+            row.push(run.energy_j.map(num).unwrap_or_default().into());
+        }
+        row.push(run.reason.clone().unwrap_or_default().into());
+        table.push(row);
     }
     table
 }
@@ -667,6 +666,9 @@ mod tests {
         let pair = &html[html.find("<div class=\"pair\">").unwrap()..];
         let energy = &pair[pair.find("energy improvement over default").unwrap()..];
         assert!(energy.contains(">scx_nest<") && energy.contains(">+50.0%<"));
+        let runs = runs_table(&sample());
+        assert_eq!(runs.get(3, "energy J").unwrap().to_string(), "15.00");
+        assert_eq!(runs_table(&without_energy()).column("energy J"), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! run faster; this is where a report can show it.
 
 use nest_trace::metrics::{FreqBands, frequency_residency};
-use nest_trace::model::{EventKind, Trace};
+use nest_trace::model::Trace;
 use nest_trace::timeline::Timeline;
 use serde::{Deserialize, Serialize};
 
@@ -23,11 +23,7 @@ pub struct BandShare {
 /// trace has no frequency events (no cpufreq, as in QEMU guests).
 /// `timeline` holds the runs to count: the workload's only, in the bench.
 pub fn shares(trace: &Trace, timeline: &Timeline) -> Vec<BandShare> {
-    let frequencies = trace
-        .events
-        .iter()
-        .any(|e| matches!(e.kind, EventKind::Frequency { .. }));
-    if !frequencies {
+    if timeline.freq.iter().all(Vec::is_empty) {
         return Vec::new();
     }
     let table = frequency_residency(timeline, &FreqBands::for_trace(trace));
@@ -47,7 +43,7 @@ pub fn shares(trace: &Trace, timeline: &Timeline) -> Vec<BandShare> {
 mod tests {
     use super::*;
     use crate::bench::exec::workload_timeline;
-    use nest_trace::model::{Event, PrevState, Topology};
+    use nest_trace::model::{Event, EventKind, PrevState, Topology};
 
     const MS: u64 = 1_000_000;
 

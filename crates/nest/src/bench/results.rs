@@ -274,6 +274,7 @@ pub mod tests {
         }
     }
 
+    /// One band of a traced run's residency.
     pub fn band_share(band: &str, share: f64) -> BandShare {
         BandShare {
             band: band.into(),
