@@ -161,6 +161,8 @@ fn check_traces(out: &Path) {
     );
     let file = default["file"].as_str().unwrap();
     assert!(Path::new(file).exists(), "{file}");
+    // The guests have no cpufreq: no frequency events, no residency.
+    assert_eq!(default["residency"], serde_json::json!([]), "{default:#?}");
     assert!(
         traces[1]["error"]
             .as_str()
@@ -175,6 +177,7 @@ fn check_traces(out: &Path) {
     );
     let html = std::fs::read_to_string(failing.join("report.html")).unwrap();
     assert!(html.contains("Where the work ran"));
+    assert!(html.contains("<p>pipe: no cpufreq events in the trace</p>"));
     assert_eq!(
         html.matches("<svg").count(),
         2,
