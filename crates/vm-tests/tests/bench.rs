@@ -159,6 +159,12 @@ fn check_traces(out: &Path) {
         default["mean_cpus_used"].as_f64().is_some_and(|n| n > 0.0),
         "{default:#?}"
     );
+    assert!(
+        default["mean_sockets_used"]
+            .as_f64()
+            .is_some_and(|n| n > 0.0 && n <= 2.0),
+        "the guest has two sockets: {default:#?}"
+    );
     let file = default["file"].as_str().unwrap();
     assert!(Path::new(file).exists(), "{file}");
     // The guests have no cpufreq: no frequency events, no residency.

@@ -230,6 +230,7 @@ impl Bench<'_> {
                         .then(|| stats.iter().map(f).sum::<f64>() / stats.len() as f64)
                 };
                 traced.mean_cpus_used = mean(|s| f64::from(s.cpus_used));
+                traced.mean_sockets_used = mean(|s| f64::from(s.sockets_used));
                 traced.mean_concurrency = mean(|s| s.avg_concurrency);
                 let title = format!(
                     "{}: CPUs used per 100 ms (traced run)",

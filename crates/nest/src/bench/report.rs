@@ -127,7 +127,8 @@ pub fn text(results: &Results) -> String {
 
 /// Where each cell's traced run ran its work.
 pub fn traces_table(results: &Results) -> Table {
-    let mut table = Table::new("traces", &["cell", "CPUs used", "concurrency", "trace"]);
+    let columns = ["cell", "CPUs used", "sockets used", "concurrency", "trace"];
+    let mut table = Table::new("traces", &columns);
     for traced in &results.traces {
         let value = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
         // Short: the full reason is in results.json and was on stderr.
@@ -144,6 +145,7 @@ pub fn traces_table(results: &Results) -> Table {
         table.push(vec![
             results.cells[traced.cell].id().into(),
             value(traced.mean_cpus_used).into(),
+            value(traced.mean_sockets_used).into(),
             value(traced.mean_concurrency).into(),
             file.into(),
         ]);
@@ -677,7 +679,7 @@ mod tests {
         let at = out.find("traced runs").expect("a traces section");
         let line = out[at..].lines().nth(2).unwrap();
         assert!(
-            line.starts_with("chain / scx_nest") && line.contains("2.50"),
+            line.starts_with("chain / scx_nest") && line.contains("2.50") && line.contains("1.25"),
             "{out}"
         );
         assert!(line.ends_with("logs/chain-scx_nest-t1.nest.jsonl"), "{out}");

@@ -90,6 +90,9 @@ pub struct Traced {
     /// CPUs that ran one of the workload's tasks (the recorded command and
     /// its descendants), per 100 ms interval, averaged over the trace.
     pub mean_cpus_used: Option<f64>,
+    /// Sockets with such a CPU, per 100 ms interval, averaged.
+    #[serde(default)]
+    pub mean_sockets_used: Option<f64>,
     /// The workload's tasks running at once, per 100 ms interval, averaged.
     pub mean_concurrency: Option<f64>,
     /// The share of the workload's busy CPU time in each frequency band;
@@ -332,6 +335,7 @@ pub mod tests {
                 cell: 1,
                 file: "logs/chain-scx_nest-t1.nest.jsonl".into(),
                 mean_cpus_used: Some(2.5),
+                mean_sockets_used: Some(1.25),
                 mean_concurrency: Some(1.0),
                 residency: vec![
                     band_share("< 2.0 GHz", 0.25),
