@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod run;
+mod source;
 mod trace;
 mod validate;
 mod vm;

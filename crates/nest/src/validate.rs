@@ -24,6 +24,7 @@ use nest_trace::Trace;
 use nest_trace::metrics::{TasksPlacement, tree_placement};
 use nest_vm::{VmSpec, shell_quote};
 
+use crate::source;
 use crate::vm::ensure_kernel;
 
 /// The simulator's model of the guest (2 sockets x 4 cores x 2 threads).
@@ -39,12 +40,13 @@ pub struct ValidateArgs {
         default_value = "linux-7,linux-5.10"
     )]
     kernels: Vec<LinuxVersion>,
-    /// Workloads (nest-load programs) to record and replay.
+    /// Workloads to record and replay (nest-load programs, and a real
+    /// configure script).
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "chain,pingpong,batch,overload"
+        default_value = "chain,pingpong,batch,overload,configure"
     )]
     workloads: Vec<Workload>,
     /// Directory for the recorded traces and figures.csv.
@@ -58,7 +60,7 @@ pub struct ValidateArgs {
     timeout: Duration,
 }
 
-/// A workload: a nest-load command, recorded from its start to its end.
+/// A workload, recorded from its start to its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Workload {
     /// A serial fork/wait chain (40 children of 20 ms), like configure.
@@ -69,15 +71,39 @@ enum Workload {
     Batch,
     /// Three CPU-bound threads per CPU, 50 ms each.
     Overload,
+    /// GNU bc's real configure script (Debian's source package, fetched
+    /// into the cache once), in a fresh copy of the tree.
+    Configure,
 }
 
+/// The Debian source package whose configure script is recorded: bc's is
+/// the shortest of the bench's (2 s natively, about a minute emulated).
+const CONFIGURE_PACKAGE: &str = "bc";
+
 impl Workload {
-    fn nest_load_args(self) -> &'static str {
+    /// The guest's shell command that records this workload into `trace`
+    /// (`bin`: where nest and nest-load are).
+    fn record_command(self, bin: &Path, trace: &Path) -> String {
+        let nest = shell_quote(&bin.join("nest").to_string_lossy());
+        let trace = shell_quote(&trace.to_string_lossy());
+        let load = shell_quote(&bin.join("nest-load").to_string_lossy());
+        let record = |buffer_kb: u32, command: &str| {
+            format!("{nest} trace record --buffer-kb {buffer_kb} --out {trace} -- {command} >&2")
+        };
         match self {
-            Workload::Chain => "churn --count 40 --work-us 20000",
-            Workload::Pingpong => "pingpong --seconds 1",
-            Workload::Batch => "batch --tasks 16 --work-ms 200",
-            Workload::Overload => "batch --tasks 48 --work-ms 50",
+            Workload::Chain => record(8192, &format!("{load} churn --count 40 --work-us 20000")),
+            Workload::Pingpong => record(8192, &format!("{load} pingpong --seconds 1")),
+            Workload::Batch => record(8192, &format!("{load} batch --tasks 16 --work-ms 200")),
+            Workload::Overload => record(8192, &format!("{load} batch --tasks 48 --work-ms 50")),
+            Workload::Configure => {
+                // Thousands of short processes: a larger buffer per CPU.
+                let tree = shell_quote(&source::tree(CONFIGURE_PACKAGE).to_string_lossy());
+                format!(
+                    "rm -rf /tmp/validate-src && cp -a {tree} /tmp/validate-src && \
+                     (cd /tmp/validate-src && {})",
+                    record(32768, "./configure")
+                )
+            }
         }
     }
 }
@@ -220,16 +246,15 @@ fn record_in_guest(
             bin.display()
         );
     }
+    if workloads.contains(&Workload::Configure) {
+        // The guest has no network: fetch on the host, which it mounts.
+        source::fetch(CONFIGURE_PACKAGE)?;
+    }
     let script = workloads
         .iter()
         .map(|&w| {
-            format!(
-                "{nest} trace record --buffer-kb 8192 --out {trace} -- {load} {args} >&2 || exit 1",
-                nest = shell_quote(&bin.join("nest").to_string_lossy()),
-                trace = shell_quote(&trace_path(out, version, w).to_string_lossy()),
-                load = shell_quote(&bin.join("nest-load").to_string_lossy()),
-                args = w.nest_load_args(),
-            )
+            let record = w.record_command(&bin, &trace_path(out, version, w));
+            format!("{record} || exit 1")
         })
         .collect::<Vec<_>>()
         .join("\n");
@@ -421,6 +446,31 @@ mod tests {
         assert!(
             csv.contains("linux-7,chain,forks to another socket,0.9750,0.0000,0.25,OUTSIDE\n"),
             "{csv}"
+        );
+    }
+
+    #[test]
+    fn configure_is_recorded_in_a_fresh_copy_of_its_source_tree() {
+        let command =
+            Workload::Configure.record_command(Path::new("/b"), Path::new("/o/c.nest.jsonl"));
+        let tree = source::tree(CONFIGURE_PACKAGE);
+        assert!(
+            command.starts_with(&format!(
+                "rm -rf /tmp/validate-src && cp -a {} /tmp/validate-src && (cd /tmp/validate-src && ",
+                tree.display()
+            )),
+            "{command}"
+        );
+        assert!(
+            command.ends_with(
+                "/b/nest trace record --buffer-kb 32768 --out /o/c.nest.jsonl -- ./configure >&2)"
+            ),
+            "{command}"
+        );
+        let chain = Workload::Chain.record_command(Path::new("/b"), Path::new("/o/t"));
+        assert_eq!(
+            chain,
+            "/b/nest trace record --buffer-kb 8192 --out /o/t -- /b/nest-load churn --count 40 --work-us 20000 >&2"
         );
     }
 

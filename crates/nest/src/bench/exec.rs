@@ -14,8 +14,8 @@ use super::plan::PlannedRun;
 use super::process::{Child, Waited, describe};
 use super::results::{Cell, Results, Run, Status, Traced};
 use super::sched;
-use super::source;
 use super::suite::Combine;
+use crate::source;
 
 pub struct Options {
     pub out: PathBuf,

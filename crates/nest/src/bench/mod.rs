@@ -14,7 +14,6 @@ mod report;
 mod residency;
 mod results;
 mod sched;
-mod source;
 mod stats;
 mod suite;
 
@@ -26,6 +25,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use nest_policy::parse_duration;
 
+use crate::source;
 use results::{Cell, Method, Results};
 use suite::{Scheduler, Suite, Workload};
 

@@ -1,5 +1,6 @@
 //! Debian source packages, for workloads that configure or build real
-//! software: fetched once with `apt-get source` into the cache
+//! software (`nest bench`, `nest validate`): fetched once with `apt-get
+//! source` into the cache
 //! (`$NEST_CACHE/src/<package>`, default `/var/cache/nest`, the layout
 //! `scripts/bench/configure.sh` reads too) and copied afresh for every run.
 //!
@@ -38,14 +39,11 @@ fn is_complete(tree: &Path) -> bool {
 pub fn fetch(package: &str) -> Result<PathBuf> {
     let tree = tree(package);
     if is_complete(&tree) {
-        eprintln!(
-            "nest bench: source of {package} cached in {}",
-            tree.display()
-        );
+        eprintln!("nest: source of {package} cached in {}", tree.display());
         return Ok(tree);
     }
     eprintln!(
-        "nest bench: fetching the source of {package} (private apt configuration in {})",
+        "nest: fetching the source of {package} (private apt configuration in {})",
         apt_dir().display()
     );
     download_and_unpack(package, &tree).with_context(|| {
@@ -57,10 +55,7 @@ pub fn fetch(package: &str) -> Result<PathBuf> {
             tree.display()
         )
     })?;
-    eprintln!(
-        "nest bench: source of {package} cached in {}",
-        tree.display()
-    );
+    eprintln!("nest: source of {package} cached in {}", tree.display());
     Ok(tree)
 }
 
