@@ -116,6 +116,15 @@ impl Timeline {
         Self::build_counting(trace, |_| true)
     }
 
+    /// Replay `trace`, keeping only the runs of `root` and the tasks it
+    /// forked (a recorded command's work, without the rest of the machine).
+    pub fn of_tree(trace: &Trace, root: Pid) -> Self {
+        let mut timeline = Self::build(trace);
+        let tree = trace.descendants(root);
+        timeline.runs.retain(|r| tree.contains(&r.pid));
+        timeline
+    }
+
     /// Replay `trace`, counting only the waiting tasks for which `counts`
     /// is true in work-conservation [`violations`](Self::violations): the
     /// trace does not say which CPUs a task may use, so a task pinned to

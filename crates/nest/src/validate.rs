@@ -21,7 +21,10 @@ use nest_sim::policy::fork_balance::LinuxVersion;
 use nest_sim::workload::{replay, rtapp};
 use nest_sim::{Governor, Machine, SimConfig};
 use nest_trace::Trace;
-use nest_trace::metrics::{TasksPlacement, tree_placement};
+use nest_trace::metrics::{IntervalStats, TasksPlacement, interval_stats, tree_placement};
+use nest_trace::svg;
+use nest_trace::table::{Cell as TableCell, Table, escape};
+use nest_trace::timeline::Timeline;
 use nest_vm::{VmSpec, shell_quote};
 
 use crate::source;
@@ -115,6 +118,9 @@ fn value_name(value: impl ValueEnum) -> String {
         .map_or_else(String::new, |v| v.get_name().to_string())
 }
 
+/// The placement checks' interval.
+const INTERVAL_NS: u64 = 100_000_000;
+
 /// The recorded command is the replay's first task, pid 1 in the
 /// simulator's trace (pid = task id + 1).
 const SIMULATED_ROOT: u32 = 1;
@@ -189,6 +195,7 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     }
     let machine = Machine::builtin(GUEST_MACHINE)?;
     let mut rows = Vec::new();
+    let mut pairs = Vec::new();
     for &version in &args.kernels {
         for &workload in &args.workloads {
             let path = trace_path(&out, version, workload);
@@ -200,25 +207,37 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
             })?;
             let simulated = simulate(&real, &machine, version)
                 .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
-            let (real_root, real) = command_placement(&real, None)?;
-            let (_, simulated) = command_placement(&simulated, Some(SIMULATED_ROOT))?;
-            eprintln!(
-                "nest validate: {} {}: root {real_root}",
-                value_name(version),
-                value_name(workload)
-            );
-            rows.extend(compare(version, workload, &real, &simulated));
+            let (real_root, real_placement) = command_placement(&real, None)?;
+            let (_, simulated_placement) = command_placement(&simulated, Some(SIMULATED_ROOT))?;
+            let title = format!("{} {}", value_name(version), value_name(workload));
+            eprintln!("nest validate: {title}: root {real_root}");
+            rows.extend(compare(
+                version,
+                workload,
+                &real_placement,
+                &simulated_placement,
+            ));
+            pairs.push(Pair::new(
+                title,
+                (&real, real_root),
+                (&simulated, SIMULATED_ROOT),
+            ));
         }
     }
-    let csv = out.join("figures.csv");
-    std::fs::write(&csv, to_csv(&rows))
-        .with_context(|| format!("cannot write {}", csv.display()))?;
-    print_table(&rows)?;
+    let table = figures_table(&rows);
+    let write = |name: &str, text: String| {
+        let path = out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write("figures.csv", table.to_csv())?;
+    write("validate.html", html(&table, &pairs))?;
+    print!("{}", table.to_text());
     let outside = rows.iter().filter(|r| r.agrees == Some(false)).count();
     eprintln!(
-        "nest validate: {} figures, {outside} outside their band; wrote {}",
+        "nest validate: {} figures, {outside} outside their band; wrote figures.csv and \
+         validate.html in {}",
         rows.len(),
-        csv.display()
+        out.display()
     );
     Ok(if outside == 0 {
         ExitCode::SUCCESS
@@ -305,7 +324,7 @@ fn command_placement(trace: &Trace, root: Option<u32>) -> Result<(u32, TasksPlac
             .command_pid()
             .context("the trace has no command_pid (record it with `nest trace record -- CMD`)")?,
     };
-    Ok((root, tree_placement(trace, root, 100_000_000)))
+    Ok((root, tree_placement(trace, root, INTERVAL_NS)))
 }
 
 struct Row {
@@ -342,10 +361,6 @@ fn compare(
         .collect()
 }
 
-fn cell(value: Option<f64>) -> String {
-    value.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
-}
-
 fn verdict(row: &Row) -> &'static str {
     match row.agrees {
         Some(true) => "agrees",
@@ -354,44 +369,79 @@ fn verdict(row: &Row) -> &'static str {
     }
 }
 
-fn print_table(rows: &[Row]) -> Result<()> {
-    use std::io::Write;
-    let mut text = format!(
-        "{:<11} {:<9} {:<28} {:>7} {:>7} {:>6}  {}\n",
-        "kernel", "workload", "figure", "real", "sim", "band", "verdict"
-    );
+/// The rows as a table: printed, `figures.csv`, and in `validate.html`.
+fn figures_table(rows: &[Row]) -> Table {
+    let columns = [
+        "kernel",
+        "workload",
+        "figure",
+        "real",
+        "simulated",
+        "band",
+        "verdict",
+    ];
+    let mut table = Table::new("validate", &columns);
+    let number = |v: Option<f64>| v.map_or_else(|| TableCell::from("-"), TableCell::from);
     for r in rows {
-        text.push_str(&format!(
-            "{:<11} {:<9} {:<28} {:>7} {:>7} {:>6.2}  {}\n",
-            r.kernel,
-            r.workload,
-            r.figure,
-            cell(r.real),
-            cell(r.simulated),
-            r.band,
-            verdict(r)
-        ));
+        table.push(vec![
+            r.kernel.clone().into(),
+            r.workload.clone().into(),
+            r.figure.into(),
+            number(r.real),
+            number(r.simulated),
+            r.band.into(),
+            verdict(r).into(),
+        ]);
     }
-    std::io::stdout().write_all(text.as_bytes())?;
-    Ok(())
+    table
 }
 
-fn to_csv(rows: &[Row]) -> String {
-    let mut csv = String::from("kernel,workload,figure,real,simulated,band,verdict\n");
-    for r in rows {
-        let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
-        csv.push_str(&format!(
-            "{},{},{},{},{},{},{}\n",
-            r.kernel,
-            r.workload,
-            r.figure,
-            num(r.real),
-            num(r.simulated),
-            r.band,
-            verdict(r)
-        ));
+/// One recorded workload and its replay, for the page's figures.
+struct Pair {
+    title: String,
+    real: Vec<IntervalStats>,
+    simulated: Vec<IntervalStats>,
+}
+
+impl Pair {
+    fn new(title: String, real: (&Trace, u32), simulated: (&Trace, u32)) -> Self {
+        let stats = |(trace, root): (&Trace, u32)| {
+            interval_stats(&Timeline::of_tree(trace, root), INTERVAL_NS)
+        };
+        Self {
+            title,
+            real: stats(real),
+            simulated: stats(simulated),
+        }
     }
-    csv
+}
+
+/// `validate.html`: the table, then per kernel and workload the CPUs the
+/// recorded command's tree used per 100 ms, real beside simulated.
+fn html(table: &Table, pairs: &[Pair]) -> String {
+    let mut s = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>nest validate</title>\n\
+         <style>body{font-family:sans-serif;max-width:84em;margin:1em auto}\
+         table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
+         .pair{display:flex;gap:1em}</style></head><body>\n<h1>nest validate</h1>\n",
+    );
+    s.push_str(&format!(
+        "<p>Real kernels in the 2x4x2 guest against the simulator's Linux model on \
+         {GUEST_MACHINE}: the recorded command's tree over its lifetime, 100 ms \
+         intervals. A figure agrees when real and simulated differ by at most its band.</p>\n"
+    ));
+    s.push_str(&table.to_html());
+    for pair in pairs {
+        s.push_str(&format!(
+            "<h2>{}</h2>\n<div class=\"pair\">",
+            escape(&pair.title)
+        ));
+        s.push_str(&svg::cpus_vs_concurrency(&pair.real, "real kernel"));
+        s.push_str(&svg::cpus_vs_concurrency(&pair.simulated, "simulated"));
+        s.push_str("</div>\n");
+    }
+    s.push_str("</body></html>\n");
+    s
 }
 
 #[cfg(test)]
@@ -441,12 +491,21 @@ mod tests {
         );
         assert_eq!(verdict_of(&rows, "forks to another socket"), "OUTSIDE");
         assert_eq!(verdict_of(&rows, "forks to the parent's LLC"), "OUTSIDE");
-        let csv = to_csv(&rows);
+        let table = figures_table(&rows);
+        let csv = table.to_csv();
         assert!(csv.starts_with("kernel,workload,figure,real,simulated,band,verdict\n"));
         assert!(
-            csv.contains("linux-7,chain,forks to another socket,0.9750,0.0000,0.25,OUTSIDE\n"),
+            csv.contains("linux-7,chain,forks to another socket,0.975,0,0.25,OUTSIDE\n"),
             "{csv}"
         );
+        let text = table.to_text();
+        assert!(
+            text.lines().any(|l| l.starts_with("linux-7")
+                && l.ends_with("forks to another socket  0.975      0.000  0.250  OUTSIDE")),
+            "{text}"
+        );
+        let page = html(&table, &[]);
+        assert!(page.contains("<td>OUTSIDE</td>"), "{page}");
     }
 
     #[test]

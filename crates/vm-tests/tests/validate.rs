@@ -30,6 +30,16 @@ fn the_linux_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
         .collect();
     // Five figures for each of the two kernels.
     assert_eq!(rows.len(), 10, "{csv}");
+    let page = std::fs::read_to_string(out.path().join("validate.html")).expect("validate.html");
+    for kernel in ["linux-7", "linux-5.10"] {
+        let heading = format!("<h2>{kernel} chain</h2>");
+        assert!(page.contains(&heading), "no {heading}");
+    }
+    assert_eq!(
+        page.matches("<svg").count(),
+        4,
+        "a real and a simulated figure per kernel"
+    );
     // 0: every figure in its band, 1: some outside; anything else failed.
     assert!(
         matches!(output.status.code(), Some(0 | 1)),

@@ -96,12 +96,10 @@ fn traced(command: &[String], file: &Path) -> Vec<String> {
 /// The timeline of a traced run with only the workload's runs: the
 /// recorded command and what it forked.
 pub fn workload_timeline(trace: &nest_trace::Trace) -> nest_trace::timeline::Timeline {
-    let mut timeline = nest_trace::timeline::Timeline::build(trace);
-    if let Some(pid) = trace.command_pid() {
-        let tree = trace.descendants(pid);
-        timeline.runs.retain(|r| tree.contains(&r.pid));
+    match trace.command_pid() {
+        Some(pid) => nest_trace::timeline::Timeline::of_tree(trace, pid),
+        None => nest_trace::timeline::Timeline::build(trace),
     }
-    timeline
 }
 
 /// A file name part from a free name.
