@@ -84,6 +84,39 @@ pub(crate) struct Task {
     pub stats: TaskStats,
 }
 
+impl Task {
+    /// A task about to start `program` on `cpu`, forked by `parent`.
+    pub(crate) fn new(
+        program: usize,
+        parent: Option<u32>,
+        cpu: Cpu,
+        rng: Rng,
+        stats: TaskStats,
+    ) -> Self {
+        Self {
+            program,
+            pc: 0,
+            loops: Vec::new(),
+            phase: TaskPhase::Blocked,
+            cpu,
+            has_run: false,
+            remaining: Remaining::Nothing,
+            parent,
+            live_children: 0,
+            waiting_children: false,
+            rng,
+            timers: Vec::new(),
+            enqueued_at: stats.start_ns,
+            util: 0.0,
+            run_start: None,
+            run_in_step: 0,
+            // wake_up_new_task(): recent_used_cpu = the parent's CPU.
+            fair: FairTask::new(cpu),
+            stats,
+        }
+    }
+}
+
 /// Per-task measurements.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct TaskStats {
@@ -470,26 +503,15 @@ impl Kernel {
     /// tests that set up a machine state by hand.
     pub(crate) fn test_task(&mut self, cpu: Cpu, util: f64) -> u32 {
         let id = self.tasks.len() as u32;
-        self.tasks.push(Task {
-            program: 0,
-            pc: 0,
-            loops: Vec::new(),
-            phase: TaskPhase::Blocked,
+        let mut task = Task::new(
+            0,
+            None,
             cpu,
-            has_run: true,
-            remaining: Remaining::Nothing,
-            parent: None,
-            live_children: 0,
-            waiting_children: false,
-            rng: Rng::derive(0, u64::from(id)),
-            timers: Vec::new(),
-            enqueued_at: 0,
-            util,
-            run_start: None,
-            run_in_step: 0,
-            fair: FairTask::new(cpu),
-            stats: TaskStats::default(),
-        });
+            Rng::derive(0, u64::from(id)),
+            TaskStats::default(),
+        );
+        task.util = util;
+        self.tasks.push(task);
         id
     }
 }

@@ -4,7 +4,6 @@ use nest_trace::{Cpu, EventKind};
 
 use super::kernel::{Kernel, Remaining, Task, TaskPhase, TaskStats};
 use super::{Ev, Sim};
-use crate::policy::wakeup::FairTask;
 use crate::policy::{Ctx, Wake};
 use crate::rng::Rng;
 use crate::workload::{Amount, Op};
@@ -24,32 +23,14 @@ impl Sim<'_> {
         let k = &mut self.k;
         let id = k.tasks.len() as u32;
         let comm = k.workload.programs[program].name.clone();
-        k.tasks.push(Task {
-            program,
-            pc: 0,
-            loops: Vec::new(),
-            phase: TaskPhase::Blocked,
-            cpu,
-            has_run: false,
-            remaining: Remaining::Nothing,
-            parent,
-            live_children: 0,
-            waiting_children: false,
-            rng: Rng::derive(k.cfg.seed, u64::from(id)),
-            timers: Vec::new(),
-            enqueued_at: k.now,
-            util: 0.0,
-            run_start: None,
-            run_in_step: 0,
-            // wake_up_new_task(): recent_used_cpu = the parent's CPU.
-            fair: FairTask::new(cpu),
-            stats: TaskStats {
-                pid: Kernel::pid(id),
-                comm,
-                start_ns: k.now,
-                ..TaskStats::default()
-            },
-        });
+        let stats = TaskStats {
+            pid: Kernel::pid(id),
+            comm,
+            start_ns: k.now,
+            ..TaskStats::default()
+        };
+        let rng = Rng::derive(k.cfg.seed, u64::from(id));
+        k.tasks.push(Task::new(program, parent, cpu, rng, stats));
         k.live_tasks += 1;
         k.live.push(id);
         if let Some(p) = parent {

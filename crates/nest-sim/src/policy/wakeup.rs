@@ -117,8 +117,10 @@ fn wake_wide(cx: &mut Ctx, waker: TaskId, wakee: TaskId, this: Cpu) -> bool {
 /// `wake_affine()`: the waker's CPU `this` if `wake_affine_idle()` or
 /// else `wake_affine_weight()` choose it, else `prev`.
 fn wake_affine(cx: &Ctx, w: Wakeup, current: Option<TaskId>, this: Cpu) -> Cpu {
-    let target = wake_affine_idle(cx, this, w.prev, w.sync)
-        .or_else(|| wake_affine_weight(cx, w, current, this));
+    // `sync`: WF_SYNC from a waker task (an exiting one never passes it).
+    let sync_waker = current.filter(|_| w.sync);
+    let target = wake_affine_idle(cx, this, w.prev, sync_waker.is_some())
+        .or_else(|| wake_affine_weight(cx, w, this, sync_waker));
     if target == Some(this) { this } else { w.prev }
 }
 
@@ -168,11 +170,10 @@ fn imbalance_pct(cx: &Ctx, a: Cpu, b: Cpu) -> i64 {
 /// (without the waker itself on a sync wakeup) is below `prev`'s load
 /// without the wakee, `prev` favoured by half the domain's imbalance
 /// (`WA_BIAS`). Capacities are equal (symmetric machines) and cancel.
-fn wake_affine_weight(cx: &Ctx, w: Wakeup, current: Option<TaskId>, this: Cpu) -> Option<Cpu> {
+fn wake_affine_weight(cx: &Ctx, w: Wakeup, this: Cpu, sync_waker: Option<TaskId>) -> Option<Cpu> {
     let mut this_eff = cpu_load(cx, this);
-    let sync = w.sync && current.is_some();
-    if sync {
-        let current_load = current.map_or(0, |c| task_load(cx, c));
+    if let Some(waker) = sync_waker {
+        let current_load = task_load(cx, waker);
         if current_load > this_eff {
             return Some(this);
         }
@@ -180,9 +181,9 @@ fn wake_affine_weight(cx: &Ctx, w: Wakeup, current: Option<TaskId>, this: Cpu) -
     }
     let load = task_load(cx, w.task);
     this_eff = (this_eff + load) * 100;
-    let mut prev_eff =
-        (cpu_load(cx, w.prev) - load) * (100 + (imbalance_pct(cx, this, w.prev) - 100) / 2);
-    if sync {
+    let bias = 100 + (imbalance_pct(cx, this, w.prev) - 100) / 2;
+    let mut prev_eff = (cpu_load(cx, w.prev) - load) * bias;
+    if sync_waker.is_some() {
         // A tie stacks the wakee on the waker.
         prev_eff += 1;
     }
