@@ -80,7 +80,8 @@ pub struct SimArgs {
     pub no_load_balance: bool,
 
     /// The fair scheduler the Linux model follows where generations differ
-    /// (fork placement's NUMA rule).
+    /// (fork placement's NUMA rule; wakeups' idle-CPU scans and
+    /// recent_used_cpu).
     #[arg(long, value_enum, default_value_t = LinuxVersion::Linux7)]
     pub kernel: LinuxVersion,
 

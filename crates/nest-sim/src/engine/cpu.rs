@@ -193,6 +193,7 @@ impl Sim<'_> {
     fn go_idle(&mut self, cpu: Cpu) {
         let now = self.k.now;
         self.k.cpus[cpu as usize].idle_since = now;
+        self.k.update_idle_core(cpu);
         self.set_active(cpu, false);
         self.k.emit(cpu, EventKind::IdleEnter);
         let spin = self.policy.cpu_idle(&mut Ctx { k: &mut self.k }, cpu);

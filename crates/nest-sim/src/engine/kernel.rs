@@ -9,6 +9,7 @@ use super::queue::EventQueue;
 use super::{Ev, SimConfig};
 use crate::governor::CoreFreq;
 use crate::machine::Machine;
+use crate::policy::wakeup::FairTask;
 use crate::power::socket_power_w;
 use crate::rng::Rng;
 use crate::workload::Workload;
@@ -41,6 +42,16 @@ pub(crate) enum Remaining {
     Time(f64),
 }
 
+/// Cap of `rq->avg_idle`: `2 * rq->max_idle_balance_cost`, taken at its
+/// initial value `sysctl_sched_migration_cost` (500 us).
+const AVG_IDLE_MAX_NS: u64 = 1_000_000;
+
+/// `update_avg()` (kernel/sched/sched.h): a moving average, 1/8 weight.
+fn update_avg(avg: u64, sample: u64) -> u64 {
+    let diff = sample as i64 - avg as i64;
+    (avg as i64 + diff / 8) as u64
+}
+
 /// One simulated task.
 #[derive(Clone, Debug)]
 pub(crate) struct Task {
@@ -68,7 +79,42 @@ pub(crate) struct Task {
     pub run_start: Option<u64>,
     /// Running time during the current frequency step.
     pub run_in_step: u64,
+    /// What the fair scheduler keeps per task for wakeups.
+    pub fair: FairTask,
     pub stats: TaskStats,
+}
+
+impl Task {
+    /// A task about to start `program` on `cpu`, forked by `parent`.
+    pub(crate) fn new(
+        program: usize,
+        parent: Option<u32>,
+        cpu: Cpu,
+        rng: Rng,
+        stats: TaskStats,
+    ) -> Self {
+        Self {
+            program,
+            pc: 0,
+            loops: Vec::new(),
+            phase: TaskPhase::Blocked,
+            cpu,
+            has_run: false,
+            remaining: Remaining::Nothing,
+            parent,
+            live_children: 0,
+            waiting_children: false,
+            rng,
+            timers: Vec::new(),
+            enqueued_at: stats.start_ns,
+            util: 0.0,
+            run_start: None,
+            run_in_step: 0,
+            // wake_up_new_task(): recent_used_cpu = the parent's CPU.
+            fair: FairTask::new(cpu),
+            stats,
+        }
+    }
 }
 
 /// Per-task measurements.
@@ -102,6 +148,8 @@ pub(crate) struct CpuState {
     pub rate: f64,
     pub slice_start: u64,
     pub idle_since: u64,
+    /// `rq->avg_idle`: average length of the idle periods a wakeup ended.
+    pub avg_idle: u64,
     /// Active (running or spinning) since, and active time this step.
     pub active_since: Option<u64>,
     pub active_ns: u64,
@@ -234,6 +282,9 @@ pub struct Kernel {
     pub(crate) retick: Vec<usize>,
     /// CPUs that ran a task during the current interval (`used_in_interval`).
     pub(crate) used_cpus: Vec<Cpu>,
+    /// Per LLC, `sd_llc_shared->has_idle_cores`: set when a core goes
+    /// fully idle, cleared by a wakeup's scan that finds no idle core.
+    pub(crate) has_idle_cores: Vec<bool>,
 }
 
 impl Kernel {
@@ -269,7 +320,12 @@ impl Kernel {
                 freq_moved: false,
             })
             .collect();
-        let cpus = vec![CpuState::default(); topo.nr_cpus()];
+        let cpu = CpuState {
+            avg_idle: AVG_IDLE_MAX_NS, // sched_init(): 2 * sysctl_sched_migration_cost
+            ..CpuState::default()
+        };
+        let cpus = vec![cpu; topo.nr_cpus()];
+        let has_idle_cores = vec![true; llc_cpus.len()];
         let core_idle = vec![CoreIdle::new(machine.power.deepest_idle_index()); nr_cores];
         let band_edges = machine.band_edges_mhz();
         let per_socket = machine.cores_per_socket as usize;
@@ -317,6 +373,7 @@ impl Kernel {
             util_stale: Vec::new(),
             retick: Vec::new(),
             used_cpus: Vec::new(),
+            has_idle_cores,
             cfg,
         }
     }
@@ -387,6 +444,26 @@ impl Kernel {
         u32::from(c.curr.is_some()) + c.queue.len() as u32
     }
 
+    /// A wakeup puts a task on `cpu`: an idle `cpu` samples the length of
+    /// its idle period into `rq->avg_idle` (`ttwu_do_activate()`, kernel/sched/core.c).
+    pub(crate) fn update_avg_idle(&mut self, cpu: Cpu) {
+        if !self.is_idle(cpu) {
+            return;
+        }
+        let c = &mut self.cpus[cpu as usize];
+        let sample = self.now.saturating_sub(c.idle_since);
+        c.avg_idle = update_avg(c.avg_idle, sample).min(AVG_IDLE_MAX_NS);
+    }
+
+    /// A CPU goes idle: when its whole core is idle, its LLC has an idle
+    /// core again (`__update_idle_core()`, kernel/sched/fair.c).
+    pub(crate) fn update_idle_core(&mut self, cpu: Cpu) {
+        if self.siblings(cpu).all(|c| self.is_idle(c)) {
+            let llc = self.topo.cpus[cpu as usize].llc as usize;
+            self.has_idle_cores[llc] = true;
+        }
+    }
+
     pub(crate) fn task_phase(&self, task: u32) -> TaskPhase {
         self.tasks
             .get(task as usize)
@@ -417,5 +494,24 @@ impl Kernel {
         } else {
             ghz
         }
+    }
+}
+
+#[cfg(test)]
+impl Kernel {
+    /// A blocked task that last ran on `cpu`, with utilisation `util`, for
+    /// tests that set up a machine state by hand.
+    pub(crate) fn test_task(&mut self, cpu: Cpu, util: f64) -> u32 {
+        let id = self.tasks.len() as u32;
+        let mut task = Task::new(
+            0,
+            None,
+            cpu,
+            Rng::derive(0, u64::from(id)),
+            TaskStats::default(),
+        );
+        task.util = util;
+        self.tasks.push(task);
+        id
     }
 }

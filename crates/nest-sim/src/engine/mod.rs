@@ -212,7 +212,7 @@ impl<'p> Sim<'p> {
             Ev::Done { cpu, epoch } if self.k.cpus[cpu as usize].epoch == epoch => {
                 self.segment_done(cpu);
             }
-            Ev::WakeTask { task } => self.wake(task, None),
+            Ev::WakeTask { task } => self.wake(task, None, false),
             Ev::SpinEnd { cpu, epoch } if self.k.cpus[cpu as usize].epoch == epoch => {
                 self.end_spin(cpu, false);
             }

@@ -23,30 +23,14 @@ impl Sim<'_> {
         let k = &mut self.k;
         let id = k.tasks.len() as u32;
         let comm = k.workload.programs[program].name.clone();
-        k.tasks.push(Task {
-            program,
-            pc: 0,
-            loops: Vec::new(),
-            phase: TaskPhase::Blocked,
-            cpu,
-            has_run: false,
-            remaining: Remaining::Nothing,
-            parent,
-            live_children: 0,
-            waiting_children: false,
-            rng: Rng::derive(k.cfg.seed, u64::from(id)),
-            timers: Vec::new(),
-            enqueued_at: k.now,
-            util: 0.0,
-            run_start: None,
-            run_in_step: 0,
-            stats: TaskStats {
-                pid: Kernel::pid(id),
-                comm,
-                start_ns: k.now,
-                ..TaskStats::default()
-            },
-        });
+        let stats = TaskStats {
+            pid: Kernel::pid(id),
+            comm,
+            start_ns: k.now,
+            ..TaskStats::default()
+        };
+        let rng = Rng::derive(k.cfg.seed, u64::from(id));
+        k.tasks.push(Task::new(program, parent, cpu, rng, stats));
         k.live_tasks += 1;
         k.live.push(id);
         if let Some(p) = parent {
@@ -76,13 +60,15 @@ impl Sim<'_> {
         self.enqueue(id, target);
     }
 
-    /// Wakes a blocked task; `waker` is the CPU that caused it, if any.
-    pub(crate) fn wake(&mut self, task: u32, waker: Option<Cpu>) {
+    /// Wakes a blocked task; `waker` is the CPU that caused it, if any;
+    /// `sync`: the waker is about to sleep (`WF_SYNC`).
+    pub(crate) fn wake(&mut self, task: u32, waker: Option<Cpu>, sync: bool) {
         if self.k.tasks[task as usize].phase != TaskPhase::Blocked {
             return;
         }
         let prev = self.k.tasks[task as usize].cpu;
-        let target = self.select(task, prev, waker, Wake::Wakeup);
+        let target = self.select(task, prev, waker, Wake::Wakeup { sync });
+        self.k.update_avg_idle(target);
         let from = waker.unwrap_or(prev);
         let pid = Kernel::pid(task);
         self.k.emit(
@@ -176,8 +162,8 @@ impl Sim<'_> {
                 self.unlock(l, cpu);
                 None
             }
-            Op::Send(c) => {
-                self.send(c, cpu);
+            Op::Send { chan, sync } => {
+                self.send(chan, cpu, sync);
                 None
             }
             Op::Recv(c) => self.recv(task, c),
@@ -213,7 +199,7 @@ impl Sim<'_> {
         bar.arrived = 0;
         let mut waiters = std::mem::take(&mut bar.waiters);
         for &w in &waiters {
-            self.wake(w, Some(cpu));
+            self.wake(w, Some(cpu), false);
         }
         // Give the buffer back (no allocation at the next phase) unless a
         // woken task already arrived at the barrier again.
@@ -240,14 +226,14 @@ impl Sim<'_> {
         let lock = &mut self.k.locks[l];
         lock.owner = lock.waiters.pop_front();
         if let Some(next) = lock.owner {
-            self.wake(next, Some(cpu));
+            self.wake(next, Some(cpu), false);
         }
     }
 
-    fn send(&mut self, c: usize, cpu: Cpu) {
+    fn send(&mut self, c: usize, cpu: Cpu, sync: bool) {
         let ch = &mut self.k.channels[c];
         match ch.waiters.pop_front() {
-            Some(r) => self.wake(r, Some(cpu)),
+            Some(r) => self.wake(r, Some(cpu), sync),
             None => ch.messages += 1,
         }
     }
@@ -289,7 +275,7 @@ impl Sim<'_> {
         pt.live_children -= 1;
         if pt.live_children == 0 && pt.waiting_children {
             pt.waiting_children = false;
-            self.wake(p, Some(cpu));
+            self.wake(p, Some(cpu), false);
         }
     }
 }

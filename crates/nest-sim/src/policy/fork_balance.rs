@@ -26,10 +26,12 @@ use super::Ctx;
 /// differ.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LinuxVersion {
-    /// Linux 5.9-5.18, the fair scheduler Nest was compared with (5.9).
+    /// Linux 5.9-5.18, the fair scheduler Nest was compared with (5.9);
+    /// wakeups as in 5.10 (`select_idle_sibling()` was reworked in 5.12).
     #[value(name = "linux-5.10")]
     Linux510,
-    /// Linux 5.19 and later (EEVDF from 6.6): the NUMA rule of `imb_numa_nr`.
+    /// Linux 5.19 and later (EEVDF from 6.6): the NUMA rule of
+    /// `imb_numa_nr`; wakeups with `SIS_UTIL` (6.0+).
     #[default]
     #[value(name = "linux-7")]
     Linux7,

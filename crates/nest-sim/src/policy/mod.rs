@@ -11,6 +11,7 @@ pub mod ext_idle;
 pub mod fork_balance;
 pub mod nest;
 pub mod smove;
+pub mod wakeup;
 
 use nest_trace::{Cpu, Nest, PrevState, Topology};
 
@@ -25,8 +26,9 @@ pub type TaskId = u32;
 pub enum Wake {
     /// A new task (fork, including exec: it stays where it is forked).
     Fork,
-    /// A sleeping task woke up.
-    Wakeup,
+    /// A sleeping task woke up. `sync`: its waker is about to sleep
+    /// (`WF_SYNC`: a pipe or socket handoff).
+    Wakeup { sync: bool },
 }
 
 /// Ask the engine to keep an idle CPU busy (warm) instead of idling.
@@ -119,6 +121,36 @@ impl Ctx<'_> {
     /// Tasks running or queued on `cpu`.
     pub fn nr_running(&self, cpu: Cpu) -> u32 {
         self.k.nr_running(cpu)
+    }
+
+    /// The task running on `cpu` (the kernel's `rq->curr`), if any.
+    pub fn current(&self, cpu: Cpu) -> Option<TaskId> {
+        self.k.cpus[cpu as usize].curr
+    }
+
+    /// PELT-like utilisation of `task` in [0, 1].
+    pub fn task_util(&self, task: TaskId) -> f64 {
+        self.k.tasks[task as usize].util
+    }
+
+    /// What the fair scheduler keeps of `task` for wakeups.
+    pub fn fair_task(&mut self, task: TaskId) -> &mut wakeup::FairTask {
+        &mut self.k.tasks[task as usize].fair
+    }
+
+    /// `test_idle_cores()`: may LLC `llc` have a fully idle core?
+    pub fn has_idle_cores(&self, llc: u32) -> bool {
+        self.k.has_idle_cores[llc as usize]
+    }
+
+    /// `set_idle_cores(.., 0)`: a scan found no idle core in LLC `llc`.
+    pub fn clear_idle_cores(&mut self, llc: u32) {
+        self.k.has_idle_cores[llc as usize] = false;
+    }
+
+    /// `rq->avg_idle` of `cpu`, ns.
+    pub fn avg_idle(&self, cpu: Cpu) -> u64 {
+        self.k.cpus[cpu as usize].avg_idle
     }
 
     /// When `cpu` last became idle (meaningful when idle).

@@ -117,9 +117,9 @@ pub(super) fn task_state(tasks: &mut Vec<TaskState>, task: TaskId) -> &mut TaskS
 
 /// The default placement a C policy's host falls back to.
 pub(super) enum DefaultPlacement<'a> {
-    /// The Linux model ([`baseline`]): S_local and S_move, which the paper
-    /// built into the fair scheduler.
-    Linux,
+    /// The Linux model ([`baseline`]) placing this task: S_local and
+    /// S_move, which the paper built into the fair scheduler.
+    Linux(TaskId),
     /// sched_ext's built-in idle selection ([`ExtIdle`]), as `scx_nest`
     /// runs Nest.
     SchedExt(&'a mut ExtIdle),
@@ -128,7 +128,7 @@ pub(super) enum DefaultPlacement<'a> {
 /// The simulator as the C policy's platform, for one placement (or one
 /// S_move timer).
 pub(super) struct SimPlatform<'a, 'b> {
-    cx: &'a Ctx<'b>,
+    cx: &'a mut Ctx<'b>,
     waker: Option<Cpu>,
     why: Wake,
     default: DefaultPlacement<'a>,
@@ -138,7 +138,7 @@ pub(super) struct SimPlatform<'a, 'b> {
 
 impl<'a, 'b> SimPlatform<'a, 'b> {
     pub(super) fn new(
-        cx: &'a Ctx<'b>,
+        cx: &'a mut Ctx<'b>,
         waker: Option<Cpu>,
         why: Wake,
         default: DefaultPlacement<'a>,
@@ -171,8 +171,8 @@ impl SimPlatform<'_, '_> {
 
     /// The Linux model's choice; restricted to whole idle cores, its CPU if
     /// its core is idle, else an idle core of `prev`'s LLC, else of any LLC.
-    fn linux_default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
-        let cpu = baseline::select(self.cx, prev, self.waker, self.why);
+    fn linux_default_cpu(&mut self, task: TaskId, prev: u32, whole_core: bool) -> (u32, bool) {
+        let cpu = baseline::select(self.cx, task, prev, self.waker, self.why);
         if !whole_core || self.core_idle(cpu) {
             return (cpu, self.claim_idle(cpu));
         }
@@ -206,10 +206,12 @@ impl Platform for SimPlatform<'_, '_> {
     /// for the others.
     fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
         let caller = self.waker.unwrap_or(prev);
-        let (cx, claimed) = (self.cx, &self.claimed);
+        let (cx, claimed) = (&*self.cx, &self.claimed);
         let free = |c: u32| free_cpu(cx, claimed, c);
         let found = match &mut self.default {
-            DefaultPlacement::Linux => return self.linux_default_cpu(prev, whole_core),
+            &mut DefaultPlacement::Linux(task) => {
+                return self.linux_default_cpu(task, prev, whole_core);
+            }
             DefaultPlacement::SchedExt(ext) => {
                 ext.select_cpu_dfl(cx, prev, caller, whole_core, free)
             }
@@ -224,11 +226,11 @@ impl Platform for SimPlatform<'_, '_> {
     /// Nest; for the others a whole idle core, else any idle CPU, from CPU 0.
     fn pick_any_idle(&mut self) -> Option<u32> {
         let caller = self.waker.unwrap_or(0);
-        let (cx, claimed) = (self.cx, &self.claimed);
+        let (cx, claimed) = (&*self.cx, &self.claimed);
         let free = |c: u32| free_cpu(cx, claimed, c);
         let found = match &mut self.default {
             DefaultPlacement::SchedExt(ext) => ext.pick_idle_cpu(cx, caller, free),
-            DefaultPlacement::Linux => {
+            DefaultPlacement::Linux(_) => {
                 let n = cx.nr_cpus();
                 (0..n)
                     .find(|&c| core_free(cx, c, &free))

@@ -122,7 +122,7 @@ fn workload(programs: Vec<Program>, initial: Vec<(usize, u32)>) -> Workload {
         .iter()
         .flat_map(|p| &p.ops)
         .filter_map(|op| match op {
-            Op::Send(c) | Op::Recv(c) => Some(c + 1),
+            Op::Send { chan: c, .. } | Op::Recv(c) => Some(c + 1),
             _ => None,
         })
         .max()
@@ -202,7 +202,9 @@ fn hackbench(p: &mut Params) -> Workload {
         let first = (g * fds) as usize;
         let mut send = Vec::new();
         for r in 0..fds as usize {
-            send.extend([Op::Run(work(msg)), Op::Send(first + r)]);
+            // hackbench writes to pipes (or sockets): synchronous wakeups.
+            let chan = first + r;
+            send.extend([Op::Run(work(msg)), Op::Send { chan, sync: true }]);
         }
         programs.push(program("sender", repeat(loops, send)));
         initial.push((programs.len() - 1, fds as u32));

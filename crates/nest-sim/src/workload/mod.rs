@@ -43,8 +43,13 @@ pub enum Op {
     },
     /// Block until every child of this task has exited.
     WaitChildren,
-    /// Post one message on channel `id`, waking a receiver.
-    Send(usize),
+    /// Post one message on channel `chan`, waking a receiver. `sync`: the
+    /// wakeup is synchronous (`WF_SYNC`), as a pipe or socket write's, not
+    /// a condition variable's.
+    Send {
+        chan: usize,
+        sync: bool,
+    },
     /// Take one message from channel `id`, blocking while there is none.
     Recv(usize),
     /// Start of a loop body repeated `count` times (0: forever).

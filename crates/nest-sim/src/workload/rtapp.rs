@@ -8,7 +8,8 @@
 //! (`{"ref", "period"}`), `barrier`, `lock`, `unlock`, `fork` (task name;
 //! templates have `"instance": 0`), `suspend`/`resume` (counting channels).
 //! Extensions: `wait_children` (`true`: wait for every forked child), `send`
-//! and `recv` (aliases of `resume`/`suspend`), and `[min, max]` for any
+//! and `recv` (`resume`/`suspend` with pipe semantics: a `send` wakes its
+//! receiver synchronously, `WF_SYNC`), and `[min, max]` for any
 //! duration (drawn uniformly per use from the task's seeded PRNG).
 //!
 //! Object key order matters (events run in file order), so the file is read
@@ -306,7 +307,11 @@ impl Builder {
                 .ok_or_else(|| anyhow!("{path}: expected the name of a task, found `{n}`"))?;
             Op::Fork { program }
         } else if k.starts_with("resume") || k.starts_with("send") {
-            Op::Send(intern(&mut self.channels, name(v, path)?))
+            // rt-app's resume signals a condition variable (a futex: no
+            // WF_SYNC); `send` stands for a pipe write (WF_SYNC).
+            let sync = k.starts_with("send");
+            let chan = intern(&mut self.channels, name(v, path)?);
+            Op::Send { chan, sync }
         } else if k.starts_with("suspend") || k.starts_with("recv") {
             Op::Recv(intern(&mut self.channels, name(v, path)?))
         } else if k.starts_with("wait_children") {
@@ -342,7 +347,11 @@ impl Builder {
 fn takes_time(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Fork { .. } | Op::Send(_) | Op::Unlock(_) | Op::LoopStart { .. } | Op::LoopEnd { .. }
+        Op::Fork { .. }
+            | Op::Send { .. }
+            | Op::Unlock(_)
+            | Op::LoopStart { .. }
+            | Op::LoopEnd { .. }
     )
 }
 
