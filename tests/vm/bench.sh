@@ -47,7 +47,8 @@ fact state_after_failing "$(cat $sysfs/state)"
 
 # Partial mode: scx_nest --partial with the workload started by `nest run`,
 # which puts it in SCHED_EXT (policy 7; field 41 of /proc/PID/stat) where
-# the default scheduler's cell runs it as SCHED_OTHER (0).
+# the default scheduler's cell runs it as SCHED_OTHER (0); nest-load, found
+# beside nest and not on PATH, must reach `nest run` as a path.
 cat >/tmp/partial.toml <<'TOML'
 [[scheduler]]
 name = "default"
@@ -58,6 +59,10 @@ name = "nest-partial"
 [[workload]]
 name = "policy"
 command = ["awk", "{ print \"policy=\" $41 }", "/proc/self/stat"]
+
+[[workload]]
+name = "chain"
+command = ["nest-load", "churn", "--count", "10", "--work-us", "200"]
 TOML
 "$bin/nest" bench --suite /tmp/partial.toml --warmup 0 --runs 1 -o "$out/partial" \
 	2>"$out/partial.progress"

@@ -200,8 +200,20 @@ fn check_partial(out: &Path, report: &Report) {
     let results = results(&partial);
     assert_eq!(
         cell_ids(&results),
-        ["policy / default", "policy / nest-partial"]
+        [
+            "policy / default",
+            "policy / nest-partial",
+            "chain / default",
+            "chain / nest-partial"
+        ]
     );
+    for cell in 0..4 {
+        let runs = runs_of(&results, cell);
+        assert!(
+            runs.len() == 1 && runs[0].1 == "OK",
+            "cell {cell}: {runs:?}"
+        );
+    }
     let policy = |scheduler: &str| {
         let log = partial.join(format!("logs/policy-{scheduler}-r1.log"));
         std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()))

@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use super::governor::Governors;
 use super::plan::PlannedRun;
-use super::process::{Child, Waited, describe};
+use super::process::{Child, Waited, describe, with_program_path};
 use super::results::{Cell, Results, Run, Status, Traced};
 use super::sched;
 use super::suite::Combine;
@@ -83,13 +83,7 @@ fn traced(command: &[String], file: &Path) -> Vec<String> {
     let mut wrapped = vec![nest, "trace".into(), "record".into(), "--out".into()];
     wrapped.push(file.display().to_string());
     wrapped.push("--".into());
-    // nest trace record looks only on PATH: give it what the bench found.
-    let program = command.first().map(|p| match super::process::resolve(p) {
-        Some(path) => path.display().to_string(),
-        None => p.clone(),
-    });
-    wrapped.extend(program);
-    wrapped.extend_from_slice(command.get(1..).unwrap_or_default());
+    wrapped.extend_from_slice(command);
     wrapped
 }
 
@@ -441,8 +435,11 @@ impl Bench<'_> {
         failed: impl Fn(String) -> Run,
     ) -> Outcome {
         let log = logs.join(format!("{stem}.log"));
-        let mut command = expand(&cell.scheduler.run_with, online_cpus());
-        command.extend(expand(&cell.workload.command, online_cpus()));
+        // Programs as paths: `nest run` and `nest trace record` search
+        // only PATH, not beside nest (nest-load) or the work directory.
+        let cpus = online_cpus();
+        let mut command = with_program_path(expand(&cell.scheduler.run_with, cpus), None);
+        command.extend(with_program_path(expand(&cell.workload.command, cpus), dir));
         if planned.traced {
             command = traced(&command, &logs.join(format!("{stem}.nest.jsonl")));
         }

@@ -312,11 +312,7 @@ fn check_programs(schedulers: &[Scheduler], workloads: &[Workload]) -> Result<()
         let Some(program) = command.first() else {
             continue;
         };
-        let path = match &tree {
-            Some(tree) if program.contains('/') => tree.join(program).display().to_string(),
-            _ => program.clone(),
-        };
-        if process::resolve(&path).is_none() {
+        if process::resolve_in(program, tree.as_deref()).is_none() {
             let place = match tree {
                 Some(tree) if program.contains('/') => format!("in {}", tree.display()),
                 _ => "beside nest or on PATH".to_string(),

@@ -48,6 +48,25 @@ pub fn resolve(program: &str) -> Option<PathBuf> {
     beside.into_iter().chain(on_path).find(|p| p.is_file())
 }
 
+/// Where `program` is for a command run in `dir`: a relative path with a
+/// `/` (`./configure`) is taken from `dir`, anything else as [`resolve`].
+pub fn resolve_in(program: &str, dir: Option<&Path>) -> Option<PathBuf> {
+    match dir {
+        Some(dir) if program.contains('/') => resolve(&dir.join(program).to_string_lossy()),
+        _ => resolve(program),
+    }
+}
+
+/// `command` with its program as the path [`resolve_in`] finds (kept as
+/// it is when not found): wrappers that search only `PATH` (`nest run`,
+/// `nest trace record`) then run what the bench found beside `nest`.
+pub fn with_program_path(mut command: Vec<String>, dir: Option<&Path>) -> Vec<String> {
+    if let Some(path) = command.first().and_then(|p| resolve_in(p, dir)) {
+        command[0] = path.display().to_string();
+    }
+    command
+}
+
 /// The programs whose names start with `prefix`, beside this `nest`
 /// binary or on `PATH` (the first one found of each name), sorted.
 pub fn programs_starting_with(prefix: &str) -> Vec<String> {
@@ -82,11 +101,8 @@ impl Child {
     /// the current directory.
     pub fn spawn(command: &[String], log: &Path, dir: Option<&Path>) -> Result<Self> {
         let (program, args) = command.split_first().context("empty command")?;
-        let in_dir = dir
-            .filter(|_| program.contains('/'))
-            .map(|d| d.join(program));
-        let path = resolve(&in_dir.map_or(program.clone(), |p| p.display().to_string()))
-            .with_context(|| format!("cannot find program '{program}'"))?;
+        let path =
+            resolve_in(program, dir).with_context(|| format!("cannot find program '{program}'"))?;
         let out = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut command = Command::new(&path);
         if let Some(dir) = dir {
@@ -251,6 +267,20 @@ mod tests {
         );
         let pwd = std::fs::read_to_string(&log).unwrap();
         assert_eq!(Path::new(pwd.trim()), dir.path().canonicalize().unwrap());
+    }
+
+    #[test]
+    fn wrapped_programs_get_the_path_the_bench_found() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("configure"), "").unwrap();
+        let command = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        let sh = with_program_path(command(&["sh", "-c", "true"]), None);
+        assert!(sh[0].starts_with('/') && sh[0].ends_with("/sh"), "{sh:?}");
+        assert_eq!(sh[1..], ["-c", "true"]);
+        let configure = with_program_path(command(&["./configure"]), Some(dir.path()));
+        assert_eq!(Path::new(&configure[0]), dir.path().join("./configure"));
+        let missing = with_program_path(command(&["no-such-program-xyz"]), None);
+        assert_eq!(missing, ["no-such-program-xyz"]);
     }
 
     #[test]
