@@ -285,6 +285,9 @@ fn record_in_guest(
         // its own tmpfs (a clone in /tmp: the binaries would be hidden).
         workdir: Some(bin.clone()),
         output_dir: Some(out.to_path_buf()),
+        // The configure trace: 16 x 32 MB of ftrace buffers, then the
+        // recorder's events in memory (1 GB was OOM-killed under 5.10).
+        memory_mb: 3072,
         ..VmSpec::with_topology(2, 4, 2)
     };
     eprintln!(
