@@ -34,7 +34,7 @@ use suite::{Scheduler, Suite, Workload};
 pub struct BenchArgs {
     #[command(subcommand)]
     command: Option<BenchCommand>,
-    /// A built-in suite (quick, default) or a TOML suite file.
+    /// A built-in suite (quick, default, guest) or a TOML suite file.
     #[arg(long, default_value = "default")]
     suite: String,
     /// Only these of the suite's schedulers, in this order (comma-separated;

@@ -29,9 +29,10 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 /// The built-in suites: name, TOML text.
-pub const BUILTIN_SUITES: [(&str, &str); 2] = [
+pub const BUILTIN_SUITES: [(&str, &str); 3] = [
     ("quick", include_str!("suites/quick.toml")),
     ("default", include_str!("suites/default.toml")),
+    ("guest", include_str!("suites/guest.toml")),
 ];
 
 /// The built-in schedulers and workloads, as TOML entries with commands.
@@ -559,7 +560,7 @@ unit = "s"
         assert_eq!(quick.workloads.len(), 2);
         let err = load("quik").unwrap_err();
         assert!(
-            err.contains("unknown suite 'quik'") && err.contains("quick, default"),
+            err.contains("unknown suite 'quik'") && err.contains("quick, default, guest"),
             "{err}"
         );
     }
