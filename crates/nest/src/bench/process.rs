@@ -32,29 +32,35 @@ pub enum Waited {
     Interrupted,
 }
 
-/// Where `program` is: itself if it has a `/`, else beside this `nest`
-/// binary (scx_nest, nest-load), else on `PATH`.
-pub fn resolve(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        return Some(PathBuf::from(program)).filter(|p| p.exists());
-    }
+/// Where programs are looked for, in order: beside this `nest` binary
+/// (scx_nest, nest-load), then on `PATH`.
+fn program_dirs() -> impl Iterator<Item = PathBuf> {
     let beside = std::env::current_exe()
         .ok()
-        .and_then(|exe| Some(exe.parent()?.join(program)));
+        .and_then(|exe| Some(exe.parent()?.to_path_buf()));
     let on_path = std::env::var_os("PATH")
         .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join(program));
-    beside.into_iter().chain(on_path).find(|p| p.is_file())
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>());
+    beside.into_iter().chain(on_path)
 }
 
-/// Where `program` is for a command run in `dir`: a relative path with a
-/// `/` (`./configure`) is taken from `dir`, anything else as [`resolve`].
+/// Where `program` is: itself if it has a `/`, else in the first of
+/// [`program_dirs`] that has it.
+pub fn resolve(program: &str) -> Option<PathBuf> {
+    resolve_in(program, None)
+}
+
+/// Where `program` is for a command run in `dir`: a path with a `/`
+/// (`./configure`) is taken from `dir` (or the current directory),
+/// anything else as [`resolve`].
 pub fn resolve_in(program: &str, dir: Option<&Path>) -> Option<PathBuf> {
-    match dir {
-        Some(dir) if program.contains('/') => resolve(&dir.join(program).to_string_lossy()),
-        _ => resolve(program),
+    if program.contains('/') {
+        let path = dir.map_or_else(|| PathBuf::from(program), |d| d.join(program));
+        return Some(path).filter(|p| p.exists());
     }
+    program_dirs()
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
 }
 
 /// `command` with its program as the path [`resolve_in`] finds (kept as
@@ -67,18 +73,10 @@ pub fn with_program_path(mut command: Vec<String>, dir: Option<&Path>) -> Vec<St
     command
 }
 
-/// The programs whose names start with `prefix`, beside this `nest`
-/// binary or on `PATH` (the first one found of each name), sorted.
+/// The names of the executables starting with `prefix` in any of
+/// [`program_dirs`], sorted, each once.
 pub fn programs_starting_with(prefix: &str) -> Vec<String> {
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.to_path_buf()));
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>());
-    let mut names: Vec<String> = beside
-        .into_iter()
-        .chain(on_path)
+    let mut names: Vec<String> = program_dirs()
         .filter_map(|dir| std::fs::read_dir(dir).ok())
         .flatten()
         .filter_map(|entry| {
