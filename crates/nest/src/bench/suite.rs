@@ -147,12 +147,17 @@ fn builtin_file() -> SuiteFile {
     toml::from_str(BUILTIN).expect("the built-in suites/builtin.toml parses")
 }
 
+/// A built-in entry resolves as a suite's would (each has a command).
+fn builtin<T>(result: Result<T, String>) -> T {
+    result.expect("the built-in suites/builtin.toml resolves")
+}
+
 pub fn builtin_workload(name: &str) -> Option<Workload> {
     let entry = builtin_file()
         .workloads
         .into_iter()
         .find(|w| *w.name.get_ref() == name)?;
-    Some(full_workload(entry.name.get_ref().clone(), &entry))
+    Some(builtin(resolve_workload("builtin.toml", BUILTIN, entry)))
 }
 
 pub fn builtin_scheduler(name: &str) -> Option<Scheduler> {
@@ -168,9 +173,7 @@ pub fn builtin_scheduler(name: &str) -> Option<Scheduler> {
         .schedulers
         .into_iter()
         .find(|s| *s.name.get_ref() == name)?;
-    let mut scheduler = scheduler_for_command(name, entry.command?);
-    scheduler.run_with = entry.run_with;
-    Some(scheduler)
+    Some(builtin(resolve_scheduler("builtin.toml", BUILTIN, entry)))
 }
 
 /// A scheduler for a command line: its ops name is the program's name
@@ -548,6 +551,26 @@ unit = "s"
             "{err}"
         );
         assert!(err.contains("default, scx_nest, nest-partial"), "{err}");
+    }
+
+    #[test]
+    fn every_builtin_entry_resolves_with_its_command() {
+        let (schedulers, workloads) = builtins();
+        for [name, ..] in &workloads {
+            let workload = builtin_workload(name).unwrap();
+            assert!(!workload.command.is_empty(), "{name}");
+        }
+        for [name, ..] in &schedulers {
+            builtin_scheduler(name).unwrap();
+        }
+        let partial = builtin_scheduler("nest-partial").unwrap();
+        assert_eq!(partial.ops, "nest");
+        assert_eq!(partial.run_with, ["nest", "run", "--"]);
+        let make = builtin_workload("make-hello").unwrap();
+        assert_eq!(
+            (make.source.as_deref(), &make.setup[..]),
+            (Some("hello"), &["./configure".to_string()][..])
+        );
     }
 
     #[test]
