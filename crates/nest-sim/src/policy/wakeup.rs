@@ -21,6 +21,7 @@
 
 use nest_trace::Cpu;
 
+use super::ext_idle::core_free;
 use super::fork_balance::LinuxVersion;
 use super::{Ctx, TaskId};
 
@@ -288,7 +289,7 @@ fn core_seen(cx: &Ctx, cpu: Cpu, start: Cpu) -> bool {
 
 /// Are all SMT threads of `cpu`'s core idle?
 fn core_idle(cx: &Ctx, cpu: Cpu) -> bool {
-    cx.smt_siblings(cpu).iter().all(|&c| cx.is_idle(c))
+    core_free(cx, cpu, &|c| cx.is_idle(c))
 }
 
 /// 5.10's `select_idle_core()`: when the LLC's hint says it may have an
