@@ -194,7 +194,10 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 text-align:right}th{background:#f0f0f0}td:first-child{text-align:left}\
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}svg{max-width:100%;height:auto}";
 
-fn page(title: &str, body: &str) -> String {
+/// An HTML page of the project's reports: `title` as its heading, then
+/// `body`, with the reports' style (tables, `.pair` for figures side by
+/// side).
+pub fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
          <style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n{body}</body></html>\n",

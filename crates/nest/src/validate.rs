@@ -422,17 +422,11 @@ impl Pair {
 /// `validate.html`: the table, then per kernel and workload the CPUs the
 /// recorded command's tree used per 100 ms, real beside simulated.
 fn html(table: &Table, pairs: &[Pair]) -> String {
-    let mut s = String::from(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>nest validate</title>\n\
-         <style>body{font-family:sans-serif;max-width:84em;margin:1em auto}\
-         table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
-         .pair{display:flex;gap:1em}</style></head><body>\n<h1>nest validate</h1>\n",
-    );
-    s.push_str(&format!(
+    let mut s = format!(
         "<p>Real kernels in the 2x4x2 guest against the simulator's Linux model on \
          {GUEST_MACHINE}: the recorded command's tree over its lifetime, 100 ms \
          intervals. A figure agrees when real and simulated differ by at most its band.</p>\n"
-    ));
+    );
     s.push_str(&table.to_html());
     for pair in pairs {
         s.push_str(&format!(
@@ -443,8 +437,7 @@ fn html(table: &Table, pairs: &[Pair]) -> String {
         s.push_str(&svg::cpus_vs_concurrency(&pair.simulated, "simulated"));
         s.push_str("</div>\n");
     }
-    s.push_str("</body></html>\n");
-    s
+    nest_trace::report::page("nest validate", &s)
 }
 
 #[cfg(test)]
