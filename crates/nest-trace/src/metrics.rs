@@ -518,6 +518,16 @@ pub fn tasks_placement(
 /// lifetime: from its first exec (or the trace's start) to its exit (or
 /// the trace's end).
 pub fn tree_placement(trace: &Trace, root: Pid, interval_ns: u64) -> TasksPlacement {
+    tree_placement_in(trace, &Timeline::build(trace), root, interval_ns)
+}
+
+/// [`tree_placement`] with the trace's timeline already built.
+pub fn tree_placement_in(
+    trace: &Trace,
+    tl: &Timeline,
+    root: Pid,
+    interval_ns: u64,
+) -> TasksPlacement {
     let mut from = None;
     let mut to = trace.end_ns();
     for e in &trace.events {
@@ -529,9 +539,14 @@ pub fn tree_placement(trace: &Trace, root: Pid, interval_ns: u64) -> TasksPlacem
             _ => {}
         }
     }
-    let tl = Timeline::build(trace);
-    let pids = trace.descendants(root);
-    tasks_placement(trace, &tl, &pids, from.unwrap_or(0), to, interval_ns)
+    tasks_placement(
+        trace,
+        tl,
+        &trace.descendants(root),
+        from.unwrap_or(0),
+        to,
+        interval_ns,
+    )
 }
 
 /// Nearest-rank percentile of sorted values: the smallest value with at

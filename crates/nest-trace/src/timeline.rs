@@ -120,9 +120,14 @@ impl Timeline {
     /// forked (a recorded command's work, without the rest of the machine).
     pub fn of_tree(trace: &Trace, root: Pid) -> Self {
         let mut timeline = Self::build(trace);
-        let tree = trace.descendants(root);
-        timeline.runs.retain(|r| tree.contains(&r.pid));
+        timeline.keep_tree(trace, root);
         timeline
+    }
+
+    /// Drop the runs of every task but `root` and what it forked.
+    pub fn keep_tree(&mut self, trace: &Trace, root: Pid) {
+        let tree = trace.descendants(root);
+        self.runs.retain(|r| tree.contains(&r.pid));
     }
 
     /// Replay `trace`, counting only the waiting tasks for which `counts`

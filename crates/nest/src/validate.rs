@@ -21,7 +21,7 @@ use nest_sim::policy::fork_balance::LinuxVersion;
 use nest_sim::workload::{replay, rtapp};
 use nest_sim::{Governor, Machine, SimConfig};
 use nest_trace::Trace;
-use nest_trace::metrics::{IntervalStats, TasksPlacement, interval_stats, tree_placement};
+use nest_trace::metrics::{IntervalStats, TasksPlacement, interval_stats, tree_placement_in};
 use nest_trace::svg;
 use nest_trace::table::{Cell as TableCell, Table, escape};
 use nest_trace::timeline::Timeline;
@@ -207,21 +207,21 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
             })?;
             let simulated = simulate(&real, &machine, version)
                 .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
-            let (real_root, real_placement) = command_placement(&real, None)?;
-            let (_, simulated_placement) = command_placement(&simulated, Some(SIMULATED_ROOT))?;
+            let real = command_figures(&real, None)?;
+            let simulated = command_figures(&simulated, Some(SIMULATED_ROOT))?;
             let title = format!("{} {}", value_name(version), value_name(workload));
-            eprintln!("nest validate: {title}: root {real_root}");
+            eprintln!("nest validate: {title}: root {}", real.root);
             rows.extend(compare(
                 version,
                 workload,
-                &real_placement,
-                &simulated_placement,
+                &real.placement,
+                &simulated.placement,
             ));
-            pairs.push(Pair::new(
+            pairs.push(Pair {
                 title,
-                (&real, real_root),
-                (&simulated, SIMULATED_ROOT),
-            ));
+                real: real.intervals,
+                simulated: simulated.intervals,
+            });
         }
     }
     let table = figures_table(&rows);
@@ -318,16 +318,32 @@ fn simulate(real: &Trace, machine: &Machine, version: LinuxVersion) -> Result<Tr
     result.trace.context("the simulator recorded no trace")
 }
 
-/// The placement of the recorded command's tree (root: `root`, else the
-/// trace's `command_pid`) over its lifetime, in 100 ms intervals.
-fn command_placement(trace: &Trace, root: Option<u32>) -> Result<(u32, TasksPlacement)> {
+/// The recorded command's tree in one trace.
+struct CommandFigures {
+    root: u32,
+    /// Its placement over its lifetime, in 100 ms intervals.
+    placement: TasksPlacement,
+    /// Its CPUs and concurrency per 100 ms, for the page's figure.
+    intervals: Vec<IntervalStats>,
+}
+
+/// The figures of the recorded command's tree (root: `root`, else the
+/// trace's `command_pid`), from one replay of the trace.
+fn command_figures(trace: &Trace, root: Option<u32>) -> Result<CommandFigures> {
     let root = match root {
         Some(pid) => pid,
         None => trace
             .command_pid()
             .context("the trace has no command_pid (record it with `nest trace record -- CMD`)")?,
     };
-    Ok((root, tree_placement(trace, root, INTERVAL_NS)))
+    let mut timeline = Timeline::build(trace);
+    let placement = tree_placement_in(trace, &timeline, root, INTERVAL_NS);
+    timeline.keep_tree(trace, root);
+    Ok(CommandFigures {
+        root,
+        placement,
+        intervals: interval_stats(&timeline, INTERVAL_NS),
+    })
 }
 
 struct Row {
@@ -404,19 +420,6 @@ struct Pair {
     title: String,
     real: Vec<IntervalStats>,
     simulated: Vec<IntervalStats>,
-}
-
-impl Pair {
-    fn new(title: String, real: (&Trace, u32), simulated: (&Trace, u32)) -> Self {
-        let stats = |(trace, root): (&Trace, u32)| {
-            interval_stats(&Timeline::of_tree(trace, root), INTERVAL_NS)
-        };
-        Self {
-            title,
-            real: stats(real),
-            simulated: stats(simulated),
-        }
-    }
 }
 
 /// `validate.html`: the table, then per kernel and workload the CPUs the
