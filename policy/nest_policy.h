@@ -59,6 +59,15 @@
  */
 #define NEST_QUEUE_NONE (-1)
 #define NEST_QUEUE_PINNED (-2)
+/* Weight of a nice-0 task in sched_ext's scale (p->scx.weight). */
+#define NEST_WEIGHT_DFL 100
+/*
+ * How many tasks at the front of a queue a host looks at for one to keep
+ * local (nest_prefer_queued(), nest_prev_keeps_cpu()), and at its end for
+ * a starving one (nest_starving()). In this header: every host scans.
+ */
+#define NEST_LOCALITY_SCAN 16
+#define NEST_STARVE_SCAN 4
 
 /*
  * Mechanisms that can be switched off for ablation studies. A set bit in

@@ -54,24 +54,20 @@
  * Included after nest_policy.c.
  */
 
-/* Weight of a nice-0 task in sched_ext's scale (p->scx.weight). */
-#define NEST_WEIGHT_DFL 100
 /*
- * How many tasks of a queue the locality preference looks at, and how many
- * slices of virtual time after the first one they may be.
+ * How many slices of virtual time after the first task of a queue the
+ * locality preference may take a task (it looks at NEST_LOCALITY_SCAN).
  */
-#define NEST_LOCALITY_SCAN 16
 #define NEST_LOCALITY_SLICES 8
 /* The least weight a task is charged with (nest_sched_stopping()). */
 #define NEST_CHARGE_WEIGHT_MIN 5
 
 /*
  * How long a queued task may wait before it runs next (nest_starving()),
- * how many tasks at the end of a queue the host looks at for one, and how
- * often it looks at the whole queue (nest_starve_sweep_due()).
+ * and how often the host looks at the whole queue for one, not only at
+ * its last NEST_STARVE_SCAN tasks (nest_starve_sweep_due()).
  */
 #define NEST_STARVE_NS (1000ULL * 1000 * 1000)
-#define NEST_STARVE_SCAN 4
 #define NEST_STARVE_SWEEP_NS (100ULL * 1000 * 1000)
 
 /* @ns of running time in virtual time, for a task of weight @weight. */

@@ -23,6 +23,15 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use ffi::MAX_CPUS;
+
+/// Weight of a nice-0 task in sched_ext's scale (`p->scx.weight`).
+pub const WEIGHT_NICE_0: u32 = ffi::NEST_WEIGHT_DFL;
+/// How many tasks at the front of a queue a host looks at for one to keep
+/// local ([`NestPolicy::prefer_queued`], [`QueueFront`]).
+pub const LOCALITY_SCAN: usize = ffi::NEST_LOCALITY_SCAN as usize;
+/// How many tasks at the end of a queue a host looks at for a starving one
+/// ([`NestPolicy::starving`]) between sweeps of the whole queue.
+pub const STARVE_SCAN: usize = ffi::NEST_STARVE_SCAN as usize;
 use nest_topology::Topology;
 
 /// What the policy needs from its host. Mirrors the platform interface in
