@@ -7,11 +7,39 @@ use super::kernel::{Kernel, Remaining, TaskPhase};
 use super::task::Outcome;
 use super::{Ev, Sim};
 use crate::policy::Ctx;
+use crate::policy::{Dispatch, Enqueue, Queued};
 
 impl Sim<'_> {
-    /// Makes `task` runnable on `cpu`, running it at once if `cpu` is idle.
+    /// Makes `task` (new or woken) runnable on `cpu`, the placement's
+    /// choice: it runs at once if `cpu` is idle; otherwise the policy says
+    /// where it waits ([`Policy::enqueue`]; by default `cpu`'s run queue).
     pub(crate) fn enqueue(&mut self, task: u32, cpu: Cpu) {
-        self.enqueue_since(task, cpu, self.k.now);
+        let c = &self.k.cpus[cpu as usize];
+        if c.curr.is_none() && !c.switching {
+            return self.enqueue_since(task, cpu, self.k.now);
+        }
+        self.hand_to_policy(task, cpu, Enqueue::Wakeup);
+    }
+
+    /// Asks the policy where `task`, which cannot run at once on `cpu`,
+    /// waits, and puts it there.
+    fn hand_to_policy(&mut self, task: u32, cpu: Cpu, why: Enqueue) {
+        let queued = self
+            .policy
+            .enqueue(&mut Ctx { k: &mut self.k }, task, cpu, why);
+        match queued {
+            Queued::OnCpu(target) if (target as usize) < self.k.cpus.len() => {
+                self.enqueue_since(task, target, self.k.now);
+            }
+            Queued::OnCpu(_) => self.enqueue_since(task, cpu, self.k.now),
+            Queued::Held => {
+                let t = &mut self.k.tasks[task as usize];
+                t.phase = TaskPhase::Held;
+                t.enqueued_at = self.k.now;
+                self.k.nr_held += 1;
+            }
+        }
+        self.apply_actions();
     }
 
     /// Enqueues `task`, runnable since `since` (earlier than now when it is
@@ -27,6 +55,89 @@ impl Sim<'_> {
             self.k.cpus[cpu as usize].queue.push_back(task);
             self.k.nr_queued += 1;
         }
+    }
+
+    /// Asks a policy that owns its queues what `cpu` runs next (`prev`:
+    /// the task whose slice ended there). A task it hands out leaves its
+    /// queues.
+    fn ask_dispatch(&mut self, cpu: Cpu, prev: Option<u32>) -> Dispatch {
+        if !self.owns_queues || (self.k.nr_held == 0 && prev.is_none()) {
+            return Dispatch::Nothing;
+        }
+        let d = self.policy.dispatch(&mut Ctx { k: &mut self.k }, cpu, prev);
+        match d {
+            Dispatch::Run(task) if self.k.task_phase(task) == TaskPhase::Held => {
+                self.k.nr_held -= 1;
+                d
+            }
+            Dispatch::Run(_) => Dispatch::Nothing,
+            Dispatch::KeepPrev if prev.is_none() => Dispatch::Nothing,
+            _ => d,
+        }
+    }
+
+    /// A kick (`scx_bpf_kick_cpu()`): an idle `cpu` takes work from the
+    /// policy's queues; with `preempt`, a busy one ends its task's slice.
+    /// A CPU between two tasks is about to look for work anyway.
+    pub(crate) fn kick(&mut self, cpu: Cpu, preempt: bool) {
+        let c = &self.k.cpus[cpu as usize];
+        if c.switching {
+            return;
+        }
+        if c.curr.is_some() {
+            if preempt {
+                self.end_slice(cpu);
+            }
+            return;
+        }
+        if let Dispatch::Run(task) = self.ask_dispatch(cpu, None) {
+            self.enqueue_since(task, cpu, self.k.tasks[task as usize].enqueued_at);
+        }
+        self.apply_actions();
+    }
+
+    /// The slice of `cpu`'s current task ended (or a kick preempted it):
+    /// its run queue's next task runs; for a policy owning its queues,
+    /// what its dispatch says.
+    pub(crate) fn end_slice(&mut self, cpu: Cpu) {
+        let c = &self.k.cpus[cpu as usize];
+        let Some(prev) = c.curr else { return };
+        if !self.owns_queues {
+            return self.preempt(cpu);
+        }
+        if !c.queue.is_empty() {
+            // A task already in the run queue goes first.
+            self.switch_out(cpu, Enqueue::Preempted);
+            return self.apply_actions();
+        }
+        match self.ask_dispatch(cpu, Some(prev)) {
+            Dispatch::KeepPrev => self.new_slice(cpu),
+            Dispatch::Run(next) => {
+                let t = &mut self.k.tasks[next as usize];
+                t.phase = TaskPhase::Queued(cpu);
+                self.k.cpus[cpu as usize].queue.push_front(next);
+                self.k.nr_queued += 1;
+                self.switch_out(cpu, Enqueue::Preempted);
+            }
+            Dispatch::Nothing => self.switch_out(cpu, Enqueue::Last),
+        }
+        self.apply_actions();
+    }
+
+    /// Starts a new slice for `cpu`'s current task.
+    fn new_slice(&mut self, cpu: Cpu) {
+        let slice = self.policy.slice_ns(&mut Ctx { k: &mut self.k }, cpu);
+        let c = &mut self.k.cpus[cpu as usize];
+        c.slice_start = self.k.now;
+        c.slice_ns = slice.unwrap_or(self.k.cfg.slice_ns);
+    }
+
+    /// Switches `cpu`'s current task out, still runnable: it goes back to
+    /// the policy (`why`), and `cpu` runs its next task.
+    fn switch_out(&mut self, cpu: Cpu, why: Enqueue) {
+        self.settle(cpu);
+        self.k.cpus[cpu as usize].requeue = Some(why);
+        self.put_prev(cpu, PrevState::Runnable);
     }
 
     /// Starts running `task` on `cpu`; `prev` is what `cpu` ran before.
@@ -52,9 +163,8 @@ impl Sim<'_> {
         let t = &mut self.k.tasks[task as usize];
         t.phase = TaskPhase::Running(cpu);
         t.stats.wait_ns += now - t.enqueued_at;
-        let c = &mut self.k.cpus[cpu as usize];
-        c.curr = Some(task);
-        c.slice_start = now;
+        self.k.cpus[cpu as usize].curr = Some(task);
+        self.new_slice(cpu);
         self.set_running(cpu, true);
         if was_idle {
             self.policy.cpu_busy(&mut Ctx { k: &mut self.k }, cpu);
@@ -166,12 +276,20 @@ impl Sim<'_> {
         match state {
             PrevState::Blocked => self.k.tasks[task as usize].phase = TaskPhase::Blocked,
             PrevState::Dead => self.exit(task, cpu),
-            PrevState::Runnable => {}
+            PrevState::Runnable => {
+                if let Some(why) = self.k.cpus[cpu as usize].requeue.take() {
+                    self.hand_to_policy(task, cpu, why);
+                }
+            }
         }
         self.siblings_changed(cpu);
         self.k.cpus[cpu as usize].switching = false;
         if let Some(next) = self.k.cpus[cpu as usize].queue.pop_front() {
             self.k.nr_queued -= 1;
+            return self.switch_to(cpu, next, Some((task, state)));
+        }
+        if let Dispatch::Run(next) = self.ask_dispatch(cpu, None) {
+            self.k.tasks[next as usize].phase = TaskPhase::Queued(cpu);
             return self.switch_to(cpu, next, Some((task, state)));
         }
         if let Some(next) = self.newidle_pull(cpu) {
@@ -341,10 +459,16 @@ impl Sim<'_> {
         self.enqueue_since(task, cpu, since);
     }
 
+    /// Does the engine balance load? Not for a policy that owns its
+    /// queues: it balances through them, as sched_ext schedulers do.
+    fn balances(&self) -> bool {
+        self.k.cfg.load_balance && !self.owns_queues
+    }
+
     /// Newly-idle balancing: take a queued task from the nearest CPU that
     /// has one (same core, then LLC, then socket, then any).
     fn newidle_pull(&mut self, cpu: Cpu) -> Option<u32> {
-        if !self.k.cfg.load_balance || self.k.nr_queued == 0 {
+        if !self.balances() || self.k.nr_queued == 0 {
             return None;
         }
         let from = self.busiest_near(cpu)?;
@@ -382,7 +506,7 @@ impl Sim<'_> {
 
     /// Periodic balancing at a tick: every idle CPU pulls a queued task.
     pub(crate) fn periodic_balance(&mut self) {
-        if !self.k.cfg.load_balance {
+        if !self.balances() {
             return;
         }
         for cpu in 0..self.k.cpus.len() as u32 {

@@ -17,7 +17,17 @@ use crate::workload::Workload;
 /// Something a policy asked for, applied after its call returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
-    Migrate { task: u32, cpu: Cpu },
+    Migrate {
+        task: u32,
+        cpu: Cpu,
+    },
+    /// `scx_bpf_kick_cpu()`: an idle `cpu` looks at the policy's queues
+    /// ([`crate::policy::Policy::dispatch`]); with `preempt`, a busy one
+    /// ends its current task's slice now.
+    Kick {
+        cpu: Cpu,
+        preempt: bool,
+    },
 }
 
 /// Where a task is in its life, as policies see it.
@@ -25,6 +35,9 @@ pub enum Action {
 pub enum TaskPhase {
     /// Waiting in `cpu`'s run queue.
     Queued(Cpu),
+    /// Waiting in the policy's own queues (a sched_ext scheduler's
+    /// dispatch queues), until it hands the task to a CPU.
+    Held,
     Running(Cpu),
     /// Sleeping or waiting for an event.
     Blocked,
@@ -147,6 +160,12 @@ pub(crate) struct CpuState {
     /// Speed of the current segment, cycles per ns.
     pub rate: f64,
     pub slice_start: u64,
+    /// Length of the current task's slice (the policy's, else the
+    /// configuration's).
+    pub slice_ns: u64,
+    /// The current task, still runnable, is being switched out and goes
+    /// back to the policy (`Policy::enqueue`) for this reason.
+    pub requeue: Option<crate::policy::Enqueue>,
     pub idle_since: u64,
     /// `rq->avg_idle`: average length of the idle periods a wakeup ended.
     pub avg_idle: u64,
@@ -261,6 +280,8 @@ pub struct Kernel {
     pub(crate) deadlock: bool,
     /// Tasks waiting in run queues (not running), for quick balance checks.
     pub(crate) nr_queued: u32,
+    /// Tasks waiting in the policy's own queues ([`TaskPhase::Held`]).
+    pub(crate) nr_held: u32,
     pub(crate) stats: Stats,
     /// Frequency band edges (MHz) for residency.
     pub(crate) band_edges: Vec<u32>,
@@ -361,6 +382,7 @@ impl Kernel {
             nr_stale_events: 0,
             nr_sched_events: 0,
             nr_queued: 0,
+            nr_held: 0,
             stats,
             band_edges,
             scratch: Vec::new(),
@@ -384,6 +406,7 @@ impl Kernel {
         self.live_tasks > 0
             && self.stats.running_now == 0
             && self.nr_queued == 0
+            && self.nr_held == 0
             && !self.queue.any(|ev| {
                 matches!(
                     ev,

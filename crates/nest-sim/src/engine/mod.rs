@@ -99,6 +99,8 @@ pub(crate) enum Ev {
 pub struct Sim<'p> {
     pub(crate) k: Kernel,
     pub(crate) policy: &'p mut dyn Policy,
+    /// The policy keeps its own queues ([`Policy::owns_queues`]).
+    pub(crate) owns_queues: bool,
 }
 
 impl<'p> Sim<'p> {
@@ -108,6 +110,7 @@ impl<'p> Sim<'p> {
         }
         Ok(Self {
             k: Kernel::new(cfg, workload),
+            owns_queues: policy.owns_queues(),
             policy,
         })
     }
@@ -244,6 +247,7 @@ impl<'p> Sim<'p> {
             for a in actions {
                 match a {
                     Action::Migrate { task, cpu } => self.migrate_queued(task, cpu),
+                    Action::Kick { cpu, preempt } => self.kick(cpu, preempt),
                 }
             }
         }

@@ -225,7 +225,7 @@ impl Sim<'_> {
             self.k.stop_at = Some(now);
             return;
         }
-        if self.k.nr_queued > 0 {
+        if self.k.nr_queued > 0 || self.k.nr_held > 0 {
             self.tick_preempt();
         }
         self.refresh_tick_mhz();
@@ -240,18 +240,20 @@ impl Sim<'_> {
         }
     }
 
-    /// Preempts, in CPU order, each task that used up its slice while
-    /// others wait on its CPU. Frequencies are observed as they go, since
-    /// the policy hooks called on the way may read them.
+    /// Ends, in CPU order, the slice of each task that used it up while
+    /// others wait on its CPU (or in the queues of a policy owning them).
+    /// Frequencies are observed as they go, since the policy hooks called
+    /// on the way may read them.
     fn tick_preempt(&mut self) {
         let now = self.k.now;
-        let slice = self.k.cfg.slice_ns;
         for cpu in 0..self.k.cpus.len() as Cpu {
             let mhz = self.k.cpu_mhz(cpu);
+            let held = self.owns_queues && self.k.nr_held > 0;
             let c = &mut self.k.cpus[cpu as usize];
             c.last_tick_mhz = mhz;
-            if c.curr.is_some() && !c.queue.is_empty() && now - c.slice_start >= slice {
-                self.preempt(cpu);
+            let waiting = !c.queue.is_empty() || held;
+            if c.curr.is_some() && waiting && now - c.slice_start >= c.slice_ns {
+                self.end_slice(cpu);
             }
         }
     }

@@ -7,6 +7,7 @@
 //! so new policies (Nest, S_move, S_local...) need no engine change.
 
 pub mod baseline;
+mod dsq;
 pub mod ext_idle;
 pub mod fork_balance;
 pub mod nest;
@@ -40,7 +41,49 @@ pub struct Spin {
     pub until_sibling_busy: bool,
 }
 
+/// Why a task that does not start running at once is handed to
+/// [`Policy::enqueue`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enqueue {
+    /// Woken or new: the placement chose a busy CPU.
+    Wakeup,
+    /// Still runnable at the end of its slice, or preempted.
+    Preempted,
+    /// Still runnable, but its CPU's dispatch left it nothing to run and
+    /// did not keep it either (sched_ext's `SCX_ENQ_LAST`).
+    Last,
+}
+
+/// Where a task handed to [`Policy::enqueue`] waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queued {
+    /// In this CPU's run queue (it runs at once if the CPU is idle).
+    OnCpu(Cpu),
+    /// In the policy's own queues; it comes out through
+    /// [`Policy::dispatch`].
+    Held,
+}
+
+/// What a CPU looking for work runs next ([`Policy::dispatch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// This task, taken out of the policy's queues.
+    Run(TaskId),
+    /// The task whose slice ended keeps the CPU, with a new slice.
+    KeepPrev,
+    /// Nothing: the CPU idles, or the task whose slice ended goes back to
+    /// [`Policy::enqueue`] ([`Enqueue::Last`]).
+    Nothing,
+}
+
 /// A placement policy. Only `select_cpu` is mandatory.
+///
+/// A policy that keeps its own run queues, as a sched_ext scheduler keeps
+/// dispatch queues, says so with [`Policy::owns_queues`]: the engine then
+/// runs no load balancing of its own, hands it every task that cannot run
+/// at once ([`Policy::enqueue`]), asks it for work whenever a CPU runs out
+/// or a slice ends ([`Policy::dispatch`]), and wakes CPUs it kicks
+/// ([`Ctx::kick`]).
 pub trait Policy {
     /// Short name for tables.
     fn name(&self) -> String;
@@ -55,6 +98,30 @@ pub trait Policy {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu;
+
+    /// Whether the policy keeps its own queues (see the trait's
+    /// documentation). Asked once, at the start of a run.
+    fn owns_queues(&self) -> bool {
+        false
+    }
+
+    /// `task` cannot run at once on `cpu` (the CPU the placement chose, or
+    /// the one it ran on): where does it wait?
+    fn enqueue(&mut self, _cx: &mut Ctx, _task: TaskId, cpu: Cpu, _why: Enqueue) -> Queued {
+        Queued::OnCpu(cpu)
+    }
+
+    /// `cpu`'s run queue is empty: what does it run? `prev` is the task
+    /// whose slice just ended there, still runnable, if any. Only asked
+    /// of policies that own their queues.
+    fn dispatch(&mut self, _cx: &mut Ctx, _cpu: Cpu, _prev: Option<TaskId>) -> Dispatch {
+        Dispatch::Nothing
+    }
+
+    /// The slice of the task starting on `cpu`; `None`: the configured one.
+    fn slice_ns(&mut self, _cx: &mut Ctx, _cpu: Cpu) -> Option<u64> {
+        None
+    }
 
     /// `cpu` has nothing left to run. Return a spin request to keep it warm.
     fn cpu_idle(&mut self, _cx: &mut Ctx, _cpu: Cpu) -> Option<Spin> {
@@ -220,6 +287,18 @@ impl Ctx<'_> {
     /// right after the current policy call returns).
     pub fn migrate(&mut self, task: TaskId, cpu: Cpu) {
         self.k.actions.push(Action::Migrate { task, cpu });
+    }
+
+    /// `scx_bpf_kick_cpu()`: an idle `cpu` looks for work
+    /// ([`Policy::dispatch`]); with `preempt`, the task running on a busy
+    /// one ends its slice (applied right after the current policy call).
+    pub fn kick(&mut self, cpu: Cpu, preempt: bool) {
+        self.k.actions.push(Action::Kick { cpu, preempt });
+    }
+
+    /// Is `cpu` between two tasks (its previous one is being switched out)?
+    pub fn switching(&self, cpu: Cpu) -> bool {
+        self.k.cpus[cpu as usize].switching
     }
 
     /// Records a nest membership change in the trace.
