@@ -135,6 +135,20 @@ impl ExtIdle {
         self.pick(cx, caller, Span::All, caller, false, &free)
     }
 
+    /// `bpf_cpumask_any_and_distribute()` called on `caller` over the idle
+    /// CPUs (`idle`) of `near`'s LLC, then of the machine: the CPU
+    /// `scx_nest`'s `kick_idle_near()` kicks.
+    pub fn any_idle_near(
+        &mut self,
+        cx: &Ctx,
+        near: Cpu,
+        idle: impl Fn(Cpu) -> bool,
+    ) -> Option<Cpu> {
+        let caller = near;
+        self.distribute(cx, caller, Span::Llc, near, &idle)
+            .or_else(|| self.distribute(cx, caller, Span::All, near, &idle))
+    }
+
     /// `pick_idle_cpu_in_node()` over `span` (around `prev`): a whole idle
     /// core first when SMT is active, then (unless `core_only`) any idle CPU.
     fn pick(

@@ -17,12 +17,16 @@
 //! SCX_CPUPERF_ONE before the first), which the `schedutil` governor then
 //! uses instead of the engine's PELT-like utilisation.
 
-use nest_policy::{Mechanism, NestPolicy, PERF_ONE, Params, Platform, Stat, TaskState};
+use nest_policy::{
+    LOCALITY_SCAN, Mechanism, NestPolicy, PERF_ONE, Params, Platform, Queue, QueueFront,
+    STARVE_SCAN, Stat, TaskState, WEIGHT_NICE_0,
+};
 use nest_trace::{Cpu, Nest as NestKind, PrevState};
 
 use super::baseline;
+use super::dsq::LlcQueues;
 use super::ext_idle::{ExtIdle, core_free};
-use super::{Ctx, Policy, Spin, TaskId, Wake};
+use super::{Ctx, Dispatch, Enqueue, Policy, Queued, Spin, TaskId, Wake};
 
 /// The Nest policy, driven by the shared C code.
 pub struct Nest {
@@ -39,7 +43,26 @@ pub struct Nest {
     curr: Vec<Option<TaskId>>,
     /// sched_ext's idle selection, the fallback.
     ext_idle: ExtIdle,
+    /// The LLC queues of the tasks waiting for a CPU.
+    queues: LlcQueues,
+    /// What the host keeps per task, indexed by task id.
+    hosted: Vec<Hosted>,
 }
+
+/// What `scx_nest` keeps of a task beside the policy's state (its
+/// `struct task_ctx`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Hosted {
+    /// When it was queued (0: not queued), for the starvation guard.
+    queued_ns: u64,
+    /// It was queued by a wakeup, not preempted.
+    queued_woken: bool,
+    /// Its slice was ended to move it off a shared core (tick unpairing).
+    unpair: bool,
+}
+
+/// Every simulated task has the weight of nice 0.
+const WEIGHT: u32 = WEIGHT_NICE_0;
 
 /// The C policy's counters of nest membership changes: their sum changes
 /// exactly when a CPU joins or leaves a nest.
@@ -65,6 +88,8 @@ impl Nest {
             version: None,
             curr: vec![None; topo.nr_cpus()],
             ext_idle: ExtIdle::new(topo),
+            queues: LlcQueues::new(nest_policy::MAX_LLCS),
+            hosted: Vec::new(),
         })
     }
 
@@ -134,6 +159,8 @@ pub(super) struct SimPlatform<'a, 'b> {
     default: DefaultPlacement<'a>,
     /// CPUs claimed during this placement (claims are exclusive).
     claimed: Vec<Cpu>,
+    /// The host's queues, for the scheduler around the placement.
+    queues: Option<&'a LlcQueues>,
 }
 
 impl<'a, 'b> SimPlatform<'a, 'b> {
@@ -149,7 +176,14 @@ impl<'a, 'b> SimPlatform<'a, 'b> {
             why,
             default,
             claimed: Vec::new(),
+            queues: None,
         }
+    }
+
+    /// The same platform, answering for `queues`.
+    pub(super) fn with_queues(mut self, queues: &'a LlcQueues) -> Self {
+        self.queues = Some(queues);
+        self
     }
 }
 
@@ -256,6 +290,209 @@ impl Platform for SimPlatform<'_, '_> {
     fn cpu_idle(&self, cpu: u32) -> bool {
         self.free(cpu)
     }
+
+    fn llc_queued(&self, llc: u32) -> u32 {
+        self.queues.map_or(0, |q| q.len(llc))
+    }
+
+    /// The LLC queues' heads; the simulator has no pinned tasks.
+    fn queue_head(&self, queue: Queue) -> Option<u64> {
+        match (self.queues, queue) {
+            (Some(q), Queue::Llc(llc)) => q.head(llc),
+            _ => None,
+        }
+    }
+}
+
+/// The task's host state, created on first use.
+fn hosted(hosted: &mut Vec<Hosted>, task: TaskId) -> &mut Hosted {
+    let i = task as usize;
+    if hosted.len() <= i {
+        hosted.resize(i + 1, Hosted::default());
+    }
+    &mut hosted[i]
+}
+
+/// Is `cpu` idle for sched_ext (in its idle mask: not between two tasks)?
+fn idle_for_kick(cx: &Ctx, cpu: Cpu) -> bool {
+    cx.is_idle(cpu) && !cx.switching(cpu)
+}
+
+/// The scheduler around the placement, as `scx_nest`'s ops.enqueue,
+/// ops.dispatch and ops.tick run it (crates/scx_nest/src/bpf/main.bpf.c,
+/// function named on each method): every decision is the C policy's
+/// (policy/nest_sched.c); these methods keep the queues and the order of
+/// the calls.
+impl Nest {
+    /// A platform for `cx` that answers for the queues; the calling CPU is
+    /// `caller` (for the built-in idle selection's rotation).
+    fn platform<'a, 'b>(
+        ext_idle: &'a mut ExtIdle,
+        queues: &'a LlcQueues,
+        cx: &'a mut Ctx<'b>,
+        caller: Cpu,
+    ) -> SimPlatform<'a, 'b> {
+        let why = Wake::Wakeup { sync: false };
+        SimPlatform::new(cx, Some(caller), why, DefaultPlacement::SchedExt(ext_idle))
+            .with_queues(queues)
+    }
+
+    /// `kick_idle_near()`: kick an idle CPU of `cpu`'s LLC, else any,
+    /// rotating as `bpf_cpumask_any_and_distribute()` called on `cpu`.
+    fn kick_idle_near(&mut self, cx: &mut Ctx, cpu: Cpu) {
+        let idle = |c: Cpu| idle_for_kick(cx, c);
+        if let Some(target) = self.ext_idle.any_idle_near(cx, cpu, idle) {
+            cx.kick(target, false);
+        }
+    }
+
+    /// `claim_cpu_for_queued()`: an idle CPU for `task`, queued without a
+    /// placement, claimed: one of the nests first, then any.
+    fn claim_for_queued(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) -> Option<Cpu> {
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let state = task_state(&mut self.tasks, task);
+        self.policy
+            .claim_for_queued(&mut plat, state, cpu)
+            .or_else(|| plat.pick_any_idle())
+    }
+
+    /// `queue_task()`: `task` joins `cpu`'s LLC queue with its virtual
+    /// time; a woken task may preempt `cpu`'s, otherwise an idle CPU is
+    /// kicked to take it.
+    fn queue_task(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, woken: bool) {
+        let llc = self.policy.queue_llc(cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let state = task_state(&mut self.tasks, task);
+        let vtime = self
+            .policy
+            .queue_vtime(&mut plat, state, Queue::Llc(llc), WEIGHT);
+        let preempt = woken && self.policy.wakeup_preempts(cpu, vtime, cx.now());
+        let h = hosted(&mut self.hosted, task);
+        h.queued_woken = woken;
+        if h.queued_ns == 0 {
+            h.queued_ns = cx.now().max(1);
+        }
+        self.queues.insert(llc, task, vtime);
+        if preempt {
+            cx.kick(cpu, true);
+        } else {
+            self.kick_idle_near(cx, cpu);
+        }
+    }
+
+    /// Takes `task` out of the queues.
+    fn take(&mut self, task: TaskId) -> TaskId {
+        self.queues.remove(task);
+        task
+    }
+
+    /// `consume_own_llc()`: the first task of `cpu`'s LLC queue `llc`,
+    /// unless one of the next few ran here last and is not much later.
+    fn take_own(&mut self, cpu: Cpu, llc: u32) -> Option<TaskId> {
+        let head = self.queues.head(llc)?;
+        let local = self
+            .queues
+            .front(llc)
+            .take(LOCALITY_SCAN)
+            .map(|(_, task)| task)
+            .find(|&task| {
+                let state = &self.tasks[task as usize];
+                self.policy.prefer_queued(cpu, head, state)
+            });
+        let first = self.queues.front(llc).next().map(|(_, task)| task);
+        local.or(first).map(|task| self.take(task))
+    }
+
+    /// `consume_starving()`: a task of LLC queue `llc` that has waited too
+    /// long, looked for among the last few, or the whole queue when a
+    /// sweep is due.
+    fn take_starving(&mut self, now: u64, llc: u32) -> Option<TaskId> {
+        let sweep_at = &mut self.queues.sweep_at[llc as usize];
+        let sweep = self.policy.starve_sweep_due(sweep_at, now);
+        let scan = if sweep { usize::MAX } else { STARVE_SCAN };
+        let hosted = &self.hosted;
+        let starving = self.queues.back(llc).take(scan).find(|&task| {
+            let queued_ns = hosted.get(task as usize).map_or(0, |h| h.queued_ns);
+            self.policy.starving(queued_ns, now)
+        })?;
+        Some(self.take(starving))
+    }
+
+    /// `front_preempted_elsewhere()`: were the first tasks of LLC queue
+    /// `llc` all preempted on CPUs other than `cpu`?
+    fn front_preempted_elsewhere(&self, cpu: Cpu, llc: u32) -> bool {
+        let mut seen = 0;
+        for (_, task) in self.queues.front(llc).take(LOCALITY_SCAN) {
+            seen += 1;
+            let woken = self
+                .hosted
+                .get(task as usize)
+                .is_some_and(|h| h.queued_woken);
+            if woken || self.tasks[task as usize].recent_cpus()[0] == Some(cpu) {
+                return false;
+            }
+        }
+        seen > 0
+    }
+
+    /// `prev_keeps_cpu()`: should `prev`, at the end of its slice on `cpu`,
+    /// keep the CPU rather than give it to the first task of `queue`?
+    fn prev_keeps_cpu(&mut self, cx: &mut Ctx, cpu: Cpu, prev: TaskId, queue: Queue) -> bool {
+        let own = self.policy.queue_llc(cpu);
+        if self.hosted.get(prev as usize).is_some_and(|h| h.unpair) || queue != Queue::Llc(own) {
+            return false;
+        }
+        let Some(head_vtime) = self.queues.head(own) else {
+            return false;
+        };
+        let now = cx.now();
+        let preempted_elsewhere = self.front_preempted_elsewhere(cpu, own);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let state = task_state(&mut self.tasks, prev);
+        let mut keeps = |others_preempted_only| {
+            let front = QueueFront {
+                head_vtime,
+                others_preempted_only,
+            };
+            self.policy
+                .prev_keeps_cpu(&mut plat, cpu, state, WEIGHT, front, now)
+        };
+        keeps(false) || (preempted_elsewhere && keeps(true))
+    }
+
+    /// `consume()`: what `cpu` takes from the queue the policy names.
+    fn consume(&mut self, cx: &mut Ctx, cpu: Cpu, prev: Option<TaskId>, queue: Queue) -> Dispatch {
+        let own = self.policy.queue_llc(cpu);
+        if let Some(task) = self.take_starving(cx.now(), own) {
+            return Dispatch::Run(task);
+        }
+        if prev.is_some_and(|prev| self.prev_keeps_cpu(cx, cpu, prev, queue)) {
+            return Dispatch::KeepPrev;
+        }
+        let other = match queue {
+            Queue::Llc(llc) if llc != own => self.queues.front(llc).next().map(|(_, t)| t),
+            _ => None,
+        };
+        let task = match other {
+            Some(task) => Some(self.take(task)),
+            None => self.take_own(cpu, own),
+        };
+        task.map_or(Dispatch::Nothing, Dispatch::Run)
+    }
+
+    /// `tick_unpair()`: a task that shared its core with a busy SMT
+    /// sibling for two ticks, while a whole core is idle, ends its slice
+    /// and is marked to take an idle core at its enqueue.
+    fn tick_unpair(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
+        if !self.policy.tick_unpair(cpu) {
+            return;
+        }
+        let idle = |c: Cpu| idle_for_kick(cx, c);
+        if (0..cx.nr_cpus()).any(|c| core_free(cx, c, &idle)) {
+            hosted(&mut self.hosted, task).unpair = true;
+            cx.kick(cpu, true);
+        }
+    }
 }
 
 impl Policy for Nest {
@@ -267,6 +504,12 @@ impl Policy for Nest {
         }
     }
 
+    fn owns_queues(&self) -> bool {
+        true
+    }
+
+    /// ops.select_cpu(), then ops.runnable(): the task's virtual time is
+    /// placed against the queue of the CPU chosen (`nest_runnable()`).
     fn select_cpu(
         &mut self,
         cx: &mut Ctx,
@@ -275,12 +518,54 @@ impl Policy for Nest {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu {
+        let now = cx.now();
         let default = DefaultPlacement::SchedExt(&mut self.ext_idle);
-        let mut plat = SimPlatform::new(cx, waker, why, default);
+        let mut plat = SimPlatform::new(cx, waker, why, default).with_queues(&self.queues);
         let state = task_state(&mut self.tasks, task);
-        let choice = self.policy.select_cpu(&mut plat, state, prev);
+        let cpu = self.policy.select_cpu(&mut plat, state, prev).cpu;
+        let queue = Queue::Llc(self.policy.queue_llc(cpu));
+        self.policy.task_woken(&mut plat, state, queue, WEIGHT, now);
         self.report_nests(cx);
-        choice.cpu
+        cpu
+    }
+
+    /// `nest_enqueue()`: a task leaving a shared core takes an idle CPU if
+    /// there is one; the last task of a CPU stays there; every other waits
+    /// in its LLC queue.
+    fn enqueue(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, why: Enqueue) -> Queued {
+        let unpair = std::mem::take(&mut hosted(&mut self.hosted, task).unpair);
+        if unpair
+            && why != Enqueue::Wakeup
+            && let Some(idle) = self.claim_for_queued(cx, task, cpu)
+        {
+            return Queued::OnCpu(idle);
+        }
+        if why == Enqueue::Last {
+            return Queued::OnCpu(cpu);
+        }
+        self.queue_task(cx, task, cpu, why == Enqueue::Wakeup);
+        Queued::Held
+    }
+
+    /// `nest_dispatch()`: the queue the policy names, else `prev` keeps
+    /// the CPU (unless it is leaving a shared core).
+    fn dispatch(&mut self, cx: &mut Ctx, cpu: Cpu, prev: Option<TaskId>) -> Dispatch {
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let queue = self.policy.queue_to_consume(&mut plat, cpu);
+        let d = queue.map_or(Dispatch::Nothing, |q| self.consume(cx, cpu, prev, q));
+        match (d, prev) {
+            (Dispatch::Nothing, Some(p)) if !hosted(&mut self.hosted, p).unpair => {
+                Dispatch::KeepPrev
+            }
+            _ => d,
+        }
+    }
+
+    /// `slice_on()`.
+    fn slice_ns(&mut self, cx: &mut Ctx, cpu: Cpu) -> Option<u64> {
+        let llc = self.policy.queue_llc(cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        Some(self.policy.slice(&mut plat, llc))
     }
 
     fn cpu_idle(&mut self, cx: &mut Ctx, cpu: Cpu) -> Option<Spin> {
@@ -293,17 +578,25 @@ impl Policy for Nest {
         })
     }
 
+    /// `nest_running()`.
     fn task_running(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
+        let now = cx.now();
+        hosted(&mut self.hosted, task).queued_ns = 0;
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
         let state = task_state(&mut self.tasks, task);
-        self.policy.task_running(state, cpu, cx.now());
         self.policy
-            .perf_running(state, cpu, cx.now(), perf_level(cx, cpu));
+            .perf_running(state, cpu, now, perf_level(plat.cx, cpu));
+        self.policy
+            .sched_running(&mut plat, state, cpu, WEIGHT, now);
+        self.policy.task_running(state, cpu, now);
         self.curr[cpu as usize] = Some(task);
     }
 
+    /// `nest_stopping()`.
     fn task_stopping(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, why: PrevState) {
         let state = task_state(&mut self.tasks, task);
         let exiting = why == PrevState::Dead;
+        self.policy.sched_stopping(state, cpu, WEIGHT, cx.now());
         self.policy
             .perf_stopping(state, cpu, cx.now(), perf_level(cx, cpu), exiting);
         if why == PrevState::Blocked {
@@ -316,11 +609,18 @@ impl Policy for Nest {
         self.policy.task_exiting(cpu);
     }
 
+    /// `nest_tick()`, on CPUs running a task.
     fn tick(&mut self, cx: &mut Ctx, cpu: Cpu) {
-        if let Some(task) = self.curr[cpu as usize] {
-            let state = task_state(&mut self.tasks, task);
-            self.policy
-                .perf_tick(state, cpu, cx.now(), perf_level(cx, cpu));
+        let Some(task) = self.curr[cpu as usize] else {
+            return;
+        };
+        let state = task_state(&mut self.tasks, task);
+        self.policy
+            .perf_tick(state, cpu, cx.now(), perf_level(cx, cpu));
+        self.tick_unpair(cx, task, cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        if self.policy.tick_kick(&mut plat, cpu) {
+            self.kick_idle_near(cx, cpu);
         }
     }
 
