@@ -65,7 +65,8 @@ impl LlcQueues {
 
     /// Virtual time of the first task of `llc`'s queue.
     pub fn head(&self, llc: u32) -> Option<u64> {
-        self.front(llc).next().map(|(vtime, _)| vtime)
+        let queue = self.queues.get(llc as usize)?;
+        queue.first_key_value().map(|(&(vtime, _), _)| vtime)
     }
 
     /// `llc`'s queue from its first task on: (virtual time, task).
