@@ -635,3 +635,206 @@ fn perf_level(cx: &Ctx, cpu: Cpu) -> u32 {
     let max = cx.machine().frequency.max_mhz.max(1);
     (u64::from(cx.cur_mhz(cpu)) * u64::from(PERF_ONE) / u64::from(max)) as u32
 }
+
+/// One rule of each kind (fallback, queue choice, frequency request, warm
+/// spin), given the same situation through the simulator's host (as the
+/// engine calls it) and through the native policy called directly (as
+/// `scx_nest` calls it): the answers must be the same, so the host adds no
+/// rule of its own.
+#[cfg(test)]
+mod tests {
+    use nest_policy::{NestPolicy, Params, PerfMode, Platform, Queue, TaskState};
+
+    use super::*;
+    use crate::engine::Kernel;
+    use crate::policy::ext_idle::ExtIdle;
+    use crate::workload::builtin;
+    use crate::{Governor, Machine, SimConfig};
+
+    /// The 2 sockets x 4 cores x 2 threads guest: LLC 0 holds CPUs 0-3 and
+    /// their siblings 8-11, LLC 1 CPUs 4-7 and 12-15.
+    fn guest() -> Kernel {
+        let m = Machine::builtin("test-guest-2s").unwrap();
+        let w = builtin::build("configure", m.nr_cores()).unwrap();
+        Kernel::new(SimConfig::new(m, Governor::Schedutil, 1), &w)
+    }
+
+    /// Runs a task on each of `cpus`.
+    fn busy(k: &mut Kernel, cpus: &[Cpu]) {
+        for &c in cpus {
+            let t = k.test_task(c, 1.0);
+            k.cpus[c as usize].curr = Some(t);
+        }
+    }
+
+    fn params() -> Params {
+        Params {
+            perf: PerfMode::Util,
+            ..Params::default()
+        }
+    }
+
+    fn host(k: &Kernel) -> Nest {
+        Nest::new(&k.topo, params()).unwrap()
+    }
+
+    fn native(k: &Kernel) -> NestPolicy {
+        NestPolicy::new(&k.topo, 0, &params()).unwrap()
+    }
+
+    /// What `scx_nest` tells the policy: idle CPUs, queue lengths and
+    /// heads; its fallback is the simulator's sched_ext selection.
+    struct Bpf<'a> {
+        cx: &'a Ctx<'a>,
+        ext: ExtIdle,
+        queued: [u32; 2],
+        heads: [Option<u64>; 2],
+    }
+
+    impl Platform for Bpf<'_> {
+        fn claim_idle(&mut self, cpu: u32) -> bool {
+            self.cx.is_idle(cpu)
+        }
+        fn task_allowed(&self, _cpu: u32) -> bool {
+            true
+        }
+        fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
+            let cx = self.cx;
+            match self
+                .ext
+                .select_cpu_dfl(cx, prev, prev, whole_core, |c| cx.is_idle(c))
+            {
+                Some(cpu) => (cpu, true),
+                None => (prev, false),
+            }
+        }
+        fn pick_any_idle(&mut self) -> Option<u32> {
+            None
+        }
+        fn now_ns(&self) -> u64 {
+            self.cx.now()
+        }
+        fn cpu_idle(&self, cpu: u32) -> bool {
+            self.cx.is_idle(cpu)
+        }
+        fn llc_queued(&self, llc: u32) -> u32 {
+            self.queued[llc as usize]
+        }
+        fn queue_head(&self, queue: Queue) -> Option<u64> {
+            match queue {
+                Queue::Llc(llc) => self.heads[llc as usize],
+                Queue::Pinned(_) => None,
+            }
+        }
+    }
+
+    #[test]
+    fn fallback_is_sched_ext_default_idle_selection() {
+        // Nothing in the nests yet: a new task forked on CPU 1, whose
+        // sibling 9 is busy, takes a whole idle core of CPU 1's LLC.
+        let mut k = guest();
+        busy(&mut k, &[9]);
+        let task = k.test_task(1, 0.0);
+        let mut nest = host(&k);
+        let mut cx = Ctx { k: &mut k };
+        let in_sim = nest.select_cpu(&mut cx, task, 1, Some(1), Wake::Fork);
+        let cx = Ctx { k: &mut k };
+        let mut bpf = Bpf {
+            ext: ExtIdle::new(cx.topology()),
+            cx: &cx,
+            queued: [0; 2],
+            heads: [None; 2],
+        };
+        let direct = native(cx.k).select_cpu(&mut bpf, &mut TaskState::new(), 1);
+        assert_eq!(in_sim, direct.cpu);
+        assert!([0, 2, 3].contains(&in_sim), "{in_sim}");
+    }
+
+    #[test]
+    fn a_cpu_out_of_work_takes_from_the_queue_the_policy_names() {
+        // Every CPU busy but CPU 0. Waiting: `own` tasks in LLC 0's queue
+        // and `other` in LLC 1's; the C policy says which queue CPU 0
+        // takes from (another LLC's only when overloaded).
+        for (own, other) in [(0, 3), (1, 2), (1, 4), (2, 0)] {
+            let mut k = guest();
+            let all_but_0: Vec<Cpu> = (1..16).collect();
+            busy(&mut k, &all_but_0);
+            let mut nest = host(&k);
+            let mut cx = Ctx { k: &mut k };
+            let mut heads = [None; 2];
+            for (llc, n, on) in [(0, own, 1), (1, other, 4)] {
+                for _ in 0..n {
+                    let t = cx.k.test_task(on, 1.0);
+                    nest.select_cpu(&mut cx, t, on, None, Wake::Wakeup { sync: false });
+                    nest.enqueue(&mut cx, t, on, Enqueue::Preempted);
+                }
+                heads[llc] = nest.queues.head(llc as u32);
+            }
+            let Dispatch::Run(taken) = nest.dispatch(&mut cx, 0, None) else {
+                panic!("{own}+{other} waiting: CPU 0 took nothing");
+            };
+            let taken_from = cx.k.tasks[taken as usize].cpu;
+            let bpf = &mut Bpf {
+                ext: ExtIdle::new(cx.topology()),
+                cx: &cx,
+                queued: [own, other],
+                heads,
+            };
+            let named = native(cx.k).queue_to_consume(bpf, 0);
+            assert_eq!(
+                named,
+                Some(Queue::Llc(cx.llc(taken_from))),
+                "{own}+{other} waiting"
+            );
+        }
+    }
+
+    #[test]
+    fn frequency_requests_and_warm_spins_are_the_c_policys() {
+        let mut k = guest();
+        let task = k.test_task(2, 0.0);
+        let mut nest = host(&k);
+        let direct = native(&k);
+        let mut state = TaskState::new();
+        let level = |cx: &Ctx| perf_level(cx, 2);
+        let mut cx = Ctx { k: &mut k };
+        // Twice: the task wakes on CPU 2 (the second time, CPU 2 is in the
+        // nests), runs 12 ms with three ticks, then sleeps 10 ms.
+        let mut spins = Vec::new();
+        for round in 0..2 {
+            let start = round * 22_000_000;
+            cx.k.now = start;
+            nest.select_cpu(&mut cx, task, 2, None, Wake::Wakeup { sync: false });
+            let bpf = &mut Bpf {
+                ext: ExtIdle::new(cx.topology()),
+                cx: &cx,
+                queued: [0; 2],
+                heads: [None; 2],
+            };
+            assert_eq!(direct.select_cpu(bpf, &mut state, 2).cpu, 2);
+            nest.task_running(&mut cx, task, 2);
+            direct.perf_running(&mut state, 2, start, level(&cx));
+            direct.task_running(&mut state, 2, start);
+            for tick in 1..=3 {
+                cx.k.now = start + tick * 4_000_000;
+                nest.tick(&mut cx, 2);
+                direct.perf_tick(&mut state, 2, cx.now(), level(&cx));
+                assert_eq!(
+                    nest.perf_target(2),
+                    Some(direct.perf_requested(2).unwrap_or(PERF_ONE)),
+                    "round {round}, tick {tick}"
+                );
+            }
+            cx.k.now = start + 12_000_000;
+            nest.task_stopping(&mut cx, task, 2, PrevState::Blocked);
+            direct.perf_stopping(&mut state, 2, cx.now(), level(&cx), false);
+            direct.task_sleeping(&mut state, 2, cx.now());
+            assert_eq!(nest.perf_target(2), direct.perf_requested(2));
+            let spin = nest.cpu_idle(&mut cx, 2).map(|s| s.max_ns);
+            let direct_spin = direct.cpu_idle(2, cx.now()).map(|until| until - cx.now());
+            assert_eq!(spin, direct_spin, "round {round}");
+            spins.push(spin);
+        }
+        assert!(spins[1].is_some(), "CPU 2 is in the nest: it spins");
+    }
+}
