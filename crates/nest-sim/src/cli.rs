@@ -75,7 +75,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u32).range(1..))]
     pub tick_hz: u32,
 
-    /// Turn off the kernel's periodic and newly-idle load balancing.
+    /// Turn off the kernel's periodic and newly-idle load balancing (of the
+    /// Linux model, S_local and S_move; Nest balances through its queues).
     #[arg(long)]
     pub no_load_balance: bool,
 
