@@ -41,22 +41,23 @@ attach_scx_nest() {
 # with_scx_nest COMMAND...: run COMMAND while scx_nest, with its default
 # options, is attached, then stop scx_nest. For guest scripts that judge
 # by themselves (nest validate's): fails, saying why on stderr, when
-# scx_nest does not attach, COMMAND fails, scx_nest is ejected while
-# COMMAND runs (enable_seq moves) or sched_ext is not disabled after
-# scx_nest exits. scx_nest is stopped in every case.
+# scx_nest does not attach, COMMAND fails, scx_nest does not stay
+# attached while COMMAND runs (ejected, or enable_seq moved) or sched_ext
+# is not disabled after scx_nest exits. scx_nest is stopped in every case.
 with_scx_nest() {
-	local seq status=0
+	local seq status=0 log_from
+	log_from=$(($(cat /tmp/scx_nest.log 2>/dev/null | wc -l) + 1))
 	start_scx_nest
 	if [ "$(state)" != enabled ] || ! kill -0 "$sched" 2>/dev/null; then
-		echo "scx_nest did not attach (sched_ext state $(state)); its last lines:" \
-			"$(tail -n 3 /tmp/scx_nest.log)" >&2
+		echo "scx_nest did not attach (sched_ext state $(state)); it said:" \
+			"$(tail -n +"$log_from" /tmp/scx_nest.log | tail -n 3)" >&2
 		stop_scheduler "$sched" scx_nest_exit >&2
 		return 1
 	fi
 	seq=$(enable_seq)
 	"$@" || status=1
 	if [ "$(state)" != enabled ] || [ "$(enable_seq)" != "$seq" ]; then
-		echo "scx_nest was ejected while '$*' ran (state $(state), enable_seq" \
+		echo "scx_nest did not stay attached while '$*' ran (state $(state), enable_seq" \
 			"$seq -> $(enable_seq)): $(dmesg | grep sched_ext | tail -n 2)" >&2
 		status=1
 	fi

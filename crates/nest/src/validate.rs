@@ -530,7 +530,8 @@ fn record_in_guest(
         value_name(kernel),
         names(schedulers)
     );
-    let outcome = nest_vm::run(&spec, &script)?;
+    // The guest runs its command with sh; the library is bash's.
+    let outcome = nest_vm::run(&spec, &format!("exec bash -c {}", shell_quote(&script)))?;
     if let Some(failure) = outcome.failure() {
         bail!(
             "the {} guest failed: {failure}\n{}",
@@ -545,7 +546,7 @@ fn record_in_guest(
 /// waits until it is attached, and stops it, as the VM tests do.
 const GUEST_LIB: &str = "tests/vm/lib.sh";
 
-/// The guest's script: records every workload under each recording's
+/// The guest's bash script: records every workload under each recording's
 /// scheduler, in order, into its trace; stops at the first failure
 /// (`bin`: where nest, nest-load and scx_nest are; `lib`: [`GUEST_LIB`],
 /// needed for scx_nest).
