@@ -1,7 +1,10 @@
 //! `nest validate` on a short set: the fork/wait chain recorded under
-//! Debian's sched_ext kernel and Debian 11's 5.10, replayed in the
-//! simulator's Linux models of the same generations. Fails when a figure
-//! leaves its band (see docs/sim.md, "Checked against real kernels").
+//! Debian's sched_ext kernel and Debian 11's 5.10, under their default
+//! schedulers, replayed in the simulator's Linux models of the same
+//! generations; and, in the same 7.x guest, under scx_nest, replayed in
+//! the simulator's Nest. Fails when a default-scheduler figure leaves its
+//! band (see docs/sim.md, "Checked against real kernels"), or when the
+//! scx_nest recording does not place the chain as scx_nest does.
 //! Ignored by default: it boots QEMU guests; scripts/test.sh runs it.
 
 use std::process::Command;
@@ -10,20 +13,15 @@ use vm_tests::bin_dir;
 
 #[test]
 #[ignore = "boots QEMU guests; run via scripts/test.sh"]
-fn the_linux_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
+fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
     let out = tempfile::Builder::new()
         .prefix("nest-vm-validate-")
         .tempdir()
         .expect("temporary directory");
+    // Both schedulers (the default): scx_nest under linux-7 only, in the
+    // same boot as its default scheduler; linux-5.10 is skipped for it.
     let output = Command::new(bin_dir().join("nest"))
-        .args([
-            "validate",
-            "--schedulers",
-            "default",
-            "--workloads",
-            "chain",
-        ])
-        .arg("--out")
+        .args(["validate", "--workloads", "chain", "--out"])
         .arg(out.path())
         .output()
         .expect("run nest validate");
@@ -38,24 +36,30 @@ fn the_linux_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
             .position(|c| *c == name)
             .unwrap_or_else(|| panic!("no {name} column in figures.csv"))
     };
-    let (kernel, figure, real, verdict) = (
+    let (kernel, scheduler, model, figure) = (
         column("kernel"),
+        column("scheduler"),
+        column("model"),
         column("figure"),
-        column("real"),
-        column("verdict"),
     );
+    let (real, verdict) = (column("real"), column("verdict"));
     let rows: Vec<Vec<&str>> = lines.collect();
-    // Five figures for each of the two kernels.
-    assert_eq!(rows.len(), 10, "{csv}");
+    // Five figures for each of linux-7 default, linux-7 scx_nest and
+    // linux-5.10 default.
+    assert_eq!(rows.len(), 15, "{csv}");
     let page = std::fs::read_to_string(out.path().join("validate.html")).expect("validate.html");
-    for kernel in ["linux-7", "linux-5.10"] {
-        let heading = format!("<h2>{kernel} default vs Linux model: chain</h2>");
+    for title in [
+        "linux-7 default vs Linux model",
+        "linux-7 scx_nest vs Nest model",
+        "linux-5.10 default vs Linux model",
+    ] {
+        let heading = format!("<h2>{title}: chain</h2>");
         assert!(page.contains(&heading), "no {heading}");
     }
     assert_eq!(
         page.matches("<svg").count(),
-        4,
-        "a real and a simulated figure per kernel"
+        6,
+        "a real and a simulated figure per recording"
     );
     // 0: every figure in its band, 1: some outside; anything else failed.
     assert!(
@@ -63,10 +67,10 @@ fn the_linux_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
         "nest validate: {:?}",
         output.status
     );
-    let row = |k: &str, f: &str| {
+    let row = |k: &str, s: &str, f: &str| {
         rows.iter()
-            .find(|r| r[kernel] == k && r[figure] == f)
-            .unwrap_or_else(|| panic!("no {k} {f} row in {csv}"))
+            .find(|r| r[kernel] == k && r[scheduler] == s && r[figure] == f)
+            .unwrap_or_else(|| panic!("no {k} {s} {f} row in {csv}"))
     };
     // The decisions the fork model makes must agree. Distinct CPUs per
     // 100 ms is printed, not asserted: the guest's other tasks move idle
@@ -79,7 +83,7 @@ fn the_linux_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
             "forks to the parent's LLC",
             "wakeups on the previous CPU",
         ] {
-            let r = row(k, f);
+            let r = row(k, "default", f);
             assert_eq!(r[verdict], "agrees", "{k} {f}: {r:?}");
         }
     }
@@ -87,7 +91,23 @@ fn the_linux_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
     // chain's children to the other socket, 5.10 keeps them on the
     // parent's LLC; a model (or a guest) that ignored the generation
     // would agree with only one of them.
-    let real = |k: &str, f: &str| -> f64 { row(k, f)[real].parse().unwrap() };
-    assert!(real("linux-7", "forks to another socket") >= 0.75);
-    assert!(real("linux-5.10", "forks to the parent's LLC") >= 0.75);
+    let real_of = |k: &str, s: &str, f: &str| -> f64 { row(k, s, f)[real].parse().unwrap() };
+    let llc = "forks to the parent's LLC";
+    assert!(real_of("linux-7", "default", "forks to another socket") >= 0.75);
+    assert!(real_of("linux-5.10", "default", llc) >= 0.75);
+    // scx_nest was attached while its chain was recorded: it keeps the
+    // children far more in the parent's LLC than 7.x's own scheduler
+    // (0.65-1.00 against 0.00 in six boots of 2026-11-27). Its figures
+    // against the model are printed, not asserted: the guest's other
+    // tasks share its nests, which the replay has not (docs/sim.md).
+    assert_eq!(row("linux-7", "scx_nest", llc)[model], "nest-nospin");
+    let (nest, default) = (
+        real_of("linux-7", "scx_nest", llc),
+        real_of("linux-7", "default", llc),
+    );
+    assert!(
+        nest >= default + 0.25,
+        "scx_nest kept {nest} of the chain's forks in the parent's LLC, the default \
+         scheduler {default}: was scx_nest attached?"
+    );
 }
