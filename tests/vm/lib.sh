@@ -1,6 +1,8 @@
 # shellcheck shell=bash
-# Shared helpers of the guest scripts in tests/vm/ (sourced, not run).
-# The scripts only report facts; crates/vm-tests judges them.
+# Shared helpers of the guest scripts in tests/vm/ (sourced, not run), also
+# sourced by scripts/bench/configure-guest.sh and nest validate's guest
+# script. The tests' scripts only report facts; crates/vm-tests judges
+# them.
 
 sysfs=/sys/kernel/sched_ext
 
@@ -34,6 +36,37 @@ attach_scx_nest() {
 	fact "${prefix}_state_before" "$(state)"
 	fact "${prefix}_ops" "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 	fact "${prefix}_enable_seq_before" "$(enable_seq)"
+}
+
+# with_scx_nest COMMAND...: run COMMAND while scx_nest, with its default
+# options, is attached, then stop scx_nest. For guest scripts that judge
+# by themselves (nest validate's): fails, saying why on stderr, when
+# scx_nest does not attach, COMMAND fails, scx_nest does not stay
+# attached while COMMAND runs (ejected, or enable_seq moved) or sched_ext
+# is not disabled after scx_nest exits. scx_nest is stopped in every case.
+with_scx_nest() {
+	local seq status=0 log_from
+	log_from=$(($(cat /tmp/scx_nest.log 2>/dev/null | wc -l) + 1))
+	start_scx_nest
+	if [ "$(state)" != enabled ] || ! kill -0 "$sched" 2>/dev/null; then
+		echo "scx_nest did not attach (sched_ext state $(state)); it said:" \
+			"$(tail -n +"$log_from" /tmp/scx_nest.log | tail -n 3)" >&2
+		stop_scheduler "$sched" scx_nest_exit >&2
+		return 1
+	fi
+	seq=$(enable_seq)
+	"$@" || status=1
+	if [ "$(state)" != enabled ] || [ "$(enable_seq)" != "$seq" ]; then
+		echo "scx_nest did not stay attached while '$*' ran (state $(state), enable_seq" \
+			"$seq -> $(enable_seq)): $(dmesg | grep sched_ext | tail -n 2)" >&2
+		status=1
+	fi
+	stop_scheduler "$sched" scx_nest_exit >&2
+	if [ "$(state)" != disabled ]; then
+		echo "sched_ext still $(state) after scx_nest exited" >&2
+		status=1
+	fi
+	return $status
 }
 
 # detach_scx_nest PREFIX: report the state and enable_seq under PREFIX,

@@ -311,6 +311,20 @@ impl Default for Params {
     }
 }
 
+impl Params {
+    /// These parameters as scx_nest runs them in a virtual machine by
+    /// default (without `--warm-spin-in-vm`): warm spinning off, since a
+    /// vCPU cannot keep a physical core's frequency up and a spinning vCPU
+    /// takes host time from the guest's other vCPUs. `nest validate`
+    /// simulates scx_nest's guest runs with the same.
+    pub fn in_virtual_machine(mut self) -> Self {
+        if !self.disabled.contains(&Mechanism::WarmSpin) {
+            self.disabled.push(Mechanism::WarmSpin);
+        }
+        self
+    }
+}
+
 /// S_move's published default delay D.
 pub const SMOVE_DELAY_NS: u64 = 50_000;
 
@@ -1244,6 +1258,14 @@ extern "C" fn nest_plat_cpu_idle(env: *mut c_void, cpu: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_a_virtual_machine_warm_spinning_is_off_once() {
+        let vm = Params::default().in_virtual_machine();
+        assert_eq!(vm.disabled, [Mechanism::WarmSpin]);
+        assert_eq!(vm.clone().in_virtual_machine(), vm);
+        assert_eq!(vm.p_remove_ns, Params::default().p_remove_ns);
+    }
 
     #[test]
     fn stats_number_the_c_enum_densely_under_unique_names() {

@@ -35,8 +35,9 @@ enum Command {
     /// Run workloads under several schedulers (and governors), repeatedly
     /// and interleaved, and report each one's improvement over the first.
     Bench(bench::BenchArgs),
-    /// Compare the simulator's Linux model with real kernels: record
-    /// workloads in the guest, replay them in the simulator, print both.
+    /// Compare the simulator's Linux and Nest models with real kernels and
+    /// scx_nest: record workloads in the guest, replay them in the
+    /// simulator, print both.
     Validate(validate::ValidateArgs),
 }
 
@@ -51,6 +52,11 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
     };
     result.unwrap_or_else(failure)
+}
+
+/// A usage error: exit status 2, like clap's own.
+pub(crate) fn usage(message: impl std::fmt::Display) -> anyhow::Error {
+    clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n")).into()
 }
 
 /// The status of a command that failed: 0 when its output went into a

@@ -1,13 +1,17 @@
-//! `nest validate`: the simulator's Linux model against real kernels.
+//! `nest validate`: the simulator's models against real kernels.
 //!
 //! For each kernel generation (Debian's sched_ext kernel for `linux-7`,
 //! Debian 11's for `linux-5.10`), boots the 2x4x2 NUMA guest and records
-//! each workload with `nest trace record` under the kernel's default
-//! scheduler; replays every recorded command in the simulator on the
-//! guest's model (`test-guest-2s`) under the Linux model of the same
-//! generation; and prints the recorded command's placement in both, side
-//! by side, with whether each figure agrees within its band ([`BANDS`]).
-//! Exits non-zero when a figure leaves its band.
+//! each workload with `nest trace record` under each scheduler asked for:
+//! the kernel's default scheduler, and `scx_nest` (its default options,
+//! attached system-wide; `linux-7` only, 5.10 has no sched_ext). Replays
+//! every recorded command in the simulator on the guest's model
+//! (`test-guest-2s`) under the scheduler's model ([`Model`]): the Linux
+//! model of the same generation for the default scheduler, the
+//! simulator's Nest (the same C policy as scx_nest) for scx_nest; and
+//! prints the recorded command's placement in both, side by side, with
+//! whether each figure agrees within its band ([`BANDS`]). Exits non-zero
+//! when a figure leaves its band.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,8 +20,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use nest_policy::duration_within;
+use nest_sim::policy::Policy;
 use nest_sim::policy::baseline::Baseline;
 use nest_sim::policy::fork_balance::LinuxVersion;
+use nest_sim::policy::nest::Nest;
 use nest_sim::workload::{replay, rtapp};
 use nest_sim::{Governor, Machine, SimConfig};
 use nest_trace::Trace;
@@ -28,21 +34,23 @@ use nest_trace::timeline::Timeline;
 use nest_vm::{VmSpec, shell_quote};
 
 use crate::source;
-use crate::vm::ensure_kernel;
+use crate::usage;
+use crate::vm::{ensure_kernel, find_repo_file};
 
 /// The simulator's model of the guest (2 sockets x 4 cores x 2 threads).
 const GUEST_MACHINE: &str = "test-guest-2s";
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Kernel generations to compare with their models.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "linux-7,linux-5.10"
-    )]
-    kernels: Vec<LinuxVersion>,
+    /// Kernel generations to record under [default: linux-7,linux-5.10].
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "KERNELS")]
+    kernels: Option<Vec<LinuxVersion>>,
+    /// Schedulers to record under, each compared with its model: `default`
+    /// (the kernel's own) with the Linux model of the kernel's generation,
+    /// `scx_nest` (its default options, for every task; linux-7 only) with
+    /// the simulator's Nest [default: default,scx_nest].
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "SCHEDULERS")]
+    schedulers: Option<Vec<Scheduler>>,
     /// Workloads to record and replay (nest-load programs, and a real
     /// configure script).
     #[arg(
@@ -61,6 +69,188 @@ pub struct ValidateArgs {
     /// Longest a guest may run (it is killed after).
     #[arg(long, default_value = "900s", value_parser = duration_within(1_000_000_000..=u64::MAX))]
     timeout: Duration,
+}
+
+const ALL_KERNELS: [LinuxVersion; 2] = [LinuxVersion::Linux7, LinuxVersion::Linux510];
+
+/// What a workload is recorded under in the guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Scheduler {
+    /// The kernel's own scheduler (EEVDF in 7.x, CFS in 5.10).
+    Default,
+    /// scx_nest with its default options, attached for every task.
+    #[value(name = "scx_nest")]
+    ScxNest,
+}
+
+const ALL_SCHEDULERS: [Scheduler; 2] = [Scheduler::Default, Scheduler::ScxNest];
+
+impl Scheduler {
+    /// The simulator's model of this scheduler.
+    fn model(self) -> Model {
+        match self {
+            Scheduler::Default => Model::Linux,
+            Scheduler::ScxNest => Model::Nest,
+        }
+    }
+
+    /// Can it run under `kernel`? scx_nest needs sched_ext, which of the
+    /// guest kernels only Debian's 7.x has.
+    fn runs_under(self, kernel: LinuxVersion) -> bool {
+        match self {
+            Scheduler::Default => true,
+            Scheduler::ScxNest => kernel == LinuxVersion::Linux7,
+        }
+    }
+}
+
+/// A simulator policy a real scheduler is compared with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Model {
+    /// The Linux model (`nest sim -p linux`), of the recorded kernel's
+    /// generation.
+    Linux,
+    /// The simulator's Nest with scx_nest's defaults in a virtual machine,
+    /// where warm spinning is off (`nest sim -p nest-nospin`).
+    Nest,
+}
+
+impl Model {
+    /// Its name in figures.csv: the policy's name in `nest sim -p`.
+    fn name(self) -> &'static str {
+        match self {
+            Model::Linux => "linux",
+            Model::Nest => "nest-nospin",
+        }
+    }
+
+    /// Its name in titles.
+    fn title(self) -> &'static str {
+        match self {
+            Model::Linux => "Linux model",
+            Model::Nest => "Nest model",
+        }
+    }
+
+    /// The policy, for a machine with `machine`'s topology. Nest gets
+    /// scx_nest's defaults as scx_nest applies them in the guest, a
+    /// virtual machine (warm spinning off).
+    fn policy(self, machine: &Machine) -> Result<Box<dyn Policy>> {
+        Ok(match self {
+            Model::Linux => Box::new(Baseline),
+            Model::Nest => {
+                let params = nest_policy::Params::default().in_virtual_machine();
+                Box::new(Nest::new(&machine.topology(), params)?)
+            }
+        })
+    }
+}
+
+/// One kernel and scheduler the workloads are recorded under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Recording {
+    kernel: LinuxVersion,
+    scheduler: Scheduler,
+}
+
+impl Recording {
+    /// `linux-7 scx_nest vs Nest model`.
+    fn title(self) -> String {
+        format!(
+            "{} {} vs {}",
+            value_name(self.kernel),
+            value_name(self.scheduler),
+            self.scheduler.model().title()
+        )
+    }
+
+    /// `OUT/linux-7-chain.nest.jsonl` under the default scheduler (the
+    /// name traces had before scx_nest was recorded too),
+    /// `OUT/linux-7-scx_nest-chain.nest.jsonl` under scx_nest.
+    fn trace_path(self, out: &Path, workload: Workload) -> PathBuf {
+        let scheduler = match self.scheduler {
+            Scheduler::Default => String::new(),
+            other => format!("{}-", value_name(other)),
+        };
+        out.join(format!(
+            "{}-{scheduler}{}.nest.jsonl",
+            value_name(self.kernel),
+            value_name(workload)
+        ))
+    }
+}
+
+/// The recordings `--kernels` and `--schedulers` ask for (`None`: not
+/// given, all of them), kernel by kernel, and a note for each pair left
+/// out because the scheduler cannot run under the kernel. A kernel or
+/// scheduler named explicitly that would have no recording at all is a
+/// usage error.
+fn recordings(
+    kernels: Option<&[LinuxVersion]>,
+    schedulers: Option<&[Scheduler]>,
+) -> Result<(Vec<Recording>, Vec<String>)> {
+    let mut chosen = Vec::new();
+    let mut notes = Vec::new();
+    for &kernel in kernels.unwrap_or(&ALL_KERNELS) {
+        for &scheduler in schedulers.unwrap_or(&ALL_SCHEDULERS) {
+            if scheduler.runs_under(kernel) {
+                chosen.push(Recording { kernel, scheduler });
+            } else {
+                notes.push(format!(
+                    "{} under {}: skipped, {} has no sched_ext",
+                    value_name(scheduler),
+                    value_name(kernel),
+                    value_name(kernel)
+                ));
+            }
+        }
+    }
+    refuse_unrecorded(kernels, schedulers, &chosen)?;
+    Ok((chosen, notes))
+}
+
+/// A usage error when a kernel or scheduler named explicitly has no
+/// recording in `chosen`.
+fn refuse_unrecorded(
+    kernels: Option<&[LinuxVersion]>,
+    schedulers: Option<&[Scheduler]>,
+    chosen: &[Recording],
+) -> Result<()> {
+    let asked_kernels = names(kernels.unwrap_or(&ALL_KERNELS));
+    let asked_schedulers = names(schedulers.unwrap_or(&ALL_SCHEDULERS));
+    let kernels = kernels.unwrap_or_default();
+    if let Some(&kernel) = kernels
+        .iter()
+        .find(|&&k| !chosen.iter().any(|r| r.kernel == k))
+    {
+        return Err(usage(format!(
+            "--kernels names {k}, but no scheduler of --schedulers {asked_schedulers} runs \
+             under it: {k} has no sched_ext; add default to --schedulers",
+            k = value_name(kernel)
+        )));
+    }
+    let schedulers = schedulers.unwrap_or_default();
+    if let Some(&scheduler) = schedulers
+        .iter()
+        .find(|&&s| !chosen.iter().any(|r| r.scheduler == s))
+    {
+        return Err(usage(format!(
+            "--schedulers names {s}, but no kernel of --kernels {asked_kernels} can run it: \
+             {s} needs sched_ext, which of the guest kernels only linux-7 has; add linux-7 \
+             to --kernels",
+            s = value_name(scheduler)
+        )));
+    }
+    Ok(())
+}
+
+/// `linux-7,linux-5.10`.
+fn names<T: ValueEnum + Copy>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(|&v| value_name(v))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A workload, recorded from its start to its end.
@@ -125,14 +315,6 @@ const INTERVAL_NS: u64 = 100_000_000;
 /// simulator's trace (pid = task id + 1).
 const SIMULATED_ROOT: u32 = 1;
 
-fn trace_path(out: &Path, version: LinuxVersion, workload: Workload) -> PathBuf {
-    out.join(format!(
-        "{}-{}.nest.jsonl",
-        value_name(version),
-        value_name(workload)
-    ))
-}
-
 /// One figure of the recorded command's placement.
 struct Figure {
     name: &'static str,
@@ -185,43 +367,31 @@ const BANDS: [Figure; 5] = [
 ];
 
 pub fn run(args: ValidateArgs) -> Result<ExitCode> {
+    let (recordings, notes) = recordings(args.kernels.as_deref(), args.schedulers.as_deref())?;
+    for note in notes {
+        eprintln!("nest validate: note: {note}");
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let out = nest_vm::output_dir(&args.out)?;
     if !args.from_traces {
-        for &version in &args.kernels {
-            record_in_guest(&out, version, &args.workloads, args.timeout)?;
+        for kernel in kernels_of(&recordings) {
+            let schedulers: Vec<Scheduler> = recordings
+                .iter()
+                .filter(|r| r.kernel == kernel)
+                .map(|r| r.scheduler)
+                .collect();
+            record_in_guest(&out, kernel, &schedulers, &args.workloads, args.timeout)?;
         }
     }
     let machine = Machine::builtin(GUEST_MACHINE)?;
     let mut rows = Vec::new();
     let mut pairs = Vec::new();
-    for &version in &args.kernels {
+    for &recording in &recordings {
         for &workload in &args.workloads {
-            let path = trace_path(&out, version, workload);
-            let real = nest_trace::input::load(&path).with_context(|| {
-                format!(
-                    "{}: no recorded trace (run without --from-traces)",
-                    path.display()
-                )
-            })?;
-            let simulated = simulate(&real, &machine, version)
-                .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
-            let real = command_figures(&real, None)?;
-            let simulated = command_figures(&simulated, Some(SIMULATED_ROOT))?;
-            let title = format!("{} {}", value_name(version), value_name(workload));
-            eprintln!("nest validate: {title}: root {}", real.root);
-            rows.extend(compare(
-                version,
-                workload,
-                &real.placement,
-                &simulated.placement,
-            ));
-            pairs.push(Pair {
-                title,
-                real: real.intervals,
-                simulated: simulated.intervals,
-            });
+            let (row, pair) = compare_recorded(&out, &machine, recording, workload)?;
+            rows.extend(row);
+            pairs.push(pair);
         }
     }
     let table = figures_table(&rows);
@@ -246,37 +416,104 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     })
 }
 
-/// Boots the guest on `version`'s kernel and records every workload.
-fn record_in_guest(
+/// The kernels of `recordings`, each once, in order.
+fn kernels_of(recordings: &[Recording]) -> Vec<LinuxVersion> {
+    let mut kernels: Vec<LinuxVersion> = Vec::new();
+    for r in recordings {
+        if !kernels.contains(&r.kernel) {
+            kernels.push(r.kernel);
+        }
+    }
+    kernels
+}
+
+/// One recorded workload's figures, real against simulated under the
+/// scheduler's model, and the pair of its page's figures.
+fn compare_recorded(
     out: &Path,
-    version: LinuxVersion,
-    workloads: &[Workload],
-    timeout: Duration,
-) -> Result<()> {
-    let kernel_dir = ensure_kernel(false, version == LinuxVersion::Linux510)?;
-    let bin = std::env::current_exe()
+    machine: &Machine,
+    recording: Recording,
+    workload: Workload,
+) -> Result<(Vec<Row>, Pair)> {
+    let path = recording.trace_path(out, workload);
+    let real = nest_trace::input::load(&path).with_context(|| {
+        format!(
+            "{}: no recorded trace (record it: run without --from-traces, or leave {} {} \
+             out with --kernels and --schedulers)",
+            path.display(),
+            value_name(recording.kernel),
+            value_name(recording.scheduler)
+        )
+    })?;
+    let simulated = simulate(&real, machine, recording)
+        .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
+    let real = command_figures(&real, None)?;
+    let simulated = command_figures(&simulated, Some(SIMULATED_ROOT))?;
+    let title = format!("{}: {}", recording.title(), value_name(workload));
+    eprintln!("nest validate: {title}: root {}", real.root);
+    let rows = compare(recording, workload, &real.placement, &simulated.placement);
+    let pair = Pair {
+        title,
+        real: real.intervals,
+        simulated: simulated.intervals,
+    };
+    Ok((rows, pair))
+}
+
+/// Where nest is, and nest-load and scx_nest beside it.
+fn programs_dir() -> Result<PathBuf> {
+    std::env::current_exe()
         .context("cannot find the nest binary")?
         .parent()
         .map(Path::to_path_buf)
-        .context("the nest binary has no directory")?;
-    if !bin.join("nest-load").is_file() {
-        bail!(
-            "{} has no nest-load: build it next to nest (cargo build -p nest-load, or --release for a release nest)",
-            bin.display()
-        );
+        .context("the nest binary has no directory")
+}
+
+/// The programs the guest will run are beside nest, or the error says
+/// how to build them.
+fn check_programs(bin: &Path, schedulers: &[Scheduler]) -> Result<()> {
+    let mut needed = vec!["nest-load"];
+    if schedulers.contains(&Scheduler::ScxNest) {
+        needed.push("scx_nest");
     }
+    for program in needed {
+        if !bin.join(program).is_file() {
+            bail!(
+                "{} has no {program}: build it next to nest (cargo build -p {program}, or \
+                 --release for a release nest)",
+                bin.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Boots the guest on `kernel` and records every workload under each of
+/// `schedulers`.
+fn record_in_guest(
+    out: &Path,
+    kernel: LinuxVersion,
+    schedulers: &[Scheduler],
+    workloads: &[Workload],
+    timeout: Duration,
+) -> Result<()> {
+    let kernel_dir = ensure_kernel(false, kernel == LinuxVersion::Linux510)?;
+    let bin = programs_dir()?;
+    check_programs(&bin, schedulers)?;
     if workloads.contains(&Workload::Configure) {
         // The guest has no network: fetch on the host, which it mounts.
         source::fetch(CONFIGURE_PACKAGE)?;
     }
-    let script = workloads
+    let recordings: Vec<Recording> = schedulers
         .iter()
-        .map(|&w| {
-            let record = w.record_command(&bin, &trace_path(out, version, w));
-            format!("{record} || exit 1")
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+        .map(|&scheduler| Recording { kernel, scheduler })
+        .collect();
+    let lib = if schedulers.contains(&Scheduler::ScxNest) {
+        Some(find_repo_file(GUEST_LIB)?)
+    } else {
+        None
+    };
+    let script = guest_script(out, &bin, lib.as_deref(), &recordings, workloads);
     let spec = VmSpec {
         numa: true,
         timeout,
@@ -291,30 +528,78 @@ fn record_in_guest(
         ..VmSpec::with_topology(2, 4, 2)
     };
     eprintln!(
-        "nest validate: recording {} workload(s) under {} in the 2x4x2 guest",
+        "nest validate: recording {} workload(s) under {} ({}) in the 2x4x2 guest",
         workloads.len(),
-        value_name(version)
+        value_name(kernel),
+        names(schedulers)
     );
-    let outcome = nest_vm::run(&spec, &format!("set -u\n{script}"))?;
+    // The guest runs its command with sh; the library is bash's.
+    let outcome = nest_vm::run(&spec, &format!("exec bash -c {}", shell_quote(&script)))?;
     if let Some(failure) = outcome.failure() {
         bail!(
             "the {} guest failed: {failure}\n{}",
-            value_name(version),
+            value_name(kernel),
             outcome.stderr
         );
     }
     Ok(())
 }
 
-/// Replays the recorded command of `real` on `machine` under the Linux
-/// model of `version`; returns the simulated schedule.
-fn simulate(real: &Trace, machine: &Machine, version: LinuxVersion) -> Result<Trace> {
+/// The guest scripts' shell library: `with_scx_nest` starts scx_nest,
+/// waits until it is attached, and stops it, as the VM tests do.
+const GUEST_LIB: &str = "tests/vm/lib.sh";
+
+/// The guest's bash script: records every workload under each recording's
+/// scheduler, in order, into its trace; stops at the first failure
+/// (`bin`: where nest, nest-load and scx_nest are; `lib`: [`GUEST_LIB`],
+/// needed for scx_nest).
+fn guest_script(
+    out: &Path,
+    bin: &Path,
+    lib: Option<&Path>,
+    recordings: &[Recording],
+    workloads: &[Workload],
+) -> String {
+    let mut script = format!("set -u\nbin={}\n", shell_quote(&bin.to_string_lossy()));
+    if let Some(lib) = lib {
+        script.push_str(&format!(". {}\n", shell_quote(&lib.to_string_lossy())));
+    }
+    for &recording in recordings {
+        let records: Vec<String> = workloads
+            .iter()
+            .map(|&w| w.record_command(bin, &recording.trace_path(out, w)))
+            .collect();
+        match recording.scheduler {
+            Scheduler::Default => {
+                for record in records {
+                    script.push_str(&format!("{record} || exit 1\n"));
+                }
+            }
+            Scheduler::ScxNest => {
+                // One attach for all the workloads: the recordings run in
+                // a function with_scx_nest calls once scx_nest is attached.
+                script.push_str(&format!(
+                    "record_under_scx_nest() {{\n{}\n}}\n\
+                     with_scx_nest record_under_scx_nest || exit 1\n",
+                    records.join(" &&\n")
+                ));
+            }
+        }
+    }
+    script
+}
+
+/// Replays the recorded command of `real` on `machine` under the model
+/// of the recording's scheduler (the Linux model of the recording's
+/// kernel, or Nest); returns the simulated schedule.
+fn simulate(real: &Trace, machine: &Machine, recording: Recording) -> Result<Trace> {
     let workload = replay::replay(real, &Default::default())?;
     let workload = rtapp::parse(&workload.to_json_string(), "replay")?;
     let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
     cfg.record_trace = true;
-    cfg.linux = version;
-    let result = nest_sim::run(cfg, &workload, &mut Baseline)?;
+    cfg.linux = recording.kernel;
+    let mut policy = recording.scheduler.model().policy(machine)?;
+    let result = nest_sim::run(cfg, &workload, policy.as_mut())?;
     result.trace.context("the simulator recorded no trace")
 }
 
@@ -347,8 +632,8 @@ fn command_figures(trace: &Trace, root: Option<u32>) -> Result<CommandFigures> {
 }
 
 struct Row {
-    kernel: String,
-    workload: String,
+    recording: Recording,
+    workload: Workload,
     figure: &'static str,
     real: Option<f64>,
     simulated: Option<f64>,
@@ -358,7 +643,7 @@ struct Row {
 }
 
 fn compare(
-    version: LinuxVersion,
+    recording: Recording,
     workload: Workload,
     real: &TasksPlacement,
     simulated: &TasksPlacement,
@@ -368,8 +653,8 @@ fn compare(
         .map(|f| {
             let (r, s) = ((f.value)(real), (f.value)(simulated));
             Row {
-                kernel: value_name(version),
-                workload: value_name(workload),
+                recording,
+                workload,
                 figure: f.name,
                 real: r,
                 simulated: s,
@@ -389,9 +674,15 @@ fn verdict(row: &Row) -> &'static str {
 }
 
 /// The rows as a table: printed, `figures.csv`, and in `validate.html`.
+/// Columns: the recording's kernel and scheduler, the simulator's model
+/// it is compared with (its name in `nest sim -p`: `linux`,
+/// `nest-nospin`), the workload, the figure, its real and simulated
+/// values, its band and the verdict.
 fn figures_table(rows: &[Row]) -> Table {
     let columns = [
         "kernel",
+        "scheduler",
+        "model",
         "workload",
         "figure",
         "real",
@@ -403,8 +694,10 @@ fn figures_table(rows: &[Row]) -> Table {
     let number = |v: Option<f64>| v.map_or_else(|| TableCell::from("-"), TableCell::from);
     for r in rows {
         table.push(vec![
-            r.kernel.clone().into(),
-            r.workload.clone().into(),
+            value_name(r.recording.kernel).into(),
+            value_name(r.recording.scheduler).into(),
+            r.recording.scheduler.model().name().into(),
+            value_name(r.workload).into(),
             r.figure.into(),
             number(r.real),
             number(r.simulated),
@@ -422,13 +715,15 @@ struct Pair {
     simulated: Vec<IntervalStats>,
 }
 
-/// `validate.html`: the table, then per kernel and workload the CPUs the
-/// recorded command's tree used per 100 ms, real beside simulated.
+/// `validate.html`: the table, then per recording and workload the CPUs
+/// the recorded command's tree used per 100 ms, real beside simulated.
 fn html(table: &Table, pairs: &[Pair]) -> String {
     let mut s = format!(
-        "<p>Real kernels in the 2x4x2 guest against the simulator's Linux model on \
-         {GUEST_MACHINE}: the recorded command's tree over its lifetime, 100 ms \
-         intervals. A figure agrees when real and simulated differ by at most its band.</p>\n"
+        "<p>Real kernels in the 2x4x2 guest against the simulator's models on \
+         {GUEST_MACHINE}: the kernel's default scheduler against the Linux model of its \
+         generation, scx_nest against the simulator's Nest (the same C policy). The \
+         recorded command's tree over its lifetime, 100 ms intervals. A figure agrees when \
+         real and simulated differ by at most its band.</p>\n"
     );
     s.push_str(&table.to_html());
     for pair in pairs {
@@ -465,7 +760,7 @@ mod tests {
     fn figures_agree_within_their_band_and_say_when_they_cannot_be_compared() {
         let real = placement(2.7, 39, 1);
         let rows = compare(
-            LinuxVersion::Linux7,
+            LINUX_7_DEFAULT,
             Workload::Chain,
             &real,
             &placement(1.9, 40, 0),
@@ -483,7 +778,7 @@ mod tests {
         assert_eq!(verdict_of(&rows, "wakeups on the previous CPU"), "-");
         // A model that kept the chain on the parent's LLC.
         let rows = compare(
-            LinuxVersion::Linux7,
+            LINUX_7_DEFAULT,
             Workload::Chain,
             &real,
             &placement(1.9, 0, 40),
@@ -492,9 +787,13 @@ mod tests {
         assert_eq!(verdict_of(&rows, "forks to the parent's LLC"), "OUTSIDE");
         let table = figures_table(&rows);
         let csv = table.to_csv();
-        assert!(csv.starts_with("kernel,workload,figure,real,simulated,band,verdict\n"));
         assert!(
-            csv.contains("linux-7,chain,forks to another socket,0.975,0,0.25,OUTSIDE\n"),
+            csv.starts_with("kernel,scheduler,model,workload,figure,real,simulated,band,verdict\n")
+        );
+        assert!(
+            csv.contains(
+                "linux-7,default,linux,chain,forks to another socket,0.975,0,0.25,OUTSIDE\n"
+            ),
             "{csv}"
         );
         let text = table.to_text();
@@ -532,9 +831,291 @@ mod tests {
         );
     }
 
+    const LINUX_7_DEFAULT: Recording = Recording {
+        kernel: LinuxVersion::Linux7,
+        scheduler: Scheduler::Default,
+    };
+    const LINUX_7_SCX_NEST: Recording = Recording {
+        kernel: LinuxVersion::Linux7,
+        scheduler: Scheduler::ScxNest,
+    };
+    const LINUX_510_DEFAULT: Recording = Recording {
+        kernel: LinuxVersion::Linux510,
+        scheduler: Scheduler::Default,
+    };
+
     #[test]
-    fn traces_are_named_by_kernel_and_workload() {
-        let path = trace_path(Path::new("/o"), LinuxVersion::Linux510, Workload::Overload);
+    fn traces_are_named_by_kernel_scheduler_and_workload_without_collisions() {
+        let path = LINUX_510_DEFAULT.trace_path(Path::new("/o"), Workload::Overload);
         assert_eq!(path, PathBuf::from("/o/linux-5.10-overload.nest.jsonl"));
+        let path = LINUX_7_SCX_NEST.trace_path(Path::new("/o"), Workload::Chain);
+        assert_eq!(path, PathBuf::from("/o/linux-7-scx_nest-chain.nest.jsonl"));
+        let mut paths = Vec::new();
+        for kernel in ALL_KERNELS {
+            for scheduler in ALL_SCHEDULERS {
+                for workload in Workload::value_variants() {
+                    let recording = Recording { kernel, scheduler };
+                    paths.push(recording.trace_path(Path::new("/o"), *workload));
+                }
+            }
+        }
+        let count = paths.len();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), count, "two recordings share a trace name");
+    }
+
+    #[test]
+    fn each_scheduler_is_compared_with_its_model() {
+        assert_eq!(Scheduler::Default.model(), Model::Linux);
+        assert_eq!(Scheduler::ScxNest.model(), Model::Nest);
+        assert_eq!(LINUX_7_DEFAULT.title(), "linux-7 default vs Linux model");
+        assert_eq!(LINUX_7_SCX_NEST.title(), "linux-7 scx_nest vs Nest model");
+        assert_eq!(
+            LINUX_510_DEFAULT.title(),
+            "linux-5.10 default vs Linux model"
+        );
+        let machine = Machine::builtin(GUEST_MACHINE).unwrap();
+        for model in [Model::Linux, Model::Nest] {
+            assert!(model.policy(&machine).is_ok(), "{model:?}");
+        }
+        let rows = compare(
+            LINUX_7_SCX_NEST,
+            Workload::Batch,
+            &placement(2.0, 1, 0),
+            &placement(2.0, 1, 0),
+        );
+        let csv = figures_table(&rows).to_csv();
+        assert!(
+            csv.contains("\nlinux-7,scx_nest,nest-nospin,batch,CPUs / 100 ms,2,2,1,agrees\n"),
+            "{csv}"
+        );
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ValidateArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<ValidateArgs, clap::Error> {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("validate").chain(argv.iter().copied())).map(|c| c.args)
+    }
+
+    /// The recordings asked for, as `kernel scheduler` strings, and the
+    /// notes; or the usage error.
+    fn chosen(argv: &[&str]) -> Result<(Vec<String>, Vec<String>), String> {
+        let args = parse(argv).map_err(|e| e.to_string())?;
+        let (chosen, notes) = recordings(args.kernels.as_deref(), args.schedulers.as_deref())
+            .map_err(|e| {
+                let code = e.downcast_ref::<clap::Error>().map(clap::Error::exit_code);
+                assert_eq!(code, Some(2), "a usage error: {e}");
+                e.to_string()
+            })?;
+        let names = chosen
+            .iter()
+            .map(|r| format!("{} {}", value_name(r.kernel), value_name(r.scheduler)))
+            .collect();
+        Ok((names, notes))
+    }
+
+    #[test]
+    fn by_default_every_kernel_runs_every_scheduler_it_can() {
+        let (names, notes) = chosen(&[]).unwrap();
+        assert_eq!(
+            names,
+            ["linux-7 default", "linux-7 scx_nest", "linux-5.10 default"]
+        );
+        assert_eq!(
+            notes,
+            ["scx_nest under linux-5.10: skipped, linux-5.10 has no sched_ext"]
+        );
+        // Both named in full: the same, with the same note.
+        let full = chosen(&[
+            "--kernels",
+            "linux-7,linux-5.10",
+            "--schedulers",
+            "default,scx_nest",
+        ])
+        .unwrap();
+        assert_eq!(full, (names, notes));
+    }
+
+    #[test]
+    fn a_pair_nobody_asked_for_is_skipped_with_a_note() {
+        let (names, notes) = chosen(&["--schedulers", "scx_nest"]).unwrap();
+        assert_eq!(names, ["linux-7 scx_nest"]);
+        assert_eq!(notes.len(), 1);
+        let (names, notes) = chosen(&["--kernels", "linux-5.10"]).unwrap();
+        assert_eq!(names, ["linux-5.10 default"]);
+        assert_eq!(notes.len(), 1);
+        let (names, notes) = chosen(&["--kernels", "linux-7", "--schedulers", "scx_nest"]).unwrap();
+        assert_eq!(names, ["linux-7 scx_nest"]);
+        assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn scx_nest_under_5_10_alone_is_refused_with_what_to_do() {
+        let err = chosen(&["--kernels", "linux-5.10", "--schedulers", "scx_nest"]).unwrap_err();
+        assert!(
+            err.contains("--kernels names linux-5.10, but no scheduler of --schedulers scx_nest runs under it"),
+            "{err}"
+        );
+        assert!(err.contains("add default to --schedulers"), "{err}");
+        let err = chosen(&[
+            "--kernels",
+            "linux-7,linux-5.10",
+            "--schedulers",
+            "scx_nest",
+        ])
+        .unwrap_err();
+        assert!(err.contains("--kernels names linux-5.10"), "{err}");
+        // The value's name is scx_nest, as the program's.
+        assert!(parse(&["--schedulers", "scx-nest"]).is_err());
+    }
+
+    #[test]
+    fn the_guest_script_records_under_scx_nest_while_it_is_attached() {
+        let script = guest_script(
+            Path::new("/o"),
+            Path::new("/b"),
+            Some(Path::new("/r/tests/vm/lib.sh")),
+            &[LINUX_7_DEFAULT, LINUX_7_SCX_NEST],
+            &[Workload::Chain, Workload::Batch],
+        );
+        let record = |trace: &str, load: &str| {
+            format!(
+                "/b/nest trace record --buffer-kb 8192 --out /o/{trace}.nest.jsonl -- /b/nest-load {load} >&2"
+            )
+        };
+        let chain = "churn --count 40 --work-us 20000";
+        let batch = "batch --tasks 16 --work-ms 200";
+        let expected = format!(
+            "set -u\nbin=/b\n. /r/tests/vm/lib.sh\n\
+             {} || exit 1\n{} || exit 1\n\
+             record_under_scx_nest() {{\n{} &&\n{}\n}}\n\
+             with_scx_nest record_under_scx_nest || exit 1\n",
+            record("linux-7-chain", chain),
+            record("linux-7-batch", batch),
+            record("linux-7-scx_nest-chain", chain),
+            record("linux-7-scx_nest-batch", batch),
+        );
+        assert_eq!(script, expected);
+        // The default scheduler alone needs no library.
+        let script = guest_script(
+            Path::new("/o"),
+            Path::new("/b"),
+            None,
+            &[LINUX_510_DEFAULT],
+            &[Workload::Chain],
+        );
+        assert_eq!(
+            script,
+            format!(
+                "set -u\nbin=/b\n{} || exit 1\n",
+                record("linux-5.10-chain", chain)
+            )
+        );
+    }
+
+    /// A schedule of a fork/wait chain simulated under Nest, saved as a
+    /// recorded trace of it at `path` (its shell as the command).
+    fn save_simulated_chain(path: &Path) {
+        let machine = Machine::builtin(GUEST_MACHINE).unwrap();
+        let workload = nest_sim::cli::load_workload("configure:steps=20", &machine).unwrap();
+        let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
+        cfg.record_trace = true;
+        let mut policy = Model::Nest.policy(&machine).unwrap();
+        let result = nest_sim::run(cfg, &workload, policy.as_mut()).unwrap();
+        let mut trace = result.trace.unwrap();
+        trace.meta_set("command_pid", SIMULATED_ROOT.to_string());
+        nest_trace::format::save(&trace, path).unwrap();
+    }
+
+    #[test]
+    fn from_traces_compares_each_scheduler_with_its_model() {
+        let dir = tempfile::tempdir().unwrap();
+        for recording in [LINUX_7_DEFAULT, LINUX_7_SCX_NEST] {
+            save_simulated_chain(&recording.trace_path(dir.path(), Workload::Chain));
+        }
+        let out = dir.path().to_str().unwrap();
+        let argv = [
+            "--from-traces",
+            "--kernels",
+            "linux-7",
+            "--workloads",
+            "chain",
+            "--out",
+            out,
+        ];
+        run(parse(&argv).unwrap()).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("figures.csv")).unwrap();
+        let rows: Vec<Vec<&str>> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect())
+            .collect();
+        assert_eq!(rows.len(), 2 * BANDS.len(), "{csv}");
+        assert!(
+            rows[..BANDS.len()]
+                .iter()
+                .all(|r| r[..4] == ["linux-7", "default", "linux", "chain"])
+        );
+        assert!(
+            rows[BANDS.len()..]
+                .iter()
+                .all(|r| r[..4] == ["linux-7", "scx_nest", "nest-nospin", "chain"])
+        );
+        // Nest's own schedule, replayed under Nest, agrees with itself;
+        // under the Linux model of 7.x the chain's forks go to the other
+        // socket: each recording was replayed under its own model.
+        for r in &rows[BANDS.len()..] {
+            assert_eq!(r[8], "agrees", "{r:?}");
+        }
+        let linux_forks = rows
+            .iter()
+            .find(|r| r[1] == "default" && r[4] == "forks to another socket");
+        assert_eq!(linux_forks.unwrap()[5..7], ["0", "1"], "{csv}");
+        let page = std::fs::read_to_string(dir.path().join("validate.html")).unwrap();
+        assert!(page.contains("<h2>linux-7 default vs Linux model: chain</h2>"));
+        assert!(page.contains("<h2>linux-7 scx_nest vs Nest model: chain</h2>"));
+        // A recording without its trace: which file, and how to go on.
+        let argv = ["--from-traces", "--workloads", "chain", "--out", out];
+        let err = format!("{:#}", run(parse(&argv).unwrap()).unwrap_err());
+        assert!(
+            err.contains("linux-5.10-chain.nest.jsonl: no recorded trace"),
+            "{err}"
+        );
+        assert!(err.contains("leave linux-5.10 default out"), "{err}");
+    }
+
+    #[test]
+    fn the_guest_library_defines_what_the_script_calls() {
+        let lib = find_repo_file(GUEST_LIB).unwrap();
+        let text = std::fs::read_to_string(lib).unwrap();
+        assert!(
+            text.contains("\nwith_scx_nest() {\n"),
+            "no with_scx_nest in {GUEST_LIB}"
+        );
+    }
+
+    #[test]
+    fn programs_missing_beside_nest_are_named_with_how_to_build_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_programs(dir.path(), &[Scheduler::Default]).unwrap_err();
+        assert!(
+            err.to_string().contains("has no nest-load: build it"),
+            "{err}"
+        );
+        std::fs::write(dir.path().join("nest-load"), "").unwrap();
+        check_programs(dir.path(), &[Scheduler::Default]).unwrap();
+        let err =
+            check_programs(dir.path(), &[Scheduler::Default, Scheduler::ScxNest]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("has no scx_nest: build it next to nest (cargo build -p scx_nest"),
+            "{err}"
+        );
     }
 }

@@ -110,7 +110,7 @@ pub(crate) fn ensure_kernel(refresh: bool, linux_510: bool) -> Result<PathBuf> {
     if !refresh && GuestKernel::locate(&current).is_ok() {
         return Ok(resolve(&current));
     }
-    let script = find_script("guest-kernel.sh")?;
+    let script = find_repo_file("scripts/guest-kernel.sh")?;
     let mut cmd = Command::new(&script);
     if refresh {
         cmd.arg("--refresh");
@@ -134,16 +134,20 @@ fn resolve(dir: &Path) -> PathBuf {
     dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
 }
 
-/// Finds a script of this repository: next to the sources this binary was
-/// built from, else in ./scripts.
-fn find_script(name: &str) -> Result<PathBuf> {
+/// Finds a file of this repository (`scripts/guest-kernel.sh`): in the
+/// sources this binary was built from, else under the current directory.
+/// The path is absolute, so that a guest, which sees the host's files at
+/// the same paths, can use it too.
+pub(crate) fn find_repo_file(path: &str) -> Result<PathBuf> {
     let from_build = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scripts")
-        .join(name);
-    let candidates = [from_build, PathBuf::from("scripts").join(name)];
+        .join("../..")
+        .join(path);
+    let candidates = [from_build, PathBuf::from(path)];
     match candidates.iter().find(|p| p.is_file()) {
-        Some(path) => Ok(path.clone()),
-        None => bail!("cannot find scripts/{name}; run it from the Nest repository"),
+        Some(found) => found
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", found.display())),
+        None => bail!("cannot find {path}; run it from the Nest repository"),
     }
 }
 

@@ -181,7 +181,7 @@ impl SchedConfig {
         let spin_off_in_vm =
             in_vm && !opts.warm_spin_in_vm && !params.disabled.contains(&Mechanism::WarmSpin);
         if spin_off_in_vm {
-            params.disabled.push(Mechanism::WarmSpin);
+            params = params.in_virtual_machine();
         }
         Self {
             spin_off_in_vm,

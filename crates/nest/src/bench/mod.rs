@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use nest_policy::parse_duration;
 
-use crate::source;
+use crate::{source, usage};
 use results::{Cell, Method, Results};
 use suite::{Scheduler, Suite, Workload};
 
@@ -97,11 +97,6 @@ enum BenchCommand {
         #[arg(required = true)]
         packages: Vec<String>,
     },
-}
-
-/// A usage error: exit status 2, like clap's own.
-fn usage(message: impl std::fmt::Display) -> anyhow::Error {
-    clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n")).into()
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
