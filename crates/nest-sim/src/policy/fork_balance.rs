@@ -61,11 +61,12 @@ impl Level {
         }
     }
 
-    /// The groups of this level's domain around `cpu`: the local group
-    /// first, the others in CPU order from `cpu` on, wrapping, as
-    /// `build_sched_groups()` links them (`for_each_cpu_wrap` from `cpu`).
-    /// Borrowed from the kernel's precomputed CPU lists: forks are
-    /// frequent and must not allocate per CPU.
+    /// The groups of this level's domain around `cpu`, in the order
+    /// `build_sched_groups()` links them: walking the domain's CPUs from
+    /// `cpu` on, wrapping (`for_each_cpu_wrap`), each group where its first
+    /// CPU is met, so the local group comes first. Borrowed from the
+    /// kernel's precomputed CPU lists: forks are frequent and must not
+    /// allocate per CPU.
     fn groups<'a>(self, cx: &'a Ctx, cpu: Cpu) -> Vec<&'a [Cpu]> {
         let first_of = |cpus: &[Cpu], c: Cpu| cpus.first() == Some(&c);
         let mut groups: Vec<&[Cpu]> = match self {
@@ -87,11 +88,8 @@ impl Level {
             Level::Smt => cx.smt_siblings(cpu).chunks(1).collect(),
         };
         let nr_cpus = cx.nr_cpus();
-        groups.sort_by_key(|g| {
-            let local = g.contains(&cpu);
-            let first = g.first().copied().unwrap_or(cpu);
-            (!local, (first + nr_cpus - cpu) % nr_cpus)
-        });
+        let met_after = |g: &&[Cpu]| g.iter().map(|&c| (c + nr_cpus - cpu) % nr_cpus).min();
+        groups.sort_by_cached_key(met_after);
         groups
     }
 }
