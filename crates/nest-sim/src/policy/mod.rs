@@ -12,6 +12,8 @@ pub mod ext_idle;
 pub mod fork_balance;
 pub mod nest;
 pub mod smove;
+#[cfg(test)]
+mod testkit;
 pub mod wakeup;
 
 use nest_trace::{Cpu, Nest, PrevState, Topology};

@@ -395,44 +395,10 @@ fn first_idle_thread(cx: &Ctx, cpu: Cpu) -> Option<Cpu> {
 mod tests {
     use super::*;
     use crate::engine::Kernel;
-    use crate::workload::builtin;
-    use crate::{Governor, Machine, SimConfig};
+    use crate::policy::testkit::{busy, guest, guest_busy_but};
     use LinuxVersion::{Linux7, Linux510};
 
     const BOTH: [LinuxVersion; 2] = [Linux510, Linux7];
-
-    /// The 2 sockets x 4 cores x 2 threads guest: LLC 0 (socket 0) holds
-    /// CPUs 0-3 and their SMT siblings 8-11, LLC 1 CPUs 4-7 and 12-15.
-    fn guest() -> Kernel {
-        let m = Machine::builtin("test-guest-2s").unwrap();
-        let w = builtin::build("configure", m.nr_cores()).unwrap();
-        Kernel::new(SimConfig::new(m, Governor::Performance, 1), &w)
-    }
-
-    /// Runs a new task of utilisation `util` on each of `cpus`.
-    fn busy(k: &mut Kernel, cpus: &[Cpu], util: f64) {
-        for &c in cpus {
-            let t = k.test_task(c, util);
-            k.cpus[c as usize].curr = Some(t);
-            k.cpus[c as usize].util = util;
-        }
-    }
-
-    /// The CPUs of `llc` but `idle`.
-    fn llc_but(k: &Kernel, llc: usize, idle: &[Cpu]) -> Vec<Cpu> {
-        let cpus = k.llc_cpus[llc].iter().copied();
-        cpus.filter(|c| !idle.contains(c)).collect()
-    }
-
-    /// A guest whose CPUs all run a task of utilisation `util` but `idle`.
-    fn guest_busy_but(idle: &[Cpu], util: f64) -> Kernel {
-        let mut k = guest();
-        for llc in 0..2 {
-            let cpus = llc_but(&k, llc, idle);
-            busy(&mut k, &cpus, util);
-        }
-        k
-    }
 
     /// Where `task`, last on `prev`, goes when woken from `waker`.
     fn wake(
