@@ -25,7 +25,8 @@ use super::ext_idle::core_free;
 use super::fork_balance::LinuxVersion;
 use super::{Ctx, TaskId};
 
-/// What the fair scheduler keeps per task for wakeups (`task_struct`).
+/// What the fair scheduler keeps per task for wakeups and load balancing
+/// (`task_struct`, `sched_entity`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FairTask {
     /// `wakee_flips`: how often this task, waking others, changed wakee;
@@ -37,6 +38,9 @@ pub struct FairTask {
     pub last_wakee: Option<TaskId>,
     /// `recent_used_cpu`: a CPU the task used recently, tried when idle.
     pub recent_used_cpu: Cpu,
+    /// `se.exec_start` of a task not running: when it last stopped
+    /// running, ns (`None`: never ran; the kernel's 0).
+    pub exec_start: Option<u64>,
 }
 
 impl FairTask {
@@ -48,6 +52,7 @@ impl FairTask {
             wakee_flip_decay_ts: 0,
             last_wakee: None,
             recent_used_cpu: cpu,
+            exec_start: None,
         }
     }
 }
@@ -147,12 +152,18 @@ fn wake_affine_idle(cx: &Ctx, this: Cpu, prev: Cpu, sync: bool) -> Option<Cpu> {
 /// for a nice-0 task always runnable).
 const LOAD_SCALE: f64 = 1024.0;
 
-/// `cpu_load()`: the CPU's PELT load. Approximated by the engine's
-/// utilisation (running time, blocked tasks included) plus a full task's
-/// load for each task waiting in the run queue (runnable, not running).
-fn cpu_load(cx: &Ctx, cpu: Cpu) -> i64 {
+/// The CPU's PELT load (`cpu_load()`), also taken as its runnable average
+/// (`cpu_runnable()`), in CPUs: the engine's utilisation (running time,
+/// blocked tasks included) plus a full task's load for each task waiting
+/// in the run queue (runnable, not running).
+pub(crate) fn runnable_load(cx: &Ctx, cpu: Cpu) -> f64 {
     let waiting = cx.nr_running(cpu).saturating_sub(1);
-    ((cx.util(cpu) + f64::from(waiting)) * LOAD_SCALE).round() as i64
+    cx.util(cpu) + f64::from(waiting)
+}
+
+/// `cpu_load()` in the kernel's fixed point.
+fn cpu_load(cx: &Ctx, cpu: Cpu) -> i64 {
+    (runnable_load(cx, cpu) * LOAD_SCALE).round() as i64
 }
 
 /// `task_h_load()`: the task's load, approximated by its utilisation
