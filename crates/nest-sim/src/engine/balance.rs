@@ -43,8 +43,8 @@ impl Balancer {
         let n = cx.nr_cpus();
         let mut domains = Vec::new();
         let mut first = vec![0];
-        for cpu in 0..n {
-            domains.extend(lb::build_domains(cx, cpu, hz));
+        for cpu_domains in lb::build_domains(cx, hz) {
+            domains.extend(cpu_domains);
             first.push(domains.len());
         }
         Self {

@@ -17,6 +17,9 @@
 //! engine's utilisation plus one task's worth per waiting task
 //! ([`runnable_load`]).
 
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
 use nest_trace::Cpu;
 
 use super::fork_balance::{GroupType, LEVELS, Level, LinuxVersion, classify, imb_numa_nr};
@@ -83,12 +86,10 @@ pub struct Domain {
     pub level: Level,
     /// The level below, whose domain spans each group (`sd->child`).
     child: Option<Level>,
-    /// The CPUs of the groups (`sd->groups`), group after group, the
-    /// local one first: group `i` ends at `group_ends[i]`.
-    group_cpus: Vec<Cpu>,
-    group_ends: Vec<u32>,
-    /// The groups are single CPUs.
-    single_cpu_groups: bool,
+    /// The groups (`sd->groups`): `span`'s groups from `first_group` on,
+    /// the local one first.
+    span: Rc<Span>,
+    first_group: usize,
     /// CPUs spanned (`sd->span_weight`).
     weight: u32,
     /// `sd->imb_numa_nr` (NUMA level, 5.19+).
@@ -184,17 +185,26 @@ impl Domain {
 
     /// How many groups the domain has.
     pub fn nr_groups(&self) -> usize {
-        self.group_ends.len()
+        self.span.nr_groups
     }
 
     /// The CPUs of group `group` (0: the local group).
     pub fn group(&self, group: usize) -> &[Cpu] {
-        let start = if group == 0 {
-            0
-        } else {
-            self.group_ends[group - 1]
-        };
-        &self.group_cpus[start as usize..self.group_ends[group] as usize]
+        let size = self.span.group_size;
+        let start = (self.first_group + group) * size;
+        &self.span.cpus[start..start + size]
+    }
+
+    /// The CPUs of the groups other than the local one.
+    fn others(&self) -> &[Cpu] {
+        let size = self.span.group_size;
+        let start = (self.first_group + 1) * size;
+        &self.span.cpus[start..start + (self.span.nr_groups - 1) * size]
+    }
+
+    /// The groups are single CPUs.
+    fn single_cpu_groups(&self) -> bool {
+        self.span.group_size == 1
     }
 
     /// `SD_PREFER_SIBLING` of the groups (their child domain's flag, set
@@ -215,45 +225,91 @@ fn msecs_to_jiffies(ms: u64, hz: u32) -> u64 {
     (ms * u64::from(hz)).div_ceil(1000)
 }
 
-/// `cpu`'s domains, bottom up (`build_sched_domains()`; a level with one
-/// group is degenerate and left out, as `cpu_attach_domain()` does), with
-/// `hz` ticks a second. Balancing intervals start at the weight and the
-/// last balance at jiffy 0 (`sd_init()`).
-pub fn build_domains(cx: &Ctx, cpu: Cpu, hz: u32) -> Vec<Domain> {
+/// The groups of the domains spanning the same CPUs at one level (a
+/// core, an LLC, a socket, the machine), in the order the kernel links
+/// them from the span's first CPU (`Level::groups()`), twice over. From
+/// any other CPU of the span the kernel's order is a rotation of it (CPUs
+/// are numbered thread by thread, then core by core: tested on every
+/// built-in machine), so each CPU's groups are one slice of it.
+#[derive(Debug)]
+pub struct Span {
+    cpus: Vec<Cpu>,
+    group_size: usize,
+    nr_groups: usize,
+}
+
+impl Span {
+    fn of(cx: &Ctx, level: Level, first: Cpu) -> Self {
+        let groups = level.groups(cx, first);
+        let group_size = groups[0].len();
+        assert!(
+            groups.iter().all(|g| g.len() == group_size),
+            "groups of unequal sizes"
+        );
+        let once = groups.concat();
+        Self {
+            cpus: [once.as_slice(), once.as_slice()].concat(),
+            group_size,
+            nr_groups: groups.len(),
+        }
+    }
+
+    /// The index of the group holding `cpu`.
+    fn group_of(&self, cpu: Cpu) -> usize {
+        let at = self.cpus.iter().position(|&c| c == cpu).unwrap_or(0);
+        at / self.group_size
+    }
+}
+
+/// The first CPU of the span of `cpu`'s domain at `level`.
+fn span_first(cx: &Ctx, level: Level, cpu: Cpu) -> Cpu {
+    match level {
+        Level::Numa => 0,
+        Level::Package => cx.socket_cpus(cx.socket(cpu))[0],
+        Level::Cache => cx.llc_cpus(cx.llc(cpu))[0],
+        Level::Smt => cx.smt_siblings(cpu)[0],
+    }
+}
+
+/// Every CPU's domains, bottom up (`build_sched_domains()`; a level with
+/// one group is degenerate and left out, as `cpu_attach_domain()` does),
+/// with `hz` ticks a second. Balancing intervals start at the weight and
+/// the last balance at jiffy 0 (`sd_init()`).
+pub fn build_domains(cx: &Ctx, hz: u32) -> Vec<Vec<Domain>> {
     // update_max_interval()
     let max_jiffies = (u64::from(hz) * u64::from(cx.nr_cpus()) / 10).max(1);
-    let mut domains: Vec<Domain> = Vec::new();
-    for &level in LEVELS.iter().rev() {
-        let groups = level.groups(cx, cpu);
-        if groups.len() <= 1 {
-            continue;
+    let mut spans: BTreeMap<(usize, Cpu), Rc<Span>> = BTreeMap::new();
+    let mut cpu_domains = |cpu: Cpu| {
+        let mut domains: Vec<Domain> = Vec::new();
+        for &level in LEVELS.iter().rev() {
+            let first = span_first(cx, level, cpu);
+            let span = spans
+                .entry((level as usize, first))
+                .or_insert_with(|| Rc::new(Span::of(cx, level, first)));
+            if span.nr_groups <= 1 {
+                continue;
+            }
+            let mut d = Domain {
+                level,
+                child: domains.last().map(|d| d.level),
+                first_group: span.group_of(cpu),
+                weight: (span.nr_groups * span.group_size) as u32,
+                span: Rc::clone(span),
+                imb_numa_nr: imb_numa_nr(cx, cpu),
+                balance_interval: 0,
+                idle_jiffies: 0,
+                busy_jiffies: 0,
+                hz,
+                max_jiffies,
+                last_balance: 0,
+                nr_balance_failed: 0,
+            };
+            d.reset_interval();
+            domains.push(d);
         }
-        let mut d = Domain {
-            level,
-            child: domains.last().map(|d| d.level),
-            group_cpus: groups.concat(),
-            group_ends: groups
-                .iter()
-                .scan(0, |end, g| {
-                    *end += g.len() as u32;
-                    Some(*end)
-                })
-                .collect(),
-            single_cpu_groups: groups.iter().all(|g| g.len() == 1),
-            weight: groups.iter().map(|g| g.len() as u32).sum(),
-            imb_numa_nr: imb_numa_nr(cx, cpu),
-            balance_interval: 0,
-            idle_jiffies: 0,
-            busy_jiffies: 0,
-            hz,
-            max_jiffies,
-            last_balance: 0,
-            nr_balance_failed: 0,
-        };
-        d.reset_interval();
-        domains.push(d);
-    }
-    domains
+        domains
+    };
+    (0..cx.nr_cpus()).map(&mut cpu_domains).collect()
 }
 
 /// `struct sg_lb_stats` as `update_sg_lb_stats()` fills it, in CPUs
@@ -382,7 +438,7 @@ pub fn find_busiest_group(cx: &Ctx, d: &Domain, idle: CpuIdle) -> Option<Imbalan
 /// `SD_PREFER_SIBLING` (the SMT level), only one running two tasks or more
 /// can be the busiest (`worth_balancing()`).
 pub fn nothing_to_pull(cx: &Ctx, d: &Domain) -> bool {
-    only_overload_counts(d) && !d.group_cpus[1..].iter().any(|&c| cx.nr_running(c) > 1)
+    only_overload_counts(d) && !d.others().iter().any(|&c| cx.nr_running(c) > 1)
 }
 
 /// `find_busiest_group()` from the groups' statistics.
@@ -424,7 +480,7 @@ fn find_busiest_group_stats(cx: &Ctx, d: &Domain, idle: CpuIdle) -> Option<Imbal
 /// idle CPU, running other than one task (and a group without tasks is
 /// never the busiest).
 fn only_overload_counts(d: &Domain) -> bool {
-    !d.prefer_sibling() && d.single_cpu_groups
+    !d.prefer_sibling() && d.single_cpu_groups()
 }
 
 /// The checks of `find_busiest_group()` between the statistics and
@@ -610,7 +666,7 @@ pub fn should_we_balance(cx: &Ctx, d: &Domain, dst: Cpu, idle: CpuIdle) -> bool 
         return version == LinuxVersion::Linux510 || cx.nr_running(dst) == 0;
     }
     // A group of one CPU: it is its first idle CPU, or busy, its first.
-    d.single_cpu_groups || first_balancing_cpu(cx, d, version) == dst
+    d.single_cpu_groups() || first_balancing_cpu(cx, d, version) == dst
 }
 
 /// The CPU of `d`'s local group that balances for it periodically.
@@ -714,15 +770,21 @@ pub fn newidle_pulls_one(version: LinuxVersion) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Machine;
     use crate::engine::{Kernel, TaskPhase};
     use crate::policy::testkit::{busy, guest, kernel};
     use LinuxVersion::{Linux7, Linux510};
 
     const BOTH: [LinuxVersion; 2] = [Linux510, Linux7];
 
+    /// `cpu`'s domains.
+    fn domains(k: &mut Kernel, cpu: Cpu) -> Vec<Domain> {
+        build_domains(&Ctx { k }, 250).swap_remove(cpu as usize)
+    }
+
     /// `cpu`'s domain at `level`.
     fn domain(k: &mut Kernel, cpu: Cpu, level: Level) -> Domain {
-        let domains = build_domains(&Ctx { k }, cpu, 250);
+        let domains = domains(k, cpu);
         domains.into_iter().find(|d| d.level == level).unwrap()
     }
 
@@ -735,6 +797,26 @@ mod tests {
         task.fair.exec_start = ran_ago.map(|ago| k.now - ago);
         k.cpus[cpu as usize].queue.push_back(t);
         t
+    }
+
+    #[test]
+    fn every_cpus_groups_are_those_the_kernel_links_from_it() {
+        for machine in Machine::builtin_names() {
+            let mut k = kernel(machine);
+            let all = build_domains(&Ctx { k: &mut k }, 250);
+            let cx = Ctx { k: &mut k };
+            for (cpu, domains) in (0..).zip(&all) {
+                for d in domains {
+                    let linked: Vec<&[Cpu]> = (0..d.nr_groups()).map(|i| d.group(i)).collect();
+                    assert_eq!(
+                        linked,
+                        d.level.groups(&cx, cpu),
+                        "{machine} {cpu} {:?}",
+                        d.level
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -752,7 +834,7 @@ mod tests {
     #[test]
     fn intervals_start_at_the_weight_double_while_balanced_and_stretch_when_busy() {
         let mut k = guest();
-        let domains = build_domains(&Ctx { k: &mut k }, 0, 250);
+        let domains = domains(&mut k, 0);
         let levels: Vec<Level> = domains.iter().map(|d| d.level).collect();
         assert_eq!(levels, [Level::Smt, Level::Cache, Level::Numa]);
         // 2, 8 and 16 ms at 250 Hz; 16 times longer, less a jiffy, busy.
@@ -868,7 +950,7 @@ mod tests {
         let hot = waiting(&mut k, 0, 0.5, Some(100_000));
         let cold = waiting(&mut k, 0, 0.5, Some(600_000));
         let new = waiting(&mut k, 0, 0.5, None);
-        let domains = build_domains(&Ctx { k: &mut k }, 8, 250);
+        let domains = domains(&mut k, 8);
         let cx = Ctx { k: &mut k };
         for d in &domains {
             // SMT siblings share their caches.
