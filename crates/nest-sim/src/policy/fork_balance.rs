@@ -106,9 +106,15 @@ impl Level {
                 .collect(),
             Level::Smt => cx.smt_siblings(cpu).chunks(1).collect(),
         };
+        // How far after `cpu` the walk meets the group: its first CPU at or
+        // after `cpu` (the CPU lists are ascending), else its first after
+        // wrapping.
         let nr_cpus = cx.nr_cpus();
-        let met_after = |g: &&[Cpu]| g.iter().map(|&c| (c + nr_cpus - cpu) % nr_cpus).min();
-        groups.sort_by_cached_key(met_after);
+        let met_after = |g: &&[Cpu]| {
+            let i = g.partition_point(|&c| c < cpu);
+            g.get(i).map_or(g[0] + nr_cpus - cpu, |&c| c - cpu)
+        };
+        groups.sort_by_key(met_after);
         groups
     }
 }
