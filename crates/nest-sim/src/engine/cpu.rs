@@ -273,7 +273,9 @@ impl Sim<'_> {
             .task_stopping(&mut Ctx { k: &mut self.k }, task, cpu, state);
         self.apply_actions();
         self.k.cpus[cpu as usize].curr = None;
-        self.k.tasks[task as usize].fair.exec_start = Some(self.k.now);
+        if self.balances() {
+            self.k.tasks[task as usize].fair.exec_start = Some(self.k.now);
+        }
         match state {
             PrevState::Blocked => self.k.tasks[task as usize].phase = TaskPhase::Blocked,
             PrevState::Dead => self.exit(task, cpu),
@@ -406,7 +408,9 @@ impl Sim<'_> {
                     self.k.tasks[t as usize].run_start = Some(now);
                 }
                 self.k.mark_used(cpu);
-                self.k.note_running(cpu, true);
+                if self.balances() {
+                    self.k.note_running(cpu, true);
+                }
                 let s = &mut self.k.stats;
                 s.running_now += 1;
                 s.max_running_in_interval = s.max_running_in_interval.max(s.running_now);
@@ -417,7 +421,9 @@ impl Sim<'_> {
                 if let Some(t) = c.curr {
                     stop_task_clock(&mut self.k.tasks[t as usize], now);
                 }
-                self.k.note_running(cpu, false);
+                if self.balances() {
+                    self.k.note_running(cpu, false);
+                }
                 self.k.stats.running_now -= 1;
             }
             _ => {}

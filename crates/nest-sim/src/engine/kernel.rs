@@ -307,7 +307,8 @@ pub struct Kernel {
     /// fully idle, cleared by a wakeup's scan that finds no idle core.
     pub(crate) has_idle_cores: Vec<bool>,
     /// CPUs running a task, as a bit set (bit `cpu % 64` of word
-    /// `cpu / 64`), for the tick's load balancing.
+    /// `cpu / 64`), for the tick's load balancing (kept only when the
+    /// engine balances, as is `llc_running`).
     pub(crate) running_cpus: Vec<u64>,
     /// Per LLC, how many of its CPUs run a task (`nr_busy_cpus`).
     pub(crate) llc_running: Vec<u32>,

@@ -39,7 +39,8 @@ pub struct FairTask {
     /// `recent_used_cpu`: a CPU the task used recently, tried when idle.
     pub recent_used_cpu: Cpu,
     /// `se.exec_start` of a task not running: when it last stopped
-    /// running, ns (`None`: never ran; the kernel's 0).
+    /// running, ns (`None`: never ran, the kernel's 0). Kept only when the
+    /// engine balances load, its one reader.
     pub exec_start: Option<u64>,
 }
 
