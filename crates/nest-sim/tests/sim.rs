@@ -296,7 +296,7 @@ fn overload_is_balanced_onto_idle_cpus() {
     // times (the tasks waiting behind others were just preempted at each
     // tick: cache-hot) or, with none left waiting, more than
     // cache_nice_tries + 2 times (a running task is pushed): 64-80 ms of
-    // this 120 ms run (tests/load_balance.rs). Until 2026-11-27 idle CPUs
+    // this 130 ms run (tests/load_balance.rs). Until 2026-11-27 idle CPUs
     // pulled at every tick, and the run took under a fifth of the piled
     // one's time.
     let m = machine("test-guest-2s");
