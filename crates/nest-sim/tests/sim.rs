@@ -290,8 +290,15 @@ fn baseline_fork_spreads_children_over_idle_cores() {
 
 #[test]
 fn overload_is_balanced_onto_idle_cpus() {
-    // S_local piles every task onto CPU 0; the kernel's balancing must
-    // spread them so the run takes about as long as on a fair machine.
+    // S_local piles every task onto CPU 0; the kernel's balancing spreads
+    // them. Over the socket within a few ticks, but onto the other socket
+    // only once its NUMA balance has failed more than cache_nice_tries
+    // times (the tasks waiting behind others were just preempted at each
+    // tick: cache-hot) or, with none left waiting, more than
+    // cache_nice_tries + 2 times (a running task is pushed): 64-80 ms of
+    // this 130 ms run (tests/load_balance.rs). Until 2026-11-27 idle CPUs
+    // pulled at every tick, and the run took under a fifth of the piled
+    // one's time.
     let m = machine("test-guest-2s");
     let text = r#"{"tasks": {
         "parent": {"fork0": "w", "fork1": "w", "fork2": "w", "fork3": "w", "fork4": "w",
@@ -303,18 +310,21 @@ fn overload_is_balanced_onto_idle_cpus() {
     let mut cfg = SimConfig::new(m.clone(), Governor::Performance, 1);
     cfg.load_balance = false;
     let piled = nest_sim::run(cfg, &w, &mut slocal).unwrap();
-    // 8 tasks x 100 ms of work at nominal: about 8 times longer on one CPU
-    // (less turbo headroom with 8 active cores narrows the gap somewhat).
+    // 8 tasks x 100 ms of work at nominal: 8 times longer on one CPU than
+    // on 8 cores; on the 4 cores of one socket, their SMT threads sharing
+    // each core, a little over 3 times.
     let ratio = piled.completion_ns as f64 / balanced.completion_ns as f64;
     assert!(
-        ratio > 5.0,
+        ratio > 3.0,
         "piled {} ns, balanced {} ns",
         piled.completion_ns,
         balanced.completion_ns
     );
-    // No CPU idles for a whole tick while a task waits: total wait is small.
-    let wait_ms = balanced.total_wait_ns() as f64 / 1e6;
-    assert!(wait_ms < 8.0 * 8.0, "waited {wait_ms} ms");
+    let sockets: BTreeSet<u32> = (balanced.trace.as_ref().unwrap().events.iter())
+        .filter(|e| matches!(e.kind, EventKind::Switch { next, .. } if next != 0))
+        .map(|e| m.topology().cpus[e.cpu as usize].socket)
+        .collect();
+    assert_eq!(sockets.len(), 2, "the other socket got a task");
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! CPUs: enqueueing, context switches, run segments, idling, warm spinning
-//! and the kernel's load balancing.
+//! CPUs: enqueueing, context switches, run segments, idling and warm
+//! spinning.
 
 use nest_trace::{Cpu, EventKind, PrevState};
 
@@ -44,7 +44,7 @@ impl Sim<'_> {
 
     /// Enqueues `task`, runnable since `since` (earlier than now when it is
     /// moved from another run queue).
-    fn enqueue_since(&mut self, task: u32, cpu: Cpu, since: u64) {
+    pub(super) fn enqueue_since(&mut self, task: u32, cpu: Cpu, since: u64) {
         let t = &mut self.k.tasks[task as usize];
         t.phase = TaskPhase::Queued(cpu);
         t.enqueued_at = since;
@@ -273,6 +273,9 @@ impl Sim<'_> {
             .task_stopping(&mut Ctx { k: &mut self.k }, task, cpu, state);
         self.apply_actions();
         self.k.cpus[cpu as usize].curr = None;
+        if self.balances() {
+            self.k.tasks[task as usize].fair.exec_start = Some(self.k.now);
+        }
         match state {
             PrevState::Blocked => self.k.tasks[task as usize].phase = TaskPhase::Blocked,
             PrevState::Dead => self.exit(task, cpu),
@@ -292,7 +295,10 @@ impl Sim<'_> {
             self.k.tasks[next as usize].phase = TaskPhase::Queued(cpu);
             return self.switch_to(cpu, next, Some((task, state)));
         }
-        if let Some(next) = self.newidle_pull(cpu) {
+        if self.newidle_balance(cpu)
+            && let Some(next) = self.k.cpus[cpu as usize].queue.pop_front()
+        {
+            self.k.nr_queued -= 1;
             return self.switch_to(cpu, next, Some((task, state)));
         }
         let pid = Kernel::pid(task);
@@ -402,6 +408,9 @@ impl Sim<'_> {
                     self.k.tasks[t as usize].run_start = Some(now);
                 }
                 self.k.mark_used(cpu);
+                if self.balances() {
+                    self.k.note_running(cpu, true);
+                }
                 let s = &mut self.k.stats;
                 s.running_now += 1;
                 s.max_running_in_interval = s.max_running_in_interval.max(s.running_now);
@@ -411,6 +420,9 @@ impl Sim<'_> {
                 c.run_since = None;
                 if let Some(t) = c.curr {
                     stop_task_clock(&mut self.k.tasks[t as usize], now);
+                }
+                if self.balances() {
+                    self.k.note_running(cpu, false);
                 }
                 self.k.stats.running_now -= 1;
             }
@@ -457,72 +469,6 @@ impl Sim<'_> {
     fn enqueue_moved(&mut self, task: u32, cpu: Cpu) {
         let since = self.k.tasks[task as usize].enqueued_at;
         self.enqueue_since(task, cpu, since);
-    }
-
-    /// Does the engine balance load? Not for a policy that owns its
-    /// queues: it balances through them, as sched_ext schedulers do.
-    fn balances(&self) -> bool {
-        self.k.cfg.load_balance && !self.owns_queues
-    }
-
-    /// Newly-idle balancing: take a queued task from the nearest CPU that
-    /// has one (same core, then LLC, then socket, then any).
-    fn newidle_pull(&mut self, cpu: Cpu) -> Option<u32> {
-        if !self.balances() || self.k.nr_queued == 0 {
-            return None;
-        }
-        let from = self.busiest_near(cpu)?;
-        let task = self.k.cpus[from as usize].queue.pop_back()?;
-        self.k.nr_queued -= 1;
-        Some(task)
-    }
-
-    /// The CPU with the most queued tasks, nearest to `cpu` first.
-    fn busiest_near(&self, cpu: Cpu) -> Option<Cpu> {
-        let k = &self.k;
-        let me = &k.topo.cpus[cpu as usize];
-        let distance = |c: Cpu| {
-            let p = &k.topo.cpus[c as usize];
-            if p.core == me.core {
-                0
-            } else if p.llc == me.llc {
-                1
-            } else if p.socket == me.socket {
-                2
-            } else {
-                3
-            }
-        };
-        (0..k.cpus.len() as u32)
-            .filter(|&c| c != cpu && !k.cpus[c as usize].queue.is_empty())
-            .min_by_key(|&c| {
-                (
-                    distance(c),
-                    std::cmp::Reverse(k.cpus[c as usize].queue.len()),
-                    c,
-                )
-            })
-    }
-
-    /// Periodic balancing at a tick: every idle CPU pulls a queued task.
-    pub(crate) fn periodic_balance(&mut self) {
-        if !self.balances() {
-            return;
-        }
-        for cpu in 0..self.k.cpus.len() as u32 {
-            if self.k.nr_queued == 0 {
-                return;
-            }
-            if !self.k.is_idle(cpu) {
-                continue;
-            }
-            if let Some(from) = self.busiest_near(cpu)
-                && let Some(task) = self.k.cpus[from as usize].queue.pop_back()
-            {
-                self.k.nr_queued -= 1;
-                self.enqueue_moved(task, cpu);
-            }
-        }
     }
 }
 

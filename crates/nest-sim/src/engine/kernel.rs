@@ -306,6 +306,12 @@ pub struct Kernel {
     /// Per LLC, `sd_llc_shared->has_idle_cores`: set when a core goes
     /// fully idle, cleared by a wakeup's scan that finds no idle core.
     pub(crate) has_idle_cores: Vec<bool>,
+    /// CPUs running a task, as a bit set (bit `cpu % 64` of word
+    /// `cpu / 64`), for the tick's load balancing (kept only when the
+    /// engine balances, as is `llc_running`).
+    pub(crate) running_cpus: Vec<u64>,
+    /// Per LLC, how many of its CPUs run a task (`nr_busy_cpus`).
+    pub(crate) llc_running: Vec<u32>,
 }
 
 impl Kernel {
@@ -347,6 +353,8 @@ impl Kernel {
         };
         let cpus = vec![cpu; topo.nr_cpus()];
         let has_idle_cores = vec![true; llc_cpus.len()];
+        let llc_running = vec![0; llc_cpus.len()];
+        let running_cpus = vec![0; topo.nr_cpus().div_ceil(64)];
         let core_idle = vec![CoreIdle::new(machine.power.deepest_idle_index()); nr_cores];
         let band_edges = machine.band_edges_mhz();
         let per_socket = machine.cores_per_socket as usize;
@@ -396,6 +404,8 @@ impl Kernel {
             retick: Vec::new(),
             used_cpus: Vec::new(),
             has_idle_cores,
+            running_cpus,
+            llc_running,
             cfg,
         }
     }
@@ -413,6 +423,38 @@ impl Kernel {
                     Ev::WakeTask { .. } | Ev::Timer { .. } | Ev::SpinEnd { .. }
                 )
             })
+    }
+
+    /// `cpu` starts (`on`) or stops running a task.
+    pub(crate) fn note_running(&mut self, cpu: Cpu, on: bool) {
+        let bit = 1u64 << (cpu % 64);
+        let word = &mut self.running_cpus[cpu as usize / 64];
+        let llc = &mut self.llc_running[self.topo.cpus[cpu as usize].llc as usize];
+        if on {
+            *word |= bit;
+            *llc += 1;
+        } else {
+            *word &= !bit;
+            *llc -= 1;
+        }
+    }
+
+    /// The first CPU after `after` (from 0 with `None`) whose bit in
+    /// `running_cpus` is `running`.
+    pub(crate) fn next_cpu(&self, after: Option<Cpu>, running: bool) -> Option<Cpu> {
+        let n = self.cpus.len() as u32;
+        let mut from = after.map_or(0, |c| c + 1);
+        while from < n {
+            let word = self.running_cpus[from as usize / 64];
+            let word = if running { word } else { !word };
+            let rest = word >> (from % 64);
+            if rest != 0 {
+                let cpu = from + rest.trailing_zeros();
+                return (cpu < n).then_some(cpu);
+            }
+            from = (from / 64 + 1) * 64;
+        }
+        None
     }
 
     /// Makes the frequency step visit `cpu`'s core.

@@ -6,10 +6,11 @@
 //!
 //! Split by concern: `kernel` holds the simulated machine and task state
 //! that policies may read; `task` interprets task programs; `cpu` does
-//! context switches, idling, warm spinning and load balancing; `idle` the
-//! cores' idle states; `step` runs the periodic frequency step, tick and
-//! accounting.
+//! context switches, idling and warm spinning; `balance` the kernel's load
+//! balancing; `idle` the cores' idle states; `step` runs the periodic
+//! frequency step, tick and accounting.
 
+mod balance;
 mod cpu;
 mod idle;
 mod kernel;
@@ -20,6 +21,7 @@ mod task;
 use anyhow::{Result, bail};
 use nest_trace::{Event, EventKind, Trace};
 
+use balance::Balancer;
 pub use kernel::{Action, Interval, Kernel, TaskPhase, TaskStats};
 use queue::{Key, key_time};
 
@@ -101,6 +103,9 @@ pub struct Sim<'p> {
     pub(crate) policy: &'p mut dyn Policy,
     /// The policy keeps its own queues ([`Policy::owns_queues`]).
     pub(crate) owns_queues: bool,
+    /// The kernel's load balancing state (empty when the engine does not
+    /// balance).
+    pub(crate) lb: Balancer,
 }
 
 impl<'p> Sim<'p> {
@@ -108,10 +113,19 @@ impl<'p> Sim<'p> {
         if workload.nr_initial_tasks() == 0 {
             bail!("workload `{}` starts no task", workload.name);
         }
+        let mut k = Kernel::new(cfg, workload);
+        let owns_queues = policy.owns_queues();
+        let lb = if k.cfg.load_balance && !owns_queues {
+            let hz = k.cfg.tick_hz;
+            Balancer::new(&Ctx { k: &mut k }, hz)
+        } else {
+            Balancer::default()
+        };
         Ok(Self {
-            k: Kernel::new(cfg, workload),
-            owns_queues: policy.owns_queues(),
+            k,
+            owns_queues,
             policy,
+            lb,
         })
     }
 

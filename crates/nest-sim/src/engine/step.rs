@@ -219,6 +219,7 @@ impl Sim<'_> {
     /// The scheduler tick on every CPU.
     pub(crate) fn tick(&mut self) {
         let now = self.k.now;
+        self.lb.tick();
         self.close_interval();
         if self.k.deadlocked() {
             self.k.deadlock = true;
@@ -229,7 +230,7 @@ impl Sim<'_> {
             self.tick_preempt();
         }
         self.refresh_tick_mhz();
-        self.periodic_balance();
+        self.tick_balance();
         for cpu in 0..self.k.cpus.len() as Cpu {
             self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
             self.apply_actions();

@@ -6,8 +6,10 @@
 //! - **wakeup** (`wake_wide`, `wake_affine`, `select_idle_sibling`):
 //!   [`super::wakeup`].
 //!
-//! Load balancing (periodic and newly-idle) is the engine's, since it is the
-//! kernel's and applies under every placement policy.
+//! Load balancing (periodic and newly-idle): the rules are
+//! `policy/load_balance.rs`; the engine runs them (`engine/balance.rs`)
+//! under every placement policy that uses its run queues, since they are
+//! the kernel's.
 
 use nest_trace::Cpu;
 

@@ -39,7 +39,7 @@ pub enum LinuxVersion {
 
 /// A level of the scheduling-domain hierarchy, top down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Level {
+pub(crate) enum Level {
     /// The machine; groups are sockets (NUMA nodes).
     Numa,
     /// A socket; groups are its last-level caches.
@@ -50,23 +50,43 @@ enum Level {
     Smt,
 }
 
-const LEVELS: [Level; 4] = [Level::Numa, Level::Package, Level::Cache, Level::Smt];
+/// The levels, top down.
+pub(crate) const LEVELS: [Level; 4] = [Level::Numa, Level::Package, Level::Cache, Level::Smt];
 
 impl Level {
     /// `sd->imbalance_pct` (`sd_init()` in kernel/sched/topology.c).
-    fn imbalance_pct(self) -> f64 {
+    pub(crate) fn imbalance_pct(self) -> f64 {
         match self {
             Level::Smt => 110.0,
             _ => 117.0,
         }
     }
 
-    /// The groups of this level's domain around `cpu`: the local group
-    /// first, the others in CPU order from `cpu` on, wrapping, as
-    /// `build_sched_groups()` links them (`for_each_cpu_wrap` from `cpu`).
-    /// Borrowed from the kernel's precomputed CPU lists: forks are
-    /// frequent and must not allocate per CPU.
-    fn groups<'a>(self, cx: &'a Ctx, cpu: Cpu) -> Vec<&'a [Cpu]> {
+    /// `sd->cache_nice_tries` (`sd_init()`): failed balances after which a
+    /// cache-hot task may be moved anyway; 0 between SMT siblings, 1 in
+    /// an LLC (`SD_SHARE_LLC`) and at the package level, 2 across NUMA
+    /// nodes.
+    pub(crate) fn cache_nice_tries(self) -> u32 {
+        match self {
+            Level::Smt => 0,
+            Level::Cache | Level::Package => 1,
+            Level::Numa => 2,
+        }
+    }
+
+    /// Does the domain share a last-level cache (`SD_SHARE_LLC`, called
+    /// `SD_SHARE_PKG_RESOURCES` before 6.10)? The SMT and LLC levels do.
+    pub(crate) fn shares_llc(self) -> bool {
+        matches!(self, Level::Smt | Level::Cache)
+    }
+
+    /// The groups of this level's domain around `cpu`, in the order
+    /// `build_sched_groups()` links them: walking the domain's CPUs from
+    /// `cpu` on, wrapping (`for_each_cpu_wrap`), each group where its first
+    /// CPU is met, so the local group comes first. Borrowed from the
+    /// kernel's precomputed CPU lists: forks are frequent and must not
+    /// allocate per CPU.
+    pub(crate) fn groups<'a>(self, cx: &'a Ctx, cpu: Cpu) -> Vec<&'a [Cpu]> {
         let first_of = |cpus: &[Cpu], c: Cpu| cpus.first() == Some(&c);
         let mut groups: Vec<&[Cpu]> = match self {
             Level::Numa => (0..cx.topology().nr_sockets() as u32)
@@ -86,12 +106,15 @@ impl Level {
                 .collect(),
             Level::Smt => cx.smt_siblings(cpu).chunks(1).collect(),
         };
+        // How far after `cpu` the walk meets the group: its first CPU at or
+        // after `cpu` (the CPU lists are ascending), else its first after
+        // wrapping.
         let nr_cpus = cx.nr_cpus();
-        groups.sort_by_key(|g| {
-            let local = g.contains(&cpu);
-            let first = g.first().copied().unwrap_or(cpu);
-            (!local, (first + nr_cpus - cpu) % nr_cpus)
-        });
+        let met_after = |g: &&[Cpu]| {
+            let i = g.partition_point(|&c| c < cpu);
+            g.get(i).map_or(g[0] + nr_cpus - cpu, |&c| c - cpu)
+        };
+        groups.sort_by_key(met_after);
         groups
     }
 }
@@ -100,9 +123,12 @@ impl Level {
 /// the simulator cannot produce (misfit, asym packing, imbalanced) are left
 /// out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum GroupType {
+pub(crate) enum GroupType {
     HasSpare,
     FullyBusy,
+    /// A core whose SMT threads both run tasks, seen by an idle CPU's
+    /// load balancing (6.19, not 5.10; never at fork).
+    SmtBalance,
     Overloaded,
 }
 
@@ -132,19 +158,32 @@ impl GroupStats {
             nr_running,
             util,
             avg_load: f64::from(nr_running) / weight,
-            kind: classify(nr_running, weight, util, imbalance_pct),
+            kind: classify(nr_running, weight, util, util, imbalance_pct),
         }
     }
 }
 
 /// `group_classify()`, with `group_is_overloaded()` and
-/// `group_has_capacity()` (runnable average taken as the utilisation).
-fn classify(nr_running: u32, weight: f64, util: f64, imbalance_pct: f64) -> GroupType {
+/// `group_has_capacity()`: `weight` CPUs of capacity 1 running
+/// `nr_running` tasks, with utilisation and runnable average in CPUs (the
+/// fork path passes the utilisation as the runnable average).
+pub(crate) fn classify(
+    nr_running: u32,
+    weight: f64,
+    util: f64,
+    runnable: f64,
+    imbalance_pct: f64,
+) -> GroupType {
     let nr = f64::from(nr_running);
-    if nr > weight && weight * 100.0 < util * imbalance_pct {
+    if nr < weight {
+        return GroupType::HasSpare;
+    }
+    let util_high = weight * 100.0 < util * imbalance_pct;
+    let runnable_high = weight * imbalance_pct < runnable * 100.0;
+    if nr > weight && (util_high || runnable_high) {
         return GroupType::Overloaded;
     }
-    if nr < weight || weight * 100.0 > util * imbalance_pct {
+    if !runnable_high && weight * 100.0 > util * imbalance_pct {
         return GroupType::HasSpare;
     }
     GroupType::FullyBusy
@@ -156,7 +195,10 @@ fn idler(candidate: &GroupStats, idlest: &GroupStats) -> bool {
         return candidate.kind < idlest.kind;
     }
     match candidate.kind {
-        GroupType::Overloaded | GroupType::FullyBusy => candidate.avg_load < idlest.avg_load,
+        // (No SmtBalance at fork: `update_sg_wakeup_stats()` never sets it.)
+        GroupType::Overloaded | GroupType::FullyBusy | GroupType::SmtBalance => {
+            candidate.avg_load < idlest.avg_load
+        }
         // Most idle CPUs, then the lowest utilisation (since v5.9).
         GroupType::HasSpare => {
             candidate.idle_cpus > idlest.idle_cpus
@@ -169,7 +211,7 @@ fn idler(candidate: &GroupStats, idlest: &GroupStats) -> bool {
 /// kernel/sched/topology.c, 5.19+): the domain just above the LLC allows
 /// one task per LLC it spans, or an eighth of its CPUs when it spans one
 /// LLC (`span_weight >> 3`), at least 1. One NUMA level: factor 1.
-fn imb_numa_nr(cx: &Ctx, cpu: Cpu) -> u32 {
+pub(crate) fn imb_numa_nr(cx: &Ctx, cpu: Cpu) -> u32 {
     let socket = cx.socket_cpus(cx.socket(cpu)).len() as u32;
     let llc = cx.llc_cpus(cx.llc(cpu)).len() as u32;
     let nr_llcs = socket / llc.max(1);
@@ -227,7 +269,7 @@ fn find_idlest_group(
         return (local.kind > idlest.kind).then_some(index);
     }
     let stay = match local.kind {
-        GroupType::Overloaded | GroupType::FullyBusy => {
+        GroupType::Overloaded | GroupType::FullyBusy | GroupType::SmtBalance => {
             let imbalance = (pct - 100.0) / 100.0;
             idlest.avg_load >= local.avg_load + imbalance
                 || 100.0 * local.avg_load <= pct * idlest.avg_load

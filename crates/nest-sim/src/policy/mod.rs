@@ -10,8 +10,11 @@ pub mod baseline;
 mod dsq;
 pub mod ext_idle;
 pub mod fork_balance;
+pub(crate) mod load_balance;
 pub mod nest;
 pub mod smove;
+#[cfg(test)]
+mod testkit;
 pub mod wakeup;
 
 use nest_trace::{Cpu, Nest, PrevState, Topology};
@@ -203,6 +206,12 @@ impl Ctx<'_> {
     /// What the fair scheduler keeps of `task` for wakeups.
     pub fn fair_task(&mut self, task: TaskId) -> &mut wakeup::FairTask {
         &mut self.k.tasks[task as usize].fair
+    }
+
+    /// When `task` last stopped running (`se.exec_start`), ns; `None` if
+    /// it never ran.
+    pub fn exec_start(&self, task: TaskId) -> Option<u64> {
+        self.k.tasks[task as usize].fair.exec_start
     }
 
     /// `test_idle_cores()`: may LLC `llc` have a fully idle core?

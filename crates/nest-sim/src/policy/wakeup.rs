@@ -25,7 +25,8 @@ use super::ext_idle::core_free;
 use super::fork_balance::LinuxVersion;
 use super::{Ctx, TaskId};
 
-/// What the fair scheduler keeps per task for wakeups (`task_struct`).
+/// What the fair scheduler keeps per task for wakeups and load balancing
+/// (`task_struct`, `sched_entity`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FairTask {
     /// `wakee_flips`: how often this task, waking others, changed wakee;
@@ -37,6 +38,10 @@ pub struct FairTask {
     pub last_wakee: Option<TaskId>,
     /// `recent_used_cpu`: a CPU the task used recently, tried when idle.
     pub recent_used_cpu: Cpu,
+    /// `se.exec_start` of a task not running: when it last stopped
+    /// running, ns (`None`: never ran, the kernel's 0). Kept only when the
+    /// engine balances load, its one reader.
+    pub exec_start: Option<u64>,
 }
 
 impl FairTask {
@@ -48,6 +53,7 @@ impl FairTask {
             wakee_flip_decay_ts: 0,
             last_wakee: None,
             recent_used_cpu: cpu,
+            exec_start: None,
         }
     }
 }
@@ -147,12 +153,18 @@ fn wake_affine_idle(cx: &Ctx, this: Cpu, prev: Cpu, sync: bool) -> Option<Cpu> {
 /// for a nice-0 task always runnable).
 const LOAD_SCALE: f64 = 1024.0;
 
-/// `cpu_load()`: the CPU's PELT load. Approximated by the engine's
-/// utilisation (running time, blocked tasks included) plus a full task's
-/// load for each task waiting in the run queue (runnable, not running).
-fn cpu_load(cx: &Ctx, cpu: Cpu) -> i64 {
+/// The CPU's PELT load (`cpu_load()`), also taken as its runnable average
+/// (`cpu_runnable()`), in CPUs: the engine's utilisation (running time,
+/// blocked tasks included) plus a full task's load for each task waiting
+/// in the run queue (runnable, not running).
+pub(crate) fn runnable_load(cx: &Ctx, cpu: Cpu) -> f64 {
     let waiting = cx.nr_running(cpu).saturating_sub(1);
-    ((cx.util(cpu) + f64::from(waiting)) * LOAD_SCALE).round() as i64
+    cx.util(cpu) + f64::from(waiting)
+}
+
+/// `cpu_load()` in the kernel's fixed point.
+fn cpu_load(cx: &Ctx, cpu: Cpu) -> i64 {
+    (runnable_load(cx, cpu) * LOAD_SCALE).round() as i64
 }
 
 /// `task_h_load()`: the task's load, approximated by its utilisation
@@ -395,44 +407,10 @@ fn first_idle_thread(cx: &Ctx, cpu: Cpu) -> Option<Cpu> {
 mod tests {
     use super::*;
     use crate::engine::Kernel;
-    use crate::workload::builtin;
-    use crate::{Governor, Machine, SimConfig};
+    use crate::policy::testkit::{busy, guest, guest_busy_but};
     use LinuxVersion::{Linux7, Linux510};
 
     const BOTH: [LinuxVersion; 2] = [Linux510, Linux7];
-
-    /// The 2 sockets x 4 cores x 2 threads guest: LLC 0 (socket 0) holds
-    /// CPUs 0-3 and their SMT siblings 8-11, LLC 1 CPUs 4-7 and 12-15.
-    fn guest() -> Kernel {
-        let m = Machine::builtin("test-guest-2s").unwrap();
-        let w = builtin::build("configure", m.nr_cores()).unwrap();
-        Kernel::new(SimConfig::new(m, Governor::Performance, 1), &w)
-    }
-
-    /// Runs a new task of utilisation `util` on each of `cpus`.
-    fn busy(k: &mut Kernel, cpus: &[Cpu], util: f64) {
-        for &c in cpus {
-            let t = k.test_task(c, util);
-            k.cpus[c as usize].curr = Some(t);
-            k.cpus[c as usize].util = util;
-        }
-    }
-
-    /// The CPUs of `llc` but `idle`.
-    fn llc_but(k: &Kernel, llc: usize, idle: &[Cpu]) -> Vec<Cpu> {
-        let cpus = k.llc_cpus[llc].iter().copied();
-        cpus.filter(|c| !idle.contains(c)).collect()
-    }
-
-    /// A guest whose CPUs all run a task of utilisation `util` but `idle`.
-    fn guest_busy_but(idle: &[Cpu], util: f64) -> Kernel {
-        let mut k = guest();
-        for llc in 0..2 {
-            let cpus = llc_but(&k, llc, idle);
-            busy(&mut k, &cpus, util);
-        }
-        k
-    }
 
     /// Where `task`, last on `prev`, goes when woken from `waker`.
     fn wake(
