@@ -509,7 +509,7 @@ fn record_in_guest(
         .map(|&scheduler| Recording { kernel, scheduler })
         .collect();
     let lib = if schedulers.contains(&Scheduler::ScxNest) {
-        Some(find_repo_file(GUEST_LIB)?)
+        Some(guest_lib()?)
     } else {
         None
     };
@@ -549,20 +549,28 @@ fn record_in_guest(
 /// waits until it is attached, and stops it, as the VM tests do.
 const GUEST_LIB: &str = "tests/vm/lib.sh";
 
+/// The text of [`GUEST_LIB`]. The script carries it rather than sourcing
+/// it: the guest sees the repository only if it is on a path the guest
+/// shares (a clone under /tmp is hidden by the guest's own tmpfs).
+fn guest_lib() -> Result<String> {
+    let path = find_repo_file(GUEST_LIB)?;
+    std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+}
+
 /// The guest's bash script: records every workload under each recording's
 /// scheduler, in order, into its trace; stops at the first failure
-/// (`bin`: where nest, nest-load and scx_nest are; `lib`: [`GUEST_LIB`],
-/// needed for scx_nest).
+/// (`bin`: where nest, nest-load and scx_nest are; `lib`: the text of
+/// [`GUEST_LIB`], needed for scx_nest).
 fn guest_script(
     out: &Path,
     bin: &Path,
-    lib: Option<&Path>,
+    lib: Option<&str>,
     recordings: &[Recording],
     workloads: &[Workload],
 ) -> String {
     let mut script = format!("set -u\nbin={}\n", shell_quote(&bin.to_string_lossy()));
     if let Some(lib) = lib {
-        script.push_str(&format!(". {}\n", shell_quote(&lib.to_string_lossy())));
+        script.push_str(&format!("# {GUEST_LIB}\n{lib}\n"));
     }
     for &recording in recordings {
         let records: Vec<String> = workloads
@@ -980,7 +988,7 @@ mod tests {
         let script = guest_script(
             Path::new("/o"),
             Path::new("/b"),
-            Some(Path::new("/r/tests/vm/lib.sh")),
+            Some("with_scx_nest() { :; }"),
             &[LINUX_7_DEFAULT, LINUX_7_SCX_NEST],
             &[Workload::Chain, Workload::Batch],
         );
@@ -992,7 +1000,7 @@ mod tests {
         let chain = "churn --count 40 --work-us 20000";
         let batch = "batch --tasks 16 --work-ms 200";
         let expected = format!(
-            "set -u\nbin=/b\n. /r/tests/vm/lib.sh\n\
+            "set -u\nbin=/b\n# tests/vm/lib.sh\nwith_scx_nest() {{ :; }}\n\
              {} || exit 1\n{} || exit 1\n\
              record_under_scx_nest() {{\n{} &&\n{}\n}}\n\
              with_scx_nest record_under_scx_nest || exit 1\n",
@@ -1092,8 +1100,7 @@ mod tests {
 
     #[test]
     fn the_guest_library_defines_what_the_script_calls() {
-        let lib = find_repo_file(GUEST_LIB).unwrap();
-        let text = std::fs::read_to_string(lib).unwrap();
+        let text = guest_lib().unwrap();
         assert!(
             text.contains("\nwith_scx_nest() {\n"),
             "no with_scx_nest in {GUEST_LIB}"
