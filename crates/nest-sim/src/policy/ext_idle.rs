@@ -213,18 +213,8 @@ pub(super) fn core_free(cx: &Ctx, cpu: Cpu, free: &impl Fn(Cpu) -> bool) -> bool
 #[cfg(test)]
 mod tests {
     use super::ExtIdle;
-    use crate::engine::Kernel;
     use crate::policy::Ctx;
-    use crate::workload::builtin;
-    use crate::{Governor, Machine, SimConfig};
-
-    /// The 2 sockets x 4 cores x 2 threads guest: CPUs 0-7 are the first
-    /// threads (socket 0: 0-3, socket 1: 4-7), 8-15 their siblings.
-    fn guest() -> Kernel {
-        let m = Machine::builtin("test-guest-2s").unwrap();
-        let w = builtin::build("configure", m.nr_cores()).unwrap();
-        Kernel::new(SimConfig::new(m, Governor::Performance, 1), &w)
-    }
+    use crate::policy::testkit::guest;
 
     fn idle_except(busy: &[u32]) -> impl Fn(u32) -> bool + '_ {
         move |c| !busy.contains(&c)

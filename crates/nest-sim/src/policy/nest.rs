@@ -133,11 +133,17 @@ impl Nest {
 /// The C policy's state of `task`, created on first use. Borrows only the
 /// task table, so the policy itself stays usable beside it.
 pub(super) fn task_state(tasks: &mut Vec<TaskState>, task: TaskId) -> &mut TaskState {
+    per_task(tasks, task, TaskState::new)
+}
+
+/// `task`'s entry of a table indexed by task id, created with `new` (with
+/// those of the ids before it) on first use.
+fn per_task<T>(table: &mut Vec<T>, task: TaskId, new: impl FnMut() -> T) -> &mut T {
     let i = task as usize;
-    if tasks.len() <= i {
-        tasks.resize_with(i + 1, TaskState::new);
+    if table.len() <= i {
+        table.resize_with(i + 1, new);
     }
-    &mut tasks[i]
+    &mut table[i]
 }
 
 /// The default placement a C policy's host falls back to.
@@ -306,11 +312,7 @@ impl Platform for SimPlatform<'_, '_> {
 
 /// The task's host state, created on first use.
 fn hosted(hosted: &mut Vec<Hosted>, task: TaskId) -> &mut Hosted {
-    let i = task as usize;
-    if hosted.len() <= i {
-        hosted.resize(i + 1, Hosted::default());
-    }
-    &mut hosted[i]
+    per_task(hosted, task, Hosted::default)
 }
 
 /// Is `cpu` idle for sched_ext (in its idle mask: not between two tasks)?
@@ -648,24 +650,7 @@ mod tests {
     use super::*;
     use crate::engine::Kernel;
     use crate::policy::ext_idle::ExtIdle;
-    use crate::workload::builtin;
-    use crate::{Governor, Machine, SimConfig};
-
-    /// The 2 sockets x 4 cores x 2 threads guest: LLC 0 holds CPUs 0-3 and
-    /// their siblings 8-11, LLC 1 CPUs 4-7 and 12-15.
-    fn guest() -> Kernel {
-        let m = Machine::builtin("test-guest-2s").unwrap();
-        let w = builtin::build("configure", m.nr_cores()).unwrap();
-        Kernel::new(SimConfig::new(m, Governor::Schedutil, 1), &w)
-    }
-
-    /// Runs a task on each of `cpus`.
-    fn busy(k: &mut Kernel, cpus: &[Cpu]) {
-        for &c in cpus {
-            let t = k.test_task(c, 1.0);
-            k.cpus[c as usize].curr = Some(t);
-        }
-    }
+    use crate::policy::testkit::{busy, guest};
 
     fn params() -> Params {
         Params {
@@ -733,7 +718,7 @@ mod tests {
         // Nothing in the nests yet: a new task forked on CPU 1, whose
         // sibling 9 is busy, takes a whole idle core of CPU 1's LLC.
         let mut k = guest();
-        busy(&mut k, &[9]);
+        busy(&mut k, &[9], 1.0);
         let task = k.test_task(1, 0.0);
         let mut nest = host(&k);
         let mut cx = Ctx { k: &mut k };
@@ -758,7 +743,7 @@ mod tests {
         for (own, other) in [(0, 3), (1, 2), (1, 4), (2, 0)] {
             let mut k = guest();
             let all_but_0: Vec<Cpu> = (1..16).collect();
-            busy(&mut k, &all_but_0);
+            busy(&mut k, &all_but_0, 1.0);
             let mut nest = host(&k);
             let mut cx = Ctx { k: &mut k };
             let mut heads = [None; 2];
