@@ -315,6 +315,11 @@ fn hosted(hosted: &mut Vec<Hosted>, task: TaskId) -> &mut Hosted {
     per_task(hosted, task, Hosted::default)
 }
 
+/// The task's host state as it stands (all unset before first use).
+fn hosted_now(hosted: &[Hosted], task: TaskId) -> Hosted {
+    hosted.get(task as usize).copied().unwrap_or_default()
+}
+
 /// Is `cpu` idle for sched_ext (in its idle mask: not between two tasks)?
 fn idle_for_kick(cx: &Ctx, cpu: Cpu) -> bool {
     cx.is_idle(cpu) && !cx.switching(cpu)
@@ -391,7 +396,7 @@ impl Nest {
     /// `consume_own_llc()`: the first task of `cpu`'s LLC queue `llc`,
     /// unless one of the next few ran here last and is not much later.
     fn take_own(&mut self, cpu: Cpu, llc: u32) -> Option<TaskId> {
-        let head = self.queues.head(llc)?;
+        let (head, first) = self.queues.front(llc).next()?;
         let local = self
             .queues
             .front(llc)
@@ -401,8 +406,7 @@ impl Nest {
                 let state = &self.tasks[task as usize];
                 self.policy.prefer_queued(cpu, head, state)
             });
-        let first = self.queues.front(llc).next().map(|(_, task)| task);
-        local.or(first).map(|task| self.take(task))
+        Some(self.take(local.unwrap_or(first)))
     }
 
     /// `consume_starving()`: a task of LLC queue `llc` that has waited too
@@ -414,7 +418,7 @@ impl Nest {
         let scan = if sweep { usize::MAX } else { STARVE_SCAN };
         let hosted = &self.hosted;
         let starving = self.queues.back(llc).take(scan).find(|&task| {
-            let queued_ns = hosted.get(task as usize).map_or(0, |h| h.queued_ns);
+            let queued_ns = hosted_now(hosted, task).queued_ns;
             self.policy.starving(queued_ns, now)
         })?;
         Some(self.take(starving))
@@ -426,10 +430,7 @@ impl Nest {
         let mut seen = 0;
         for (_, task) in self.queues.front(llc).take(LOCALITY_SCAN) {
             seen += 1;
-            let woken = self
-                .hosted
-                .get(task as usize)
-                .is_some_and(|h| h.queued_woken);
+            let woken = hosted_now(&self.hosted, task).queued_woken;
             if woken || self.tasks[task as usize].recent_cpus()[0] == Some(cpu) {
                 return false;
             }
@@ -441,7 +442,7 @@ impl Nest {
     /// keep the CPU rather than give it to the first task of `queue`?
     fn prev_keeps_cpu(&mut self, cx: &mut Ctx, cpu: Cpu, prev: TaskId, queue: Queue) -> bool {
         let own = self.policy.queue_llc(cpu);
-        if self.hosted.get(prev as usize).is_some_and(|h| h.unpair) || queue != Queue::Llc(own) {
+        if hosted_now(&self.hosted, prev).unpair || queue != Queue::Llc(own) {
             return false;
         }
         let Some(head_vtime) = self.queues.head(own) else {
@@ -556,7 +557,7 @@ impl Policy for Nest {
         let queue = self.policy.queue_to_consume(&mut plat, cpu);
         let d = queue.map_or(Dispatch::Nothing, |q| self.consume(cx, cpu, prev, q));
         match (d, prev) {
-            (Dispatch::Nothing, Some(p)) if !hosted(&mut self.hosted, p).unpair => {
+            (Dispatch::Nothing, Some(p)) if !hosted_now(&self.hosted, p).unpair => {
                 Dispatch::KeepPrev
             }
             _ => d,
