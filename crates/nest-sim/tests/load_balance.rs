@@ -100,16 +100,18 @@ fn periodic_balancing_waits_for_each_domains_interval() {
     }
 }
 
+/// Two 20 ms hogs (tasks 0 and 1) and a 1.5 ms task (task 2).
+const TWO_HOGS_AND_A_SHORT_TASK: &str = r#"{"tasks": {
+    "hog": {"instance": 2, "loop": 1, "run": 20000},
+    "short": {"instance": 1, "loop": 1, "run": 1500}}}"#;
+
 #[test]
 fn a_cpu_going_idle_pulls_a_waiting_task_at_once() {
     // Two hogs on CPU 0; CPU 1 runs a short task. When it ends, CPU 1
     // balances newly idle and takes the hog that has not run yet (cache
     // cold), before any tick.
-    let w = r#"{"tasks": {
-        "hog": {"instance": 2, "loop": 1, "run": 20000},
-        "short": {"instance": 1, "loop": 1, "run": 1500}}}"#;
     for v in BOTH {
-        let r = run(w, vec![0, 0, 1], v);
+        let r = run(TWO_HOGS_AND_A_SHORT_TASK, vec![0, 0, 1], v);
         let t = r.trace.as_ref().unwrap();
         let short_end = r.tasks[2].end_ns.unwrap();
         assert!(short_end < 4 * MS, "{v:?}: {short_end}");
@@ -128,11 +130,8 @@ fn a_pair_stays_on_its_node_when_the_other_node_goes_idle() {
     // allows a node to keep a pair of tasks (adjust_numa_imbalance()):
     // the hogs stay on socket 0, and one of them moves to CPU 0's idle
     // sibling at the first tick.
-    let w = r#"{"tasks": {
-        "hog": {"instance": 2, "loop": 1, "run": 20000},
-        "short": {"instance": 1, "loop": 1, "run": 1500}}}"#;
     for v in BOTH {
-        let r = run(w, vec![0, 0, 4], v);
+        let r = run(TWO_HOGS_AND_A_SHORT_TASK, vec![0, 0, 4], v);
         let t = r.trace.as_ref().unwrap();
         let hog_moved = t
             .events
