@@ -172,6 +172,7 @@ mod tests {
                     EventKind::Wakeup {
                         pid: 8,
                         target_cpu: 1,
+                        waker: None,
                     },
                 ),
                 ev(u64::MAX, 1, EventKind::Frequency { khz: 3_000_000 }),

@@ -918,7 +918,11 @@ mod tests {
 
     #[test]
     fn exiting_wakeups_count_apart_when_their_cpu_was_free() {
-        let wake = |pid, target_cpu| EventKind::Wakeup { pid, target_cpu };
+        let wake = |pid, target_cpu| EventKind::Wakeup {
+            pid,
+            target_cpu,
+            waker: None,
+        };
         let events = vec![
             ev(0, 0, sw(0, 10)),
             ev(1, 0, EventKind::Exit { pid: 10 }),

@@ -41,9 +41,17 @@ pub enum EventKind {
         prev_state: PrevState,
         next: Pid,
     },
-    /// `pid` became runnable and was placed on `target_cpu`; the event's CPU
-    /// is the waker's.
-    Wakeup { pid: Pid, target_cpu: Cpu },
+    /// `pid` became runnable and was placed on `target_cpu`. The event's CPU
+    /// is where the wakeup was traced: usually the waker's, the target's
+    /// when the kernel queued the wakeup there (`ttwu_queue_wakelist()`).
+    /// `waker` is the task that woke it, when the trace says (see
+    /// [`Waker`]).
+    Wakeup {
+        pid: Pid,
+        target_cpu: Cpu,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        waker: Option<Waker>,
+    },
     /// `child` was forked by `parent`; the event's CPU is the parent's.
     NewTask {
         parent: Pid,
@@ -71,6 +79,18 @@ pub enum EventKind {
     /// `pid` is known to be called `comm` (real traces name tasks on every
     /// switch; readers emit this when a name is first seen or changes).
     TaskName { pid: Pid, comm: String },
+}
+
+/// Who woke a task: the task running where `sched_waking` fired, when it
+/// fired in task context (not in an interrupt, nor from the idle task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waker {
+    pub pid: Pid,
+    /// The waker's `WF_SYNC` hint ("the waker goes to sleep after this
+    /// wakeup": pipes, unix sockets), when the trace recorded the wake
+    /// flags (`nest trace record`'s probe on `try_to_wake_up()`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

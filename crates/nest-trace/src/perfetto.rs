@@ -216,7 +216,9 @@ impl Exporter {
                 self.current.insert(cpu, *next);
                 (EV_SCHED_SWITCH, self.switch(cpu, *prev, *prev_state, *next))
             }
-            EventKind::Wakeup { pid, target_cpu } => {
+            EventKind::Wakeup {
+                pid, target_cpu, ..
+            } => {
                 let mut m = Msg::default();
                 m.string(1, &self.comm(*pid, cpu))
                     .uint(2, (*pid).into())

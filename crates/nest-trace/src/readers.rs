@@ -12,14 +12,28 @@
 //! is read as a wakeup when the input has no `sched_wakeup` (`perf sched
 //! record` records `sched_waking` instead on current kernels); its target
 //! CPU is the task's previous CPU, and a `sched_migrate_task` follows when
-//! the task is placed elsewhere. Times are rebased
+//! the task is placed elsewhere. Either way a wakeup gets its
+//! [`Waker`]: the task on whose behalf `sched_waking` fired, when the line's
+//! flags column says it fired in task context (so not from a timer or an
+//! interrupt; traces without that column get no wakers), with the wake
+//! flags' `WF_SYNC` when the trace has `nest trace record`'s probe on
+//! `try_to_wake_up()` ([`WAKE_FLAGS_EVENT`]) just before it on the same
+//! CPU. Times are rebased
 //! so the earliest event is at 0; the original origin goes to the
 //! `time_origin_ns` meta entry.
 
 use std::collections::HashMap;
 
 use crate::error::ParseError;
-use crate::model::{Cpu, Event, EventKind, Pid, PrevState, Topology, Trace};
+use crate::model::{Cpu, Event, EventKind, Pid, PrevState, Topology, Trace, Waker};
+
+/// The event `nest trace record` names its probe on `try_to_wake_up()`'s
+/// entry, which prints the caller's wake flags as `wake_flags=0x..`.
+pub const WAKE_FLAGS_EVENT: &str = "nest_wake_flags";
+
+/// `WF_SYNC` in the wake flags (kernel/sched/sched.h, 0x10 since v5.8,
+/// "Waker goes to sleep after wakeup").
+const WF_SYNC: u64 = 0x10;
 
 /// Which tool printed the text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +113,10 @@ pub fn read_text(text: &str, format: TextFormat) -> Result<Trace, ParseError> {
 
 /// One event line, split.
 struct Line<'a> {
+    /// The task column: `comm-pid` or `comm pid`, maybe with `(tgid)`.
+    task: &'a str,
+    /// The flags column (`d..2.`), when the format has one.
+    flags: Option<&'a str>,
     cpu: Cpu,
     ts_ns: u64,
     event: &'a str,
@@ -116,6 +134,12 @@ struct Reader {
     saw_wakeup: bool,
     /// Indices of the Wakeup events made from `sched_waking`.
     from_waking: Vec<usize>,
+    /// Per CPU, the wake flags of the last `try_to_wake_up()` entered there
+    /// and not yet matched with its `sched_waking`.
+    wake_flags: HashMap<Cpu, u64>,
+    /// Per task, the waker its last `sched_waking` named, until the
+    /// `sched_wakeup` that completes it.
+    wakers: HashMap<Pid, Option<Waker>>,
 }
 
 impl Reader {
@@ -139,11 +163,16 @@ impl Reader {
             "sched_switch" => self.switch(l),
             "sched_wakeup" | "sched_wakeup_new" => {
                 self.saw_wakeup |= l.event == "sched_wakeup";
-                self.wakeup(l)
+                self.wakeup(l, false)
             }
             "sched_waking" => {
-                self.wakeup(l)?;
+                self.wakeup(l, true)?;
                 self.from_waking.push(self.events.len() - 1);
+                Ok(())
+            }
+            WAKE_FLAGS_EVENT => {
+                let flags = Fields::parse(l.body).num("wake_flags")?;
+                self.wake_flags.insert(l.cpu, flags);
                 Ok(())
             }
             "sched_migrate_task" => self.migrate(l),
@@ -198,7 +227,9 @@ impl Reader {
         Ok(())
     }
 
-    fn wakeup(&mut self, l: &Line) -> Result<(), String> {
+    /// A `sched_wakeup(_new)`, or a `sched_waking` (`waking`), which names
+    /// the waker of the `sched_wakeup` that follows it.
+    fn wakeup(&mut self, l: &Line, waking: bool) -> Result<(), String> {
         let (comm, pid, target_cpu) = if l.body.contains("pid=") {
             let f = Fields::parse(l.body);
             (f.text("comm")?, f.num("pid")?, f.num("target_cpu")?)
@@ -206,7 +237,22 @@ impl Reader {
             parse_wakeup_plugin(l.body)?
         };
         self.name(l, pid, &comm);
-        self.push(l, l.cpu, EventKind::Wakeup { pid, target_cpu });
+        let waker = if waking {
+            let sync = self.wake_flags.remove(&l.cpu).map(|f| f & WF_SYNC != 0);
+            let waker = task_context_pid(l).map(|pid| Waker { pid, sync });
+            self.wakers.insert(pid, waker);
+            waker
+        } else if l.event == "sched_wakeup" {
+            self.wakers.remove(&pid).flatten()
+        } else {
+            None
+        };
+        let kind = EventKind::Wakeup {
+            pid,
+            target_cpu,
+            waker,
+        };
+        self.push(l, l.cpu, kind);
         Ok(())
     }
 
@@ -333,11 +379,25 @@ fn lost_events(line: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// The pid of the task an event fired for, when the flags column says it
+/// fired in task context (its third character, hardirq/softirq/NMI, is
+/// `.`); `None` for the idle task, in interrupts, or without flags.
+fn task_context_pid(l: &Line) -> Option<Pid> {
+    let context = l.flags?.chars().nth(2)?;
+    if context != '.' {
+        return None;
+    }
+    let last = l.task.split_whitespace().rfind(|t| !t.starts_with('('))?;
+    let pid = last.rsplit_once('-').map_or(last, |(_, pid)| pid);
+    pid.parse().ok().filter(|&pid| pid != 0)
+}
+
 /// Split an event line into CPU, time, event name and body.
 fn split_line(line: &str) -> Result<Line<'_>, String> {
-    let (cpu, rest) = find_cpu(line).ok_or("expected a [CPU] column")?;
+    let (task, cpu, rest) = find_cpu(line).ok_or("expected a [CPU] column")?;
     let mut rest = rest.trim_start();
     let mut ts = None;
+    let mut flags = None;
     while ts.is_none() {
         let (token, after) = next_token(rest).ok_or("expected a timestamp")?;
         rest = after;
@@ -345,6 +405,8 @@ fn split_line(line: &str) -> Result<Line<'_>, String> {
             ts = Some(parse_ts(t).ok_or_else(|| format!("expected a timestamp, found \"{t}\""))?);
         } else if token.starts_with(|c: char| c.is_ascii_digit()) && token.contains('.') {
             return Err(format!("expected \"{token}:\" (timestamp and colon)"));
+        } else {
+            flags = Some(token);
         }
     }
     let (event, body) = next_token(rest).ok_or("expected an event name")?;
@@ -353,6 +415,8 @@ fn split_line(line: &str) -> Result<Line<'_>, String> {
         .ok_or_else(|| format!("expected \"event:\", found \"{event}\""))?;
     let event = event.rsplit(':').next().unwrap_or(event);
     Ok(Line {
+        task: task.trim(),
+        flags,
         cpu,
         ts_ns: ts.unwrap_or(0),
         event,
@@ -360,14 +424,15 @@ fn split_line(line: &str) -> Result<Line<'_>, String> {
     })
 }
 
-/// The first `[digits]` group: the CPU column.
-fn find_cpu(line: &str) -> Option<(Cpu, &str)> {
+/// The first `[digits]` group: the CPU column, with the text before it
+/// (the task) and after it.
+fn find_cpu(line: &str) -> Option<(&str, Cpu, &str)> {
     let mut from = 0;
     while let Some(open) = line[from..].find('[').map(|i| i + from) {
         let close = line[open..].find(']').map(|i| i + open)?;
         let inner = &line[open + 1..close];
         if !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()) {
-            return Some((inner.parse().ok()?, &line[close + 1..]));
+            return Some((&line[..open], inner.parse().ok()?, &line[close + 1..]));
         }
         from = open + 1;
     }
@@ -423,6 +488,7 @@ const KEYS: &[&str] = &[
     "tgid",
     "state",
     "cpu_id",
+    "wake_flags",
 ];
 
 /// `key=value` fields of a TP_printk body.
@@ -614,5 +680,74 @@ mod tests {
         assert_eq!(err.to_string(), "line 1: expected a [CPU] column");
         let err = read_tracefs("sh-1 [000] 1.5 sched_switch: x\n").unwrap_err();
         assert!(err.to_string().contains("expected \"1.5:\""), "{err}");
+    }
+
+    /// The wakeups of `text`: (pid, waker).
+    fn wakers(text: &str) -> Vec<(Pid, Option<Waker>)> {
+        let trace = read_tracefs(text).unwrap();
+        trace
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Wakeup { pid, waker, .. } => Some((pid, waker)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_wakeup_names_its_waker_and_sync_flag_from_waking_and_the_probe() {
+        let text = "\
+  writer-7 [001] d..2. 1.000000: nest_wake_flags: (try_to_wake_up+0x0/0x600) wake_flags=16
+  writer-7 [001] d..2. 1.000001: sched_waking: comm=reader pid=8 prio=120 target_cpu=003
+  <idle>-0 [003] dNs2. 1.000002: sched_wakeup: comm=reader pid=8 prio=120 target_cpu=003
+  <idle>-0 [002] d.h2. 1.000003: sched_waking: comm=sleeper pid=9 prio=120 target_cpu=002
+  <idle>-0 [002] d.h2. 1.000004: sched_wakeup: comm=sleeper pid=9 prio=120 target_cpu=002
+  shell-5 (5) [000] d..2. 1.000005: sched_waking: comm=child pid=10 prio=120 target_cpu=000
+  shell-5 (5) [000] d..2. 1.000006: sched_wakeup: comm=child pid=10 prio=120 target_cpu=000
+  worker-6 [000] d.s2. 1.000007: sched_waking: comm=timer pid=11 prio=120 target_cpu=000
+  worker-6 [000] d.s2. 1.000008: sched_wakeup: comm=timer pid=11 prio=120 target_cpu=000
+";
+        let sync = |pid, sync| Some(Waker { pid, sync });
+        assert_eq!(
+            wakers(text),
+            [
+                // Queued to the reader's CPU: sched_wakeup fires there, in
+                // the IPI, but the waker is the writer's, with WF_SYNC.
+                (8, sync(7, Some(true))),
+                // A timer's wakeup: no waker.
+                (9, None),
+                // Task context, no probe: waker without flags.
+                (10, sync(5, None)),
+                // In a softirq on top of a task: not the task's doing.
+                (11, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_probe_without_waking_does_not_flag_a_later_wakeup_of_another_cpu() {
+        let text = "\
+  a-7 [001] d..2. 1.000000: nest_wake_flags: (try_to_wake_up+0x0/0x600) wake_flags=16
+  b-6 [002] d..2. 1.000001: sched_waking: comm=c pid=8 prio=120 target_cpu=002
+  b-6 [002] d..2. 1.000002: sched_wakeup: comm=c pid=8 prio=120 target_cpu=002
+  a-7 [001] d..2. 1.000003: nest_wake_flags: (try_to_wake_up+0x0/0x600) wake_flags=0
+  a-7 [001] d..2. 1.000004: sched_waking: comm=c pid=8 prio=120 target_cpu=002
+  a-7 [001] d..2. 1.000005: sched_wakeup: comm=c pid=8 prio=120 target_cpu=002
+";
+        let waker = |pid, sync| Some(Waker { pid, sync });
+        assert_eq!(
+            wakers(text),
+            [(8, waker(6, None)), (8, waker(7, Some(false)))]
+        );
+    }
+
+    #[test]
+    fn traces_without_a_flags_column_name_no_wakers() {
+        let text = "\
+  a-7 [001] 1.000001: sched_waking: comm=c pid=8 prio=120 target_cpu=002
+  a-7 [001] 1.000002: sched_wakeup: comm=c pid=8 prio=120 target_cpu=002
+";
+        assert_eq!(wakers(text), [(8, None)]);
     }
 }

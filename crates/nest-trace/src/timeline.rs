@@ -201,7 +201,9 @@ impl Builder<'_> {
                 prev_state,
                 next,
             } => self.switch(ts, cpu, *prev, *prev_state, *next),
-            EventKind::Wakeup { pid, target_cpu } => self.wakeup(ts, *pid, *target_cpu),
+            EventKind::Wakeup {
+                pid, target_cpu, ..
+            } => self.wakeup(ts, *pid, *target_cpu),
             EventKind::Migrate { pid, to, .. } => self.migrate(ts, *pid, *to),
             EventKind::NewTask { child, comm, .. } => self.name(*child, comm),
             EventKind::Exec { pid, comm } | EventKind::TaskName { pid, comm } => {
@@ -532,6 +534,7 @@ mod tests {
                     EventKind::Wakeup {
                         pid: 6,
                         target_cpu: 0,
+                        waker: None,
                     },
                 ),
                 ev(20, 0, sw(5, 6)),
@@ -542,6 +545,7 @@ mod tests {
                     EventKind::Wakeup {
                         pid: 7,
                         target_cpu: 0,
+                        waker: None,
                     },
                 ),
                 ev(40, 0, sw(5, 7)),

@@ -391,7 +391,11 @@ mod tests {
             pid,
             comm: comm.into(),
         };
-        let wake = |pid, target_cpu| Wakeup { pid, target_cpu };
+        let wake = |pid, target_cpu| Wakeup {
+            pid,
+            target_cpu,
+            waker: None,
+        };
         let events = vec![
             ev(0.0, 0, sw(0, PrevState::Runnable, 5)),
             ev(0.0, 1, sw(9, PrevState::Blocked, 0)),

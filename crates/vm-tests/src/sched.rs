@@ -576,7 +576,10 @@ impl BusyPlacements {
         };
         let mut out = Self::default();
         for e in &trace.events {
-            let EventKind::Wakeup { pid, target_cpu } = e.kind else {
+            let EventKind::Wakeup {
+                pid, target_cpu, ..
+            } = e.kind
+            else {
                 continue;
             };
             if e.ts_ns < from || e.ts_ns >= to || !pids.contains(&pid) {
@@ -819,7 +822,11 @@ mod tests {
             prev_state: PrevState::Blocked,
             next,
         };
-        let wake = |pid, target_cpu| EventKind::Wakeup { pid, target_cpu };
+        let wake = |pid, target_cpu| EventKind::Wakeup {
+            pid,
+            target_cpu,
+            waker: None,
+        };
         // CPU 0 runs fair task 50 throughout; CPU 1 runs the set's task 10
         // from 10 to 20, then idles. Task 11 (in the set) is woken onto
         // CPU 0 at 5 (CPU 1 idle: counts), at 15 (CPU 1 busy: no idle

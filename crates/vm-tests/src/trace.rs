@@ -509,7 +509,11 @@ mod tests {
             child,
             comm: "nest-load".into(),
         };
-        let wake = |pid, target_cpu| Wakeup { pid, target_cpu };
+        let wake = |pid, target_cpu| Wakeup {
+            pid,
+            target_cpu,
+            waker: None,
+        };
         let mut events = vec![
             ev(
                 0,

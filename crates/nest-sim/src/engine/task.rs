@@ -55,6 +55,7 @@ impl Sim<'_> {
             EventKind::Wakeup {
                 pid: Kernel::pid(id),
                 target_cpu: target,
+                waker: None,
             },
         );
         self.enqueue(id, target);
@@ -76,6 +77,7 @@ impl Sim<'_> {
             EventKind::Wakeup {
                 pid,
                 target_cpu: target,
+                waker: None,
             },
         );
         self.enqueue(task, target);

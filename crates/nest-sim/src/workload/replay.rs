@@ -617,6 +617,7 @@ mod tests {
                     EventKind::Wakeup {
                         pid: child,
                         target_cpu: 1,
+                        waker: None,
                     },
                 ),
                 ev(fork + 5 * US, 1, switch(99, Runnable, child)),
@@ -636,6 +637,7 @@ mod tests {
                     EventKind::Wakeup {
                         pid: 10,
                         target_cpu: 0,
+                        waker: None,
                     },
                 ),
                 ev(exit + 5 * US, 1, switch(child, Dead, 99)),
@@ -763,6 +765,7 @@ mod tests {
                     EventKind::Wakeup {
                         pid: 5,
                         target_cpu: 0,
+                        waker: None,
                     },
                 ),
                 ev(5 * MS + 10 * US, 0, switch(0, Runnable, 5)),

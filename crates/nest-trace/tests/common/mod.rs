@@ -26,6 +26,7 @@ pub fn scenario() -> Trace {
                 Wakeup {
                     pid: 2,
                     target_cpu: 0,
+                    waker: None,
                 },
             ),
             ev(30, 0, sw(1, Runnable, 2)),
@@ -47,6 +48,7 @@ pub fn scenario() -> Trace {
                 Wakeup {
                     pid: 2,
                     target_cpu: 0,
+                    waker: None,
                 },
             ),
             ev(72, 0, sw(0, Runnable, 2)),
@@ -105,6 +107,7 @@ pub fn synthetic(cpus: u32, tasks: u32, steps: usize) -> Trace {
                 Wakeup {
                     pid,
                     target_cpu: target,
+                    waker: None,
                 },
             ));
             if target != cpu {
@@ -181,7 +184,9 @@ pub fn to_tracefs_text(trace: &Trace) -> String {
                     comm(*next)
                 )
             }
-            EventKind::Wakeup { pid, target_cpu } => format!(
+            EventKind::Wakeup {
+                pid, target_cpu, ..
+            } => format!(
                 "sched_wakeup: comm={} pid={pid} prio=120 target_cpu={target_cpu:03}",
                 comm(*pid)
             ),
