@@ -7,8 +7,10 @@
 //! terminal's SIGINT itself, is waited for). It enables the scheduler
 //! tracepoints (sched_switch, sched_wakeup, sched_wakeup_new,
 //! sched_migrate_task, sched_process_fork, sched_process_exec,
-//! sched_process_exit) and, where the kernel has them, power:cpu_frequency
-//! and power:cpu_idle; sets the per-CPU buffer size and the `mono` trace
+//! sched_process_exit) and, where the kernel has them, sched_waking (who
+//! woke whom), a kprobe on `try_to_wake_up()` for the wake flags (whether
+//! a wakeup was `WF_SYNC`; removed afterwards), power:cpu_frequency and
+//! power:cpu_idle; sets the per-CPU buffer size and the `mono` trace
 //! clock; runs a command (or waits a duration, system-wide: all tasks of the
 //! machine are recorded either way); then reads the instance's `trace` text
 //! with the tracefs reader. Meanwhile it samples each CPU's
@@ -16,6 +18,7 @@
 //! `Frequency` events (on the same monotonic clock).
 
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::model::{Cpu, Event, EventKind, Trace};
-use crate::readers::read_tracefs;
+use crate::readers::{WAKE_FLAGS_EVENT, read_tracefs};
 use nest_topology::read_sysfs_topology;
 
 /// Required tracepoints.
@@ -40,6 +43,9 @@ pub const SCHED_EVENTS: &[&str] = &[
 ];
 /// Tracepoints used when the kernel has them.
 pub const POWER_EVENTS: &[&str] = &["cpu_frequency", "cpu_idle"];
+/// Fired in the waker's context, so it names who woke whom (`sched_wakeup`
+/// may fire on the wakee's CPU instead).
+pub const WAKER_EVENT: &str = "sched_waking";
 
 /// What to record.
 #[derive(Clone, Debug)]
@@ -78,8 +84,15 @@ impl Default for RecordOptions {
 /// Record `workload`. Needs root (or write access to tracefs).
 pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace> {
     let tracefs = find_tracefs(opts.tracefs.as_deref())?;
+    // Created before the instance, so removed after it (locals drop in
+    // reverse order): a probe cannot be removed while an instance uses it.
+    let probe = WakeFlagsProbe::create(&tracefs);
     let instance = Instance::create(&tracefs)?;
-    let missing = instance.configure(opts.buffer_kb)?;
+    let mut missing = instance.configure(opts.buffer_kb)?;
+    match &probe {
+        Some(p) => instance.write(&p.enable_file(), "1")?,
+        None => missing.push("kprobe:try_to_wake_up".to_string()),
+    }
     let interrupted = Arc::new(AtomicBool::new(false));
     let _signals = Signals::catch(&interrupted)?;
     let mut sampler = FreqSampler::new(&opts.sysfs_root);
@@ -168,6 +181,12 @@ impl Instance {
             self.write(&enable, "1")?;
         }
         let mut missing = Vec::new();
+        let waking = format!("events/sched/{WAKER_EVENT}/enable");
+        if self.path.join(&waking).exists() {
+            self.write(&waking, "1")?;
+        } else {
+            missing.push(format!("sched:{WAKER_EVENT}"));
+        }
         for event in POWER_EVENTS {
             let enable = format!("events/power/{event}/enable");
             if self.path.join(&enable).exists() {
@@ -213,6 +232,57 @@ impl Drop for Instance {
             "warning: could not remove tracefs instance {}",
             self.path.display()
         );
+    }
+}
+
+/// A kprobe on `try_to_wake_up()`'s entry printing the caller's wake flags
+/// (its third argument) as event [`WAKE_FLAGS_EVENT`], in a group of our
+/// own; removed when dropped. Dynamic events are global, so the file is
+/// only ever appended to: a plain write would delete everyone's probes.
+struct WakeFlagsProbe {
+    events_file: PathBuf,
+    group: String,
+}
+
+impl WakeFlagsProbe {
+    /// `None` when the kernel cannot make it (no kprobe events, lockdown,
+    /// `$argN` unsupported): the trace then has wakers without sync flags.
+    fn create(tracefs: &Path) -> Option<Self> {
+        let probe = Self {
+            events_file: tracefs.join("kprobe_events"),
+            group: format!("nest_{}", std::process::id()),
+        };
+        let definition = format!(
+            "p:{}/{WAKE_FLAGS_EVENT} try_to_wake_up wake_flags=$arg3:u32",
+            probe.group
+        );
+        probe.append(&definition).ok().map(|()| probe)
+    }
+
+    /// The probe's `enable` file, relative to a tracefs instance.
+    fn enable_file(&self) -> String {
+        format!("events/{}/{WAKE_FLAGS_EVENT}/enable", self.group)
+    }
+
+    fn append(&self, line: &str) -> std::io::Result<()> {
+        let mut file = fs::OpenOptions::new()
+            .append(true)
+            .open(&self.events_file)?;
+        file.write_all(format!("{line}\n").as_bytes())
+    }
+}
+
+impl Drop for WakeFlagsProbe {
+    fn drop(&mut self) {
+        let removal = format!("-:{}/{WAKE_FLAGS_EVENT}", self.group);
+        if let Err(e) = self.append(&removal) {
+            eprintln!(
+                "warning: could not remove kprobe {}/{WAKE_FLAGS_EVENT} ({e}): remove it with \
+                 `echo '{removal}' >> {}`",
+                self.group,
+                self.events_file.display()
+            );
+        }
     }
 }
 

@@ -68,13 +68,14 @@ fn run_replay(a: ReplayArgs) -> Result<()> {
         .with_context(|| format!("cannot write {}", a.out.display()))?;
     eprintln!(
         "replayed pid {} as {} tasks: {:.3} ms of work at {} MHz over {:.3} ms recorded, \
-         {} waits for children, {} sleeps, to {}",
+         {} waits for children, {} waits for a replayed task's wake, {} sleeps, to {}",
         r.root_pid,
         r.tasks.len(),
         r.total_work_ns() as f64 / 1e6,
         r.nominal_khz / 1000,
         r.recorded_ns as f64 / 1e6,
         r.waits,
+        r.woken,
         r.sleeps,
         a.out.display()
     );

@@ -23,14 +23,25 @@
 //! - **wait_children**: a blocked period during which at least one child of
 //!   the task exited and after which no child forked so far is alive (a
 //!   shell waiting for its command).
+//! - **wake** and **wait for a wake**: a blocked period ended by a wakeup
+//!   whose [`Waker`](nest_trace::Waker) is another replayed task, running
+//!   then (a pipe write, a futex wake, a child's exec ending its parent's
+//!   vfork), except a child's exit, which ends a wait for children: the
+//!   waker `send`s (with `WF_SYNC`, when the trace says the wakeup had it)
+//!   or `resume`s (without) at that point of its run, and the wakee
+//!   `suspend`s on its own channel `wake-<name>`, counting, so a wake that
+//!   comes first in the simulation is not lost. The simulated scheduler
+//!   then sees the waker and the sync flag, as the kernel's `wake_affine()`
+//!   does.
 //! - **sleep**: any other blocked period, from the blocking switch-out to
 //!   the `Wakeup` (or the switch-in when the wakeup was not recorded).
 //!
 //! Approximations (the simulator's format cannot express more):
 //!
-//! - Wakeups by other tasks (pipes, futexes, signals, I/O completions)
-//!   become plain sleeps of the recorded length; waiting for one of several
-//!   children, or for a child plus something else, too.
+//! - Wakeups by tasks outside the tree, from interrupts (timers, I/O
+//!   completions) or with no recorded waker (traces without
+//!   `sched_waking`) become plain sleeps of the recorded length; waiting
+//!   for one of several children, or for a child plus something else, too.
 //! - Tasks outside the root's tree (other processes, kernel threads, the
 //!   recorder) are not replayed, nor is what the root did before the first
 //!   event naming it; everything starts at time 0 of the simulation.
@@ -41,7 +52,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
-use nest_trace::{Cpu, EventKind, Pid, PrevState, Trace};
+use nest_trace::{Cpu, EventKind, Pid, PrevState, Trace, Waker};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 /// Nominal frequency assumed when neither the options nor the trace give
@@ -80,6 +91,10 @@ pub enum ReplayOp {
     Fork(Pid),
     /// Block until every child forked so far has exited.
     WaitChildren,
+    /// Wake the replayed task with this pid (`sync`: `WF_SYNC`).
+    Wake { pid: Pid, sync: bool },
+    /// Block until another replayed task wakes this one.
+    WaitWake,
 }
 
 /// One replayed task.
@@ -115,8 +130,10 @@ pub struct Replay {
     pub nominal_khz: u32,
     /// From the root's first event to the last event of the tree's tasks.
     pub recorded_ns: u64,
-    /// Blocked periods replayed as `wait_children` and as `sleep`.
+    /// Blocked periods replayed as `wait_children`, as a wait for another
+    /// replayed task's wake, and as `sleep`.
     pub waits: usize,
+    pub woken: usize,
     pub sleeps: usize,
 }
 
@@ -140,6 +157,11 @@ impl Replay {
     }
 }
 
+/// The channel a replayed task waits on for its wakers.
+fn wake_channel(task_name: &str) -> String {
+    format!("wake-{task_name}")
+}
+
 /// Microseconds as rt-app writes them; the parser rounds back to the ns.
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
@@ -161,6 +183,7 @@ impl Serialize for Replay {
                 m.serialize_entry("work_us", &us(r.total_work_ns()))?;
                 m.serialize_entry("tasks", &r.tasks.len())?;
                 m.serialize_entry("waits", &r.waits)?;
+                m.serialize_entry("woken", &r.woken)?;
                 m.serialize_entry("sleeps", &r.sleeps)?;
                 m.end()
             }
@@ -196,6 +219,14 @@ impl Serialize for Replay {
                         ReplayOp::WaitChildren => {
                             m.serialize_entry(&format!("wait_children{i}"), &true)?
                         }
+                        ReplayOp::Wake { pid, sync } => {
+                            let name = names.get(pid).map_or("", String::as_str);
+                            let op = if *sync { "send" } else { "resume" };
+                            m.serialize_entry(&format!("{op}{i}"), &wake_channel(name))?
+                        }
+                        ReplayOp::WaitWake => {
+                            m.serialize_entry(&format!("suspend{i}"), &wake_channel(&t.name()))?
+                        }
                     }
                 }
                 m.end()
@@ -218,10 +249,12 @@ enum State {
         cpu: Cpu,
         since: u64,
     },
-    /// Blocked since `since`; woken at `woken` if the wakeup was seen.
+    /// Blocked since `since`; woken at `woken` if the wakeup was seen,
+    /// by another replayed task if `by_task`.
     Blocked {
         since: u64,
         woken: Option<u64>,
+        by_task: bool,
     },
     Dead,
 }
@@ -262,25 +295,49 @@ impl Builder {
 
     /// The task starts running on `cpu` at `since` (seen at `now`): a
     /// blocked period before it becomes a wait for children or a sleep.
-    fn switch_in(&mut self, cpu: Cpu, since: u64, now: u64, waits: &mut usize, sleeps: &mut usize) {
-        if let State::Blocked { since: from, woken } = self.state {
+    fn switch_in(&mut self, cpu: Cpu, since: u64, now: u64, counts: &mut Counts) {
+        if let State::Blocked {
+            since: from,
+            woken,
+            by_task,
+        } = self.state
+        {
             let end = woken.unwrap_or(now);
             let child_exited = self
                 .children
                 .iter()
                 .any(|c| c.1.is_some_and(|x| from <= x && x <= end));
             let child_alive = self.children.iter().any(|c| c.1.is_none_or(|x| x > end));
-            if child_exited && !child_alive {
+            if by_task {
+                self.push(ReplayOp::WaitWake);
+                counts.woken += 1;
+            } else if child_exited && !child_alive {
                 self.push(ReplayOp::WaitChildren);
-                *waits += 1;
+                counts.waits += 1;
             } else {
                 self.push(ReplayOp::Sleep(end.saturating_sub(from)));
-                *sleeps += 1;
+                counts.sleeps += 1;
             }
         }
         if self.state != State::Dead {
             self.state = State::Running { cpu, since };
         }
+    }
+
+    /// Ends the current burst at `now` (the task runs on), so that `op`
+    /// happens at this point of its work.
+    fn act(&mut self, now: u64, op: ReplayOp, freqs: &Freqs) {
+        if let State::Running { cpu, since } = self.state {
+            self.work += freqs.work(cpu, now - since);
+            self.state = State::Running { cpu, since: now };
+        }
+        self.flush_work();
+        self.push(op);
+    }
+
+    /// Whether `pid` is a child of this task that has exited.
+    fn exited_child(&self, pid: Pid) -> bool {
+        self.children.iter().any(|c| c.0 == pid && c.1.is_some())
     }
 
     /// Emits the pending work as one run.
@@ -289,6 +346,14 @@ impl Builder {
         self.work = 0.0;
         self.push(ReplayOp::Run(ns));
     }
+}
+
+/// How the blocked periods were replayed (see [`Replay`]).
+#[derive(Default)]
+struct Counts {
+    waits: usize,
+    woken: usize,
+    sleeps: usize,
 }
 
 /// Frequencies: the CPU's last `Frequency` and the nominal one.
@@ -407,7 +472,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     // Latest name of every task, for tasks named before they are replayed.
     let mut comms: BTreeMap<Pid, String> = BTreeMap::new();
     let mut start: Option<u64> = None;
-    let (mut waits, mut sleeps) = (0, 0);
+    let mut counts = Counts::default();
     // Last event about a replayed task.
     let mut last = 0;
 
@@ -429,7 +494,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 _ => ts,
             };
             if matches!(t.state, State::Runnable | State::Blocked { .. }) {
-                t.switch_in(e.cpu, since, ts, &mut waits, &mut sleeps);
+                t.switch_in(e.cpu, since, ts, &mut counts);
             }
         }
         match &e.kind {
@@ -445,12 +510,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 if *child != root
                     && let Some(p) = tasks.get_mut(parent)
                 {
-                    if let State::Running { cpu, since } = p.state {
-                        p.work += freqs.work(cpu, ts - since);
-                        p.state = State::Running { cpu, since: ts };
-                    }
-                    p.flush_work();
-                    p.push(ReplayOp::Fork(*child));
+                    p.act(ts, ReplayOp::Fork(*child), &freqs);
                     p.children.push((*child, None));
                     tasks.insert(*child, Builder::new(*child, comm.clone(), Some(*parent)));
                     order.push(*child);
@@ -473,14 +533,20 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 }
                 freqs.khz.insert(e.cpu, *khz);
             }
-            EventKind::Wakeup { pid, .. } => {
-                if let Some(t) = tasks.get_mut(pid)
-                    && let State::Blocked { since, woken: None } = t.state
+            EventKind::Wakeup { pid, waker, .. } => {
+                if let Some(t) = tasks.get(pid)
+                    && let State::Blocked {
+                        since, woken: None, ..
+                    } = t.state
                 {
-                    t.state = State::Blocked {
-                        since,
-                        woken: Some(ts),
-                    };
+                    let by_task = waker.is_some_and(|w| wake_by(&mut tasks, w, *pid, ts, &freqs));
+                    if let Some(t) = tasks.get_mut(pid) {
+                        t.state = State::Blocked {
+                            since,
+                            woken: Some(ts),
+                            by_task,
+                        };
+                    }
                 }
             }
             EventKind::Exit { pid } => {
@@ -507,6 +573,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                             State::Blocked {
                                 since: ts,
                                 woken: None,
+                                by_task: false,
                             }
                         }
                         PrevState::Dead => {
@@ -516,7 +583,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                     };
                 }
                 if let Some(t) = tasks.get_mut(next) {
-                    t.switch_in(e.cpu, ts, ts, &mut waits, &mut sleeps);
+                    t.switch_in(e.cpu, ts, ts, &mut counts);
                 }
             }
             _ => {}
@@ -551,9 +618,34 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
         root_pid: root,
         nominal_khz,
         recorded_ns: last - start,
-        waits,
-        sleeps,
+        waits: counts.waits,
+        woken: counts.woken,
+        sleeps: counts.sleeps,
     })
+}
+
+/// Gives the running replayed task `waker` the wake of `wakee` at `now`,
+/// and says whether it did: not when the waker is not replayed or not
+/// seen running, nor when it is the wakee's exited child (its exit ends a
+/// wait for children).
+fn wake_by(
+    tasks: &mut BTreeMap<Pid, Builder>,
+    waker: Waker,
+    wakee: Pid,
+    now: u64,
+    freqs: &Freqs,
+) -> bool {
+    if tasks.get(&wakee).is_some_and(|t| t.exited_child(waker.pid)) {
+        return false;
+    }
+    match tasks.get_mut(&waker.pid) {
+        Some(w) if matches!(w.state, State::Running { .. }) => {
+            let sync = waker.sync.unwrap_or(false);
+            w.act(now, ReplayOp::Wake { pid: wakee, sync }, freqs);
+            true
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
