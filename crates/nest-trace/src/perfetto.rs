@@ -206,7 +206,7 @@ impl Exporter {
     /// The FtraceEvent for `e`, and the CPU whose bundle it goes in.
     fn event(&mut self, e: &Event) -> Option<(Cpu, Msg)> {
         let cpu = e.cpu;
-        let current = self.current.get(&cpu).copied().unwrap_or(0);
+        let mut current = self.current.get(&cpu).copied().unwrap_or(0);
         let (field, body) = match &e.kind {
             EventKind::Switch {
                 prev,
@@ -217,8 +217,15 @@ impl Exporter {
                 (EV_SCHED_SWITCH, self.switch(cpu, *prev, *prev_state, *next))
             }
             EventKind::Wakeup {
-                pid, target_cpu, ..
+                pid,
+                target_cpu,
+                waker,
             } => {
+                // The event's pid is the waker's, as in the kernel's
+                // sched_waking: Perfetto draws "woken by" from it.
+                if let Some(w) = waker {
+                    current = w.pid;
+                }
                 let mut m = Msg::default();
                 m.string(1, &self.comm(*pid, cpu))
                     .uint(2, (*pid).into())

@@ -215,3 +215,22 @@ fn protoc_decodes_the_export_with_perfettos_field_numbers() {
         "no field unknown to the schema:\n{text}"
     );
 }
+
+#[test]
+fn a_wakeup_with_a_known_waker_is_the_wakers_event() {
+    // The reader names the writer as the waker of the reader's wakeup,
+    // traced on the reader's idle CPU; Perfetto's "woken by" reads the
+    // sched_waking event's pid, so it must be the writer's, not idle's.
+    let text = "\
+  writer-7 [001] d..2. 1.000001: sched_waking: comm=reader pid=8 prio=120 target_cpu=003
+  <idle>-0 [003] dNs2. 1.000002: sched_wakeup: comm=reader pid=8 prio=120 target_cpu=003
+";
+    let events = ftrace_events(&to_perfetto(&read_tracefs(text).unwrap()));
+    let wakings: Vec<_> = events
+        .iter()
+        .filter(|(_, f)| !sub(f, 20).is_empty())
+        .collect();
+    assert_eq!(wakings.len(), 1);
+    let (cpu, ev) = wakings[0];
+    assert_eq!((*cpu, int(ev, 2)), (3, Some(7)));
+}
