@@ -51,6 +51,9 @@ record() {
 		-- "$@" >"/tmp/record-$name.out" 2>&1
 	fact "${name}_record_exit" $?
 	fact "${name}_record_ms" $(($(now_ms) - start))
+	# What the recorder must have removed: its instance and its kprobe.
+	fact "${name}_instances_after" "$(ls /sys/kernel/tracing/instances | tr '\n' ' ')"
+	fact "${name}_kprobes_after" "$(tr '\n' ' ' </sys/kernel/tracing/kprobe_events)"
 	fact "${name}_state_after" "$(state)"
 	fact "${name}_enable_seq_after" "$(enable_seq)"
 	sed "s/^/record $name: /" "/tmp/record-$name.out"

@@ -163,6 +163,15 @@ pub fn trace_problems(trace: &Trace, expect: Expect) -> Vec<String> {
                     w.children.len()
                 ));
             }
+            let exits = sync_exit_wakeups(trace, &w);
+            if exits * 10 < w.children.len() * 9 {
+                problems.push(format!(
+                    "at least 9 in 10 children's exits wake the workload (pid {}) with a \
+                     WF_SYNC waker, the child (got {exits} of {})",
+                    w.pid,
+                    w.children.len()
+                ));
+            }
             if w.start_ns >= w.end_ns {
                 problems.push(format!(
                     "the workload's exec..exit window is empty ({}..{})",
@@ -172,6 +181,26 @@ pub fn trace_problems(trace: &Trace, expect: Expect) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Wakeups of the workload's process whose waker is one of its children,
+/// with `WF_SYNC`: an exit wakes the parent through `__wake_up_parent()`,
+/// a sync wakeup, so a recorder that names wakers and probes the wake
+/// flags sees one per child.
+fn sync_exit_wakeups(trace: &Trace, w: &Workload) -> usize {
+    let children: BTreeSet<Pid> = w.children.iter().copied().collect();
+    trace
+        .events
+        .iter()
+        .filter(|e| match e.kind {
+            EventKind::Wakeup {
+                pid,
+                waker: Some(waker),
+                ..
+            } => pid == w.pid && children.contains(&waker.pid) && waker.sync == Some(true),
+            _ => false,
+        })
+        .count()
 }
 
 /// Everything wrong with the facts compare.sh reported: every recording
@@ -195,6 +224,14 @@ pub fn compare_problems(report: &Report, runs: &[&str]) -> Vec<String> {
             is(&key, "0"),
             fact(&key),
         );
+        for leftover in ["instances", "kprobes"] {
+            let key = format!("{run}_{leftover}_after");
+            expect(
+                &format!("no tracefs {leftover} left after the {run} recording"),
+                report.get(&key).is_some_and(|v| v.trim().is_empty()),
+                fact(&key),
+            );
+        }
     }
     for key in ["default_state_before", "default_state_after"] {
         expect(
@@ -514,6 +551,15 @@ mod tests {
             target_cpu,
             waker: None,
         };
+        // A child's exit wakes the parent, with WF_SYNC.
+        let exit_wake = |child| Wakeup {
+            pid: 10,
+            target_cpu: 0,
+            waker: Some(nest_trace::Waker {
+                pid: child,
+                sync: Some(true),
+            }),
+        };
         let mut events = vec![
             ev(
                 0,
@@ -528,10 +574,13 @@ mod tests {
             ev(10, 0, wake(11, 1)),
             ev(20, 1, sw(0, 11)),
             ev(100, 1, Exit { pid: 11 }),
+            ev(100, 1, exit_wake(11)),
             ev(100, 1, sw(11, 0)),
             ev(110, 0, fork(12)),
             ev(110, 0, wake(12, 2)),
             ev(130, 2, sw(0, 12)),
+            ev(200, 2, Exit { pid: 12 }),
+            ev(200, 2, exit_wake(12)),
             ev(200, 2, sw(12, 0)),
             ev(300, 0, Exit { pid: 10 }),
             ev(300, 0, sw(10, 0)),
@@ -596,6 +645,21 @@ mod tests {
         let problems = trace_problems(&t, EXPECT);
         assert!(
             problems.iter().any(|p| p.contains("only CPUs")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn exits_without_sync_wakers_fail() {
+        let mut t = trace();
+        for e in &mut t.events {
+            if let EventKind::Wakeup { waker, .. } = &mut e.kind {
+                *waker = waker.map(|w| nest_trace::Waker { sync: None, ..w });
+            }
+        }
+        let problems = trace_problems(&t, EXPECT);
+        assert!(
+            problems.iter().any(|p| p.contains("WF_SYNC waker")),
             "{problems:?}"
         );
     }
@@ -692,6 +756,10 @@ nest_state_after=enabled
 nest_enable_seq_after=1
 nest_sched_exit=0
 nest_state_after_exit=disabled
+default_instances_after=
+default_kprobes_after=
+nest_instances_after=
+nest_kprobes_after=
 --- dmesg
 ";
         let nest = ["nest"];
@@ -705,10 +773,19 @@ nest_state_after_exit=disabled
             problems.iter().any(|p| p.contains("enable_seq")),
             "{problems:?}"
         );
-        assert!(compare_problems(&Report::parse(""), &nest).len() >= 9);
+        let kprobe_left = good.replace(
+            "nest_kprobes_after=",
+            "nest_kprobes_after=p:nest_7/nest_wake_flags try_to_wake_up",
+        );
+        let problems = compare_problems(&Report::parse(&kprobe_left), &nest);
+        assert!(
+            problems.iter().any(|p| p.contains("no tracefs kprobes")),
+            "{problems:?}"
+        );
+        assert!(compare_problems(&Report::parse(""), &nest).len() >= 13);
         // A second run must report its own facts.
         let problems = compare_problems(&Report::parse(good), &["nest", "spread"]);
-        assert_eq!(problems.len(), 8, "{problems:?}");
+        assert_eq!(problems.len(), 10, "{problems:?}");
         assert!(
             problems.iter().all(|p| p.contains("spread")),
             "{problems:?}"
