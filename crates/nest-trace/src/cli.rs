@@ -70,6 +70,11 @@ pub struct RecordArgs {
     /// tracefs mount point (default: /sys/kernel/tracing).
     #[arg(long)]
     pub tracefs: Option<PathBuf>,
+    /// Do not probe try_to_wake_up() for the wake flags (wakeups then name
+    /// their waker without saying whether it was WF_SYNC): a kprobe costs
+    /// every wakeup a trap.
+    #[arg(long)]
+    pub no_wake_flags: bool,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -232,6 +237,7 @@ fn run_record(a: RecordArgs) -> anyhow::Result<()> {
         tracefs: a.tracefs,
         buffer_kb: a.buffer_kb,
         freq_period: a.freq_period,
+        wake_flags: !a.no_wake_flags,
         ..Default::default()
     };
     let trace = record::record(&workload, &opts)?;

@@ -68,6 +68,8 @@ pub struct RecordOptions {
     pub freq_period: Duration,
     /// Filesystem root for sysfs (topology and cpufreq): `/` normally.
     pub sysfs_root: PathBuf,
+    /// Probe `try_to_wake_up()` for the wake flags (`WF_SYNC`).
+    pub wake_flags: bool,
 }
 
 impl Default for RecordOptions {
@@ -77,6 +79,7 @@ impl Default for RecordOptions {
             buffer_kb: 32 * 1024,
             freq_period: Duration::from_millis(10),
             sysfs_root: PathBuf::from("/"),
+            wake_flags: true,
         }
     }
 }
@@ -86,12 +89,16 @@ pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace
     let tracefs = find_tracefs(opts.tracefs.as_deref())?;
     // Created before the instance, so removed after it (locals drop in
     // reverse order): a probe cannot be removed while an instance uses it.
-    let probe = WakeFlagsProbe::create(&tracefs);
+    let probe = opts
+        .wake_flags
+        .then(|| WakeFlagsProbe::create(&tracefs))
+        .flatten();
     let instance = Instance::create(&tracefs)?;
     let mut missing = instance.configure(opts.buffer_kb)?;
     match &probe {
         Some(p) => instance.write(&p.enable_file(), "1")?,
-        None => missing.push("kprobe:try_to_wake_up".to_string()),
+        None if opts.wake_flags => missing.push("kprobe:try_to_wake_up".to_string()),
+        None => {}
     }
     let interrupted = Arc::new(AtomicBool::new(false));
     let _signals = Signals::catch(&interrupted)?;
@@ -120,6 +127,7 @@ pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace
         overrun,
         interrupted.load(Ordering::SeqCst),
     );
+    trace.meta_set("wake_flags_probed", probe.is_some().to_string());
     Ok(trace)
 }
 
