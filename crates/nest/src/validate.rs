@@ -319,8 +319,37 @@ const SIMULATED_ROOT: u32 = 1;
 struct Figure {
     name: &'static str,
     value: fn(&TasksPlacement) -> Option<f64>,
-    /// Largest difference, real vs simulated, that counts as agreement.
-    band: f64,
+    band: Band,
+}
+
+/// How far real and simulated may differ and still agree.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Band {
+    /// By at most this much.
+    Absolute(f64),
+    /// By at most this factor, or both below `floor` (a rate of a few
+    /// events over a short run).
+    Factor { factor: f64, floor: f64 },
+}
+
+impl Band {
+    fn agrees(self, real: f64, simulated: f64) -> bool {
+        match self {
+            Band::Absolute(band) => (real - simulated).abs() <= band,
+            Band::Factor { factor, floor } => {
+                let (low, high) = (real.min(simulated), real.max(simulated));
+                high < floor || high <= low * factor
+            }
+        }
+    }
+
+    /// As in the table: `0.25`, `x2 or < 5`.
+    fn cell(self) -> TableCell {
+        match self {
+            Band::Absolute(band) => band.into(),
+            Band::Factor { factor, floor } => format!("x{factor} or < {floor}").into(),
+        }
+    }
 }
 
 fn share(part: u64, whole: u64) -> Option<f64> {
@@ -333,21 +362,25 @@ fn share(part: u64, whole: u64) -> Option<f64> {
 /// kind, which the simulator (no other tasks) never sees. Shares get 0.25:
 /// which class of CPU a fork or wakeup takes is the decision being
 /// checked, and a model that gets it right agrees far closer than that.
-const BANDS: [Figure; 5] = [
+/// Migrations per second (the command's tasks starting to run on another
+/// CPU than they last ran on: at wakeup, by balancing) agree within a
+/// factor of 2, or when both are below 5 per second: the runs last 0.3-50
+/// s and a handful of migrations decide the rate of a short one.
+const BANDS: [Figure; 6] = [
     Figure {
         name: "CPUs / 100 ms",
         value: |p| Some(p.mean_cpus),
-        band: 1.0,
+        band: Band::Absolute(1.0),
     },
     Figure {
         name: "sockets / 100 ms",
         value: |p| Some(p.mean_sockets),
-        band: 0.35,
+        band: Band::Absolute(0.35),
     },
     Figure {
         name: "forks to another socket",
         value: |p| share(p.forks.other_socket, p.forks.total()),
-        band: 0.25,
+        band: Band::Absolute(0.25),
     },
     Figure {
         name: "forks to the parent's LLC",
@@ -357,12 +390,20 @@ const BANDS: [Figure; 5] = [
                 p.forks.total(),
             )
         },
-        band: 0.25,
+        band: Band::Absolute(0.25),
     },
     Figure {
         name: "wakeups on the previous CPU",
         value: |p| share(p.wakeups_on_prev_cpu, p.wakeups),
-        band: 0.25,
+        band: Band::Absolute(0.25),
+    },
+    Figure {
+        name: "migrations / s",
+        value: |p| (p.window_ns > 0).then(|| p.migrations as f64 * 1e9 / p.window_ns as f64),
+        band: Band::Factor {
+            factor: 2.0,
+            floor: 5.0,
+        },
     },
 ];
 
@@ -645,7 +686,7 @@ struct Row {
     figure: &'static str,
     real: Option<f64>,
     simulated: Option<f64>,
-    band: f64,
+    band: Band,
     /// None when either side has no value (e.g. no forks).
     agrees: Option<bool>,
 }
@@ -667,7 +708,7 @@ fn compare(
                 real: r,
                 simulated: s,
                 band: f.band,
-                agrees: r.zip(s).map(|(r, s)| (r - s).abs() <= f.band),
+                agrees: r.zip(s).map(|(r, s)| f.band.agrees(r, s)),
             }
         })
         .collect()
@@ -709,7 +750,7 @@ fn figures_table(rows: &[Row]) -> Table {
             r.figure.into(),
             number(r.real),
             number(r.simulated),
-            r.band.into(),
+            r.band.cell(),
             verdict(r).into(),
         ]);
     }
@@ -731,7 +772,7 @@ fn html(table: &Table, pairs: &[Pair]) -> String {
          {GUEST_MACHINE}: the kernel's default scheduler against the Linux model of its \
          generation, scx_nest against the simulator's Nest (the same C policy). The \
          recorded command's tree over its lifetime, 100 ms intervals. A figure agrees when \
-         real and simulated differ by at most its band.</p>\n"
+         real and simulated differ by at most its band (x2: by at most a factor of 2).</p>\n"
     );
     s.push_str(&table.to_html());
     for pair in pairs {
@@ -807,11 +848,47 @@ mod tests {
         let text = table.to_text();
         assert!(
             text.lines().any(|l| l.starts_with("linux-7")
-                && l.ends_with("forks to another socket  0.975      0.000  0.250  OUTSIDE")),
+                && l.split_whitespace()
+                    .rev()
+                    .take(4)
+                    .eq(["OUTSIDE", "0.250", "0.000", "0.975"])
+                && l.contains("forks to another socket")),
             "{text}"
         );
         let page = html(&table, &[]);
         assert!(page.contains("<td>OUTSIDE</td>"), "{page}");
+    }
+
+    #[test]
+    fn migration_rates_agree_within_a_factor_of_two_or_when_both_are_rare() {
+        let band = BANDS
+            .iter()
+            .find(|f| f.name == "migrations / s")
+            .unwrap()
+            .band;
+        assert!(band.agrees(134.0, 183.0));
+        assert!(!band.agrees(17.6, 3.7));
+        assert!(!band.agrees(9.6, 0.0));
+        assert!(band.agrees(4.4, 0.0), "both below 5 per second");
+        let rows = compare(
+            LINUX_7_DEFAULT,
+            Workload::Chain,
+            &TasksPlacement {
+                migrations: 10,
+                window_ns: 1_000_000_000,
+                ..Default::default()
+            },
+            &TasksPlacement {
+                migrations: 3,
+                window_ns: 500_000_000,
+                ..Default::default()
+            },
+        );
+        let csv = figures_table(&rows).to_csv();
+        assert!(
+            csv.contains("linux-7,default,linux,chain,migrations / s,10,6,x2 or < 5,agrees\n"),
+            "{csv}"
+        );
     }
 
     #[test]

@@ -44,9 +44,9 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
     );
     let (real, verdict) = (column("real"), column("verdict"));
     let rows: Vec<Vec<&str>> = lines.collect();
-    // Five figures for each of linux-7 default, linux-7 scx_nest and
+    // Six figures for each of linux-7 default, linux-7 scx_nest and
     // linux-5.10 default.
-    assert_eq!(rows.len(), 15, "{csv}");
+    assert_eq!(rows.len(), 18, "{csv}");
     let page = std::fs::read_to_string(out.path().join("validate.html")).expect("validate.html");
     for title in [
         "linux-7 default vs Linux model",
@@ -82,6 +82,7 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
             "forks to another socket",
             "forks to the parent's LLC",
             "wakeups on the previous CPU",
+            "migrations / s",
         ] {
             let r = row(k, "default", f);
             assert_eq!(r[verdict], "agrees", "{k} {f}: {r:?}");
