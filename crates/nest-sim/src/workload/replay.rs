@@ -294,7 +294,8 @@ impl Builder {
     }
 
     /// The task starts running on `cpu` at `since` (seen at `now`): a
-    /// blocked period before it becomes a wait for children or a sleep.
+    /// blocked period before it becomes a wait for another replayed task's
+    /// wake, a wait for children or a sleep.
     fn switch_in(&mut self, cpu: Cpu, since: u64, now: u64, counts: &mut Counts) {
         if let State::Blocked {
             since: from,
