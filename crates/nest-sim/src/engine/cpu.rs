@@ -70,7 +70,15 @@ impl Sim<'_> {
                 self.k.nr_held -= 1;
                 d
             }
-            Dispatch::Run(_) => Dispatch::Nothing,
+            Dispatch::Run(task) => {
+                // A policy may only dispatch a task it holds; in a release
+                // build the CPU then stays as if nothing was dispatched.
+                debug_assert!(
+                    false,
+                    "dispatch of task {task}, which the policy does not hold"
+                );
+                Dispatch::Nothing
+            }
             Dispatch::KeepPrev if prev.is_none() => Dispatch::Nothing,
             _ => d,
         }
