@@ -538,9 +538,8 @@ fn shipped_workload_files_parse_and_run() {
 #[test]
 fn busy_cores_run_at_the_turbo_ceiling_for_their_count() {
     // k busy tasks forked from CPU 0 stay on socket 0 on distinct cores
-    // (Linux 5.10's NUMA rule keeps forks local while the socket runs
-    // fewer tasks than a quarter of the machine's CPUs, 16 here); with the
-    // performance governor they reach the ceiling.
+    // (Linux 5.10's NUMA rule keeps forks local while the socket has an
+    // idle CPU); with the performance governor they reach the ceiling.
     let m = machine("xeon-gold-5218-2s");
     for (k, mhz) in [(1, 3900), (2, 3900), (3, 3700), (4, 3700), (6, 3600)] {
         let text = format!(r#"{{"tasks": {{"hog": {{"instance": {k}, "runtime": 100000}}}}}}"#);
@@ -659,7 +658,7 @@ fn forks_leave_a_small_socket_on_linux_7_and_stay_on_linux_5_10() {
     // the other socket has more idle CPUs.
     let guest7 = chain_forks("test-guest-2s", LinuxVersion::Linux7);
     assert!(guest7.other_socket * 10 >= guest7.total() * 9, "{guest7:?}");
-    // Linux 5.10 keeps forks local below a quarter of the machine's CPUs;
+    // Linux 5.10 keeps forks local while the parent's node has an idle CPU;
     // Debian 11's 5.10.0-32 in the same guest put all 40 children on
     // other cores of the parent's LLC.
     let guest510 = chain_forks("test-guest-2s", LinuxVersion::Linux510);

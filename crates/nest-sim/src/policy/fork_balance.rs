@@ -26,8 +26,9 @@ use super::Ctx;
 /// differ.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LinuxVersion {
-    /// Linux 5.9-5.18, the fair scheduler Nest was compared with (5.9);
-    /// wakeups as in 5.10 (`select_idle_sibling()` was reworked in 5.12).
+    /// Linux 5.9-5.10, the fair scheduler Nest was compared with (5.9):
+    /// fork's NUMA rule as in 5.10 (5.11 changed it), wakeups as in 5.10
+    /// (`select_idle_sibling()` was reworked in 5.12).
     #[value(name = "linux-5.10")]
     Linux510,
     /// Linux 5.19 and later (EEVDF from 6.6): the NUMA rule of
@@ -232,9 +233,14 @@ fn numa_keeps_local(
     idlest: &GroupStats,
 ) -> bool {
     match version {
-        // allow_numa_imbalance(local_sgs.sum_nr_running, sd->span_weight):
-        // fewer tasks than a quarter of the NUMA domain's CPUs.
-        LinuxVersion::Linux510 => local.nr_running < cx.nr_cpus() >> 2,
+        // v5.10 find_idlest_group(), group_has_spare, SD_NUMA: "keep the
+        // task on this node" while it has an idle CPU,
+        // `if (local_sgs.idle_cpus) return NULL;` (the NUMA-balancing
+        // checks before it look at numa_preferred_nid, NUMA_NO_NODE for a
+        // new process). allow_numa_imbalance()'s quarter of the CPUs came
+        // in 5.11 (Mel Gorman's "Revisit NUMA imbalance tolerance and fork
+        // balancing" series, November 2020).
+        LinuxVersion::Linux510 => local.idle_cpus > 0,
         // adjust_numa_imbalance(imbalance, local_sgs.sum_nr_running + 1,
         // sd->imb_numa_nr) == 0: with the child, the local node would run
         // at most imb_numa_nr tasks, and the idle-CPU difference is at most
