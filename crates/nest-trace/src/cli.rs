@@ -75,6 +75,10 @@ pub struct RecordArgs {
     /// every wakeup a trap.
     #[arg(long)]
     pub no_wake_flags: bool,
+    /// Extra entry for the trace's meta (repeatable), e.g. how the
+    /// machine's clock ran: `--meta guest_clock=icount:0`.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_meta)]
+    pub meta: Vec<(String, String)>,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -227,6 +231,20 @@ fn check_intervals(trace: &Trace, interval_ns: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `KEY=VALUE` of `--meta`: a non-empty key of letters, digits and `_`.
+fn parse_meta(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((key, value))
+            if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+        {
+            Ok((key.to_string(), value.to_string()))
+        }
+        _ => Err(format!(
+            "invalid meta entry '{s}': expected KEY=VALUE, KEY of letters, digits and _"
+        )),
+    }
+}
+
 fn run_record(a: RecordArgs) -> anyhow::Result<()> {
     // clap makes sure exactly one of the two is given.
     let workload = match a.duration {
@@ -240,7 +258,10 @@ fn run_record(a: RecordArgs) -> anyhow::Result<()> {
         wake_flags: !a.no_wake_flags,
         ..Default::default()
     };
-    let trace = record::record(&workload, &opts)?;
+    let mut trace = record::record(&workload, &opts)?;
+    for (key, value) in a.meta {
+        trace.meta_set(&key, value);
+    }
     format::save(&trace, &a.out)?;
     eprintln!(
         "recorded {} events on {} CPUs ({} lost) to {}",
@@ -387,4 +408,21 @@ fn print(text: &str) -> anyhow::Result<()> {
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_entries_are_key_value_pairs() {
+        assert_eq!(
+            parse_meta("guest_clock=icount:0"),
+            Ok(("guest_clock".into(), "icount:0".into()))
+        );
+        assert_eq!(parse_meta("note=a=b"), Ok(("note".into(), "a=b".into())));
+        for bad in ["noequals", "=v", "a b=c"] {
+            assert!(parse_meta(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -94,6 +94,9 @@ pub fn qemu_args(spec: &VmSpec, files: &BootFiles) -> Vec<String> {
         "-cpu",
         &spec.cpu_model,
     ]));
+    if let Some(icount) = spec.guest_clock.icount_arg() {
+        args.extend(["-icount".into(), icount]);
+    }
     args.extend(topology_args(spec));
     args.extend(memory_args(spec));
     args.extend([
@@ -239,6 +242,18 @@ mod tests {
         }
         assert_eq!(value_of(&args, "-accel"), ["tcg,thread=single"]);
         assert_eq!(value_of(&args, "-serial"), ["file:/tmp/x/console.log"]);
+        assert!(value_of(&args, "-icount").is_empty());
+    }
+
+    #[test]
+    fn icount_clock_counts_instructions_on_single_threaded_tcg() {
+        let spec = VmSpec {
+            guest_clock: crate::spec::GuestClock::Icount { shift: 0 },
+            ..VmSpec::default()
+        };
+        let args = qemu_args(&spec, &files());
+        assert_eq!(value_of(&args, "-accel"), ["tcg,thread=single"]);
+        assert_eq!(value_of(&args, "-icount"), ["shift=0,sleep=off"]);
     }
 
     #[test]

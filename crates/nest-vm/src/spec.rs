@@ -15,6 +15,69 @@ pub const MAX_CPUS: u32 = 255;
 /// guest reads SMT siblings and shared caches from CPUID leaves 4 and 0xB.
 pub const DEFAULT_CPU_MODEL: &str = "max,vendor=GenuineIntel";
 
+/// The clock a guest's time follows (docs/vm.md, "Guest timing").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GuestClock {
+    /// QEMU's default: the guest's clocks follow the host's. Under TCG a
+    /// guest instruction is 10-50 times slower than on hardware, so its
+    /// timers (slices, P_remove, ticks) cover that much less work.
+    #[default]
+    Host,
+    /// QEMU's instruction counter (`-icount shift=N,sleep=off`): guest
+    /// time advances 2^N ns per guest instruction, and jumps over idle
+    /// time, whatever the host does. Every vCPU's instructions drive the
+    /// one clock, so one spinning vCPU stretches the others' time.
+    Icount {
+        /// log2 of the guest nanoseconds per instruction, 0..=10.
+        shift: u8,
+    },
+}
+
+/// Largest `-icount shift` QEMU accepts.
+pub const MAX_ICOUNT_SHIFT: u8 = 10;
+
+impl GuestClock {
+    /// QEMU's `-icount` value, if any.
+    pub fn icount_arg(self) -> Option<String> {
+        match self {
+            GuestClock::Host => None,
+            GuestClock::Icount { shift } => Some(format!("shift={shift},sleep=off")),
+        }
+    }
+}
+
+/// `host`, `icount` (shift 0) or `icount:N`, as `--guest-clock` takes it.
+impl std::fmt::Display for GuestClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GuestClock::Host => f.write_str("host"),
+            GuestClock::Icount { shift } => write!(f, "icount:{shift}"),
+        }
+    }
+}
+
+impl std::str::FromStr for GuestClock {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let shift = match s {
+            "host" => return Ok(GuestClock::Host),
+            "icount" => Some("0"),
+            _ => s.strip_prefix("icount:"),
+        };
+        let bad = || {
+            format!(
+                "invalid guest clock '{s}': expected host, icount (2^0 ns per instruction) \
+                 or icount:N with N in 0..={MAX_ICOUNT_SHIFT}"
+            )
+        };
+        match shift.map(str::parse::<u8>) {
+            Some(Ok(shift)) if shift <= MAX_ICOUNT_SHIFT => Ok(GuestClock::Icount { shift }),
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// A guest to boot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmSpec {
@@ -48,6 +111,8 @@ pub struct VmSpec {
     /// One host thread per vCPU. Faster only with idle host cores, and
     /// QEMU 7.2 then races with kernel code patching (see `qemu::TCG`).
     pub multi_threaded_tcg: bool,
+    /// What the guest's time follows (default: the host's clock).
+    pub guest_clock: GuestClock,
 }
 
 impl Default for VmSpec {
@@ -65,6 +130,7 @@ impl Default for VmSpec {
             extra_cmdline: Vec::new(),
             cpu_model: DEFAULT_CPU_MODEL.to_string(),
             multi_threaded_tcg: false,
+            guest_clock: GuestClock::Host,
         }
     }
 }
@@ -119,6 +185,13 @@ impl VmSpec {
             );
         }
         self.validate_memory()?;
+        if self.multi_threaded_tcg && self.guest_clock != GuestClock::Host {
+            bail!(
+                "invalid VM clock: --guest-clock {} needs single-threaded TCG (QEMU counts \
+                 instructions on one thread); drop --mttcg",
+                self.guest_clock
+            );
+        }
         if self.timeout.is_zero() {
             bail!("invalid VM timeout: 0 s; give the guest time to boot (5-15 s) plus the command");
         }
@@ -195,6 +268,42 @@ mod tests {
             ..VmSpec::default()
         };
         assert!(spec.validate().is_err());
+    }
+
+    #[test]
+    fn guest_clock_reads_what_it_prints_and_refuses_the_rest() {
+        for text in ["host", "icount:0", "icount:3", "icount:10"] {
+            let clock: GuestClock = text.parse().unwrap();
+            assert_eq!(clock.to_string(), text);
+        }
+        assert_eq!("icount".parse(), Ok(GuestClock::Icount { shift: 0 }));
+        assert_eq!(GuestClock::Host.icount_arg(), None);
+        assert_eq!(
+            GuestClock::Icount { shift: 2 }.icount_arg().as_deref(),
+            Some("shift=2,sleep=off")
+        );
+        for bad in [
+            "",
+            "icount:11",
+            "icount:-1",
+            "icount:auto",
+            "guest",
+            "icount:",
+        ] {
+            let err = bad.parse::<GuestClock>().unwrap_err();
+            assert!(err.contains("expected host, icount"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn icount_refuses_multi_threaded_tcg() {
+        let spec = VmSpec {
+            multi_threaded_tcg: true,
+            guest_clock: GuestClock::Icount { shift: 0 },
+            ..VmSpec::default()
+        };
+        let err = spec.validate().unwrap_err().to_string();
+        assert!(err.contains("--mttcg"), "{err}");
     }
 
     #[test]

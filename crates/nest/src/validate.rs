@@ -31,7 +31,7 @@ use nest_trace::metrics::{IntervalStats, TasksPlacement, interval_stats, tree_pl
 use nest_trace::svg;
 use nest_trace::table::{Cell as TableCell, Table, escape};
 use nest_trace::timeline::Timeline;
-use nest_vm::{VmSpec, shell_quote};
+use nest_vm::{GuestClock, VmSpec, shell_quote};
 
 use crate::source;
 use crate::usage;
@@ -69,6 +69,14 @@ pub struct ValidateArgs {
     /// Longest a guest may run (it is killed after).
     #[arg(long, default_value = "900s", value_parser = duration_within(1_000_000_000..=u64::MAX))]
     timeout: Duration,
+    /// What the guest's time follows while it records: `host` (QEMU's
+    /// default: an emulated instruction is 10-50x slower than on hardware,
+    /// the timers are not) or QEMU's instruction counter, `icount` (1 ns
+    /// per guest instruction) or `icount:N` (2^N ns). Written into each
+    /// trace's meta (`guest_clock`) and beside every figure; see
+    /// docs/vm.md, "Guest timing".
+    #[arg(long, default_value = "host", value_name = "CLOCK")]
+    guest_clock: GuestClock,
 }
 
 const ALL_KERNELS: [LinuxVersion; 2] = [LinuxVersion::Linux7, LinuxVersion::Linux510];
@@ -209,6 +217,52 @@ fn recordings(
     Ok((chosen, notes))
 }
 
+/// Can `kernel` boot under `clock`? Debian 11's 5.10 stops in its SMP
+/// bring-up under QEMU 7.2's instruction counter: its clock stood still
+/// at 0.42 s ("x86: Booting SMP configuration:") for 9.5 minutes of host
+/// time (docs/vm.md, "Guest timing").
+fn boots_under(kernel: LinuxVersion, clock: GuestClock) -> bool {
+    clock == GuestClock::Host || kernel != LinuxVersion::Linux510
+}
+
+/// The kernels to record under with `clock` (`None`: `--kernels` not
+/// given): without `--kernels`, those that boot under it, with a note
+/// for the others; a kernel named explicitly that cannot is a usage
+/// error. Traces already recorded (`from_traces`) are compared whatever
+/// the clock.
+fn kernels_for_clock(
+    kernels: Option<&[LinuxVersion]>,
+    clock: GuestClock,
+    from_traces: bool,
+) -> Result<(Option<Vec<LinuxVersion>>, Option<String>)> {
+    if from_traces {
+        return Ok((kernels.map(<[_]>::to_vec), None));
+    }
+    match kernels {
+        Some(kernels) => match kernels.iter().find(|&&k| !boots_under(k, clock)) {
+            Some(&kernel) => Err(usage(format!(
+                "--kernels names {k}, which does not boot under --guest-clock {clock} (its SMP \
+                 bring-up stops under QEMU's instruction counter, docs/vm.md); record it with \
+                 --guest-clock host",
+                k = value_name(kernel)
+            ))),
+            None => Ok((Some(kernels.to_vec()), None)),
+        },
+        None => {
+            let (boot, skip): (Vec<LinuxVersion>, Vec<LinuxVersion>) =
+                ALL_KERNELS.iter().partition(|&&k| boots_under(k, clock));
+            let note = (!skip.is_empty()).then(|| {
+                format!(
+                    "{}: skipped, does not boot under --guest-clock {clock} (docs/vm.md)",
+                    names(&skip)
+                )
+            });
+            // Every kernel boots: leave them unnamed, as asked.
+            Ok((note.is_some().then_some(boot), note))
+        }
+    }
+}
+
 /// A usage error when a kernel or scheduler named explicitly has no
 /// recording in `chosen`.
 fn refuse_unrecorded(
@@ -276,12 +330,15 @@ const CONFIGURE_PACKAGE: &str = "bc";
 impl Workload {
     /// The guest's shell command that records this workload into `trace`
     /// (`bin`: where nest and nest-load are).
-    fn record_command(self, bin: &Path, trace: &Path) -> String {
+    fn record_command(self, bin: &Path, trace: &Path, clock: GuestClock) -> String {
         let nest = shell_quote(&bin.join("nest").to_string_lossy());
         let trace = shell_quote(&trace.to_string_lossy());
         let load = shell_quote(&bin.join("nest-load").to_string_lossy());
         let record = |buffer_kb: u32, command: &str| {
-            format!("{nest} trace record --buffer-kb {buffer_kb} --out {trace} -- {command} >&2")
+            format!(
+                "{nest} trace record --buffer-kb {buffer_kb} --meta {GUEST_CLOCK_META}={clock} \
+                 --out {trace} -- {command} >&2"
+            )
         };
         match self {
             Workload::Chain => record(8192, &format!("{load} churn --count 40 --work-us 20000")),
@@ -299,6 +356,19 @@ impl Workload {
             }
         }
     }
+}
+
+/// The trace meta entry saying what the guest's time followed
+/// ([`GuestClock`]'s name); traces without it were recorded before it
+/// existed, under the host's clock.
+const GUEST_CLOCK_META: &str = "guest_clock";
+
+/// The guest clock a trace was recorded under.
+fn guest_clock_of(trace: &Trace) -> String {
+    trace
+        .meta_get(GUEST_CLOCK_META)
+        .unwrap_or("host")
+        .to_string()
 }
 
 /// The name a value has on the command line (`linux-5.10`, `chain`).
@@ -408,8 +478,10 @@ const BANDS: [Figure; 6] = [
 ];
 
 pub fn run(args: ValidateArgs) -> Result<ExitCode> {
-    let (recordings, notes) = recordings(args.kernels.as_deref(), args.schedulers.as_deref())?;
-    for note in notes {
+    let (kernels, clock_note) =
+        kernels_for_clock(args.kernels.as_deref(), args.guest_clock, args.from_traces)?;
+    let (recordings, notes) = recordings(kernels.as_deref(), args.schedulers.as_deref())?;
+    for note in clock_note.into_iter().chain(notes) {
         eprintln!("nest validate: note: {note}");
     }
     std::fs::create_dir_all(&args.out)
@@ -422,7 +494,11 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
                 .filter(|r| r.kernel == kernel)
                 .map(|r| r.scheduler)
                 .collect();
-            record_in_guest(&out, kernel, &schedulers, &args.workloads, args.timeout)?;
+            let guest = Guest {
+                timeout: args.timeout,
+                clock: args.guest_clock,
+            };
+            record_in_guest(&out, kernel, &schedulers, &args.workloads, guest)?;
         }
     }
     let machine = Machine::builtin(GUEST_MACHINE)?;
@@ -488,11 +564,22 @@ fn compare_recorded(
     })?;
     let simulated = simulate(&real, machine, recording)
         .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
+    let clock = guest_clock_of(&real);
     let real = command_figures(&real, None)?;
     let simulated = command_figures(&simulated, Some(SIMULATED_ROOT))?;
-    let title = format!("{}: {}", recording.title(), value_name(workload));
+    let title = format!(
+        "{}: {} (guest clock {clock})",
+        recording.title(),
+        value_name(workload)
+    );
     eprintln!("nest validate: {title}: root {}", real.root);
-    let rows = compare(recording, workload, &real.placement, &simulated.placement);
+    let rows = compare(
+        recording,
+        &clock,
+        workload,
+        &real.placement,
+        &simulated.placement,
+    );
     let pair = Pair {
         title,
         real: real.intervals,
@@ -529,6 +616,13 @@ fn check_programs(bin: &Path, schedulers: &[Scheduler]) -> Result<()> {
     Ok(())
 }
 
+/// How the guest is run: its deadline and its clock.
+#[derive(Clone, Copy, Debug)]
+struct Guest {
+    timeout: Duration,
+    clock: GuestClock,
+}
+
 /// Boots the guest on `kernel` and records every workload under each of
 /// `schedulers`.
 fn record_in_guest(
@@ -536,7 +630,7 @@ fn record_in_guest(
     kernel: LinuxVersion,
     schedulers: &[Scheduler],
     workloads: &[Workload],
-    timeout: Duration,
+    guest: Guest,
 ) -> Result<()> {
     let kernel_dir = ensure_kernel(false, kernel == LinuxVersion::Linux510)?;
     let bin = programs_dir()?;
@@ -554,10 +648,18 @@ fn record_in_guest(
     } else {
         None
     };
-    let script = guest_script(out, &bin, lib.as_deref(), &recordings, workloads);
+    let script = guest_script(
+        out,
+        &bin,
+        lib.as_deref(),
+        &recordings,
+        workloads,
+        guest.clock,
+    );
     let spec = VmSpec {
         numa: true,
-        timeout,
+        timeout: guest.timeout,
+        guest_clock: guest.clock,
         kernel_dir,
         // Shared at the same path even under /tmp, where the guest mounts
         // its own tmpfs (a clone in /tmp: the binaries would be hidden).
@@ -569,10 +671,12 @@ fn record_in_guest(
         ..VmSpec::with_topology(2, 4, 2)
     };
     eprintln!(
-        "nest validate: recording {} workload(s) under {} ({}) in the 2x4x2 guest",
+        "nest validate: recording {} workload(s) under {} ({}) in the 2x4x2 guest, guest \
+         clock {}",
         workloads.len(),
         value_name(kernel),
-        names(schedulers)
+        names(schedulers),
+        guest.clock
     );
     // The guest runs its command with sh; the library is bash's.
     let outcome = nest_vm::run(&spec, &format!("exec bash -c {}", shell_quote(&script)))?;
@@ -608,6 +712,7 @@ fn guest_script(
     lib: Option<&str>,
     recordings: &[Recording],
     workloads: &[Workload],
+    clock: GuestClock,
 ) -> String {
     let mut script = format!("set -u\nbin={}\n", shell_quote(&bin.to_string_lossy()));
     if let Some(lib) = lib {
@@ -616,7 +721,7 @@ fn guest_script(
     for &recording in recordings {
         let records: Vec<String> = workloads
             .iter()
-            .map(|&w| w.record_command(bin, &recording.trace_path(out, w)))
+            .map(|&w| w.record_command(bin, &recording.trace_path(out, w), clock))
             .collect();
         match recording.scheduler {
             Scheduler::Default => {
@@ -682,6 +787,8 @@ fn command_figures(trace: &Trace, root: Option<u32>) -> Result<CommandFigures> {
 
 struct Row {
     recording: Recording,
+    /// What the guest's time followed ([`GuestClock`]'s name).
+    guest_clock: String,
     workload: Workload,
     figure: &'static str,
     real: Option<f64>,
@@ -693,6 +800,7 @@ struct Row {
 
 fn compare(
     recording: Recording,
+    guest_clock: &str,
     workload: Workload,
     real: &TasksPlacement,
     simulated: &TasksPlacement,
@@ -703,6 +811,7 @@ fn compare(
             let (r, s) = ((f.value)(real), (f.value)(simulated));
             Row {
                 recording,
+                guest_clock: guest_clock.to_string(),
                 workload,
                 figure: f.name,
                 real: r,
@@ -723,7 +832,8 @@ fn verdict(row: &Row) -> &'static str {
 }
 
 /// The rows as a table: printed, `figures.csv`, and in `validate.html`.
-/// Columns: the recording's kernel and scheduler, the simulator's model
+/// Columns: the recording's kernel and scheduler, the guest clock it was
+/// recorded under (`host`, `icount:N`), the simulator's model
 /// it is compared with (its name in `nest sim -p`: `linux`,
 /// `nest-nospin`), the workload, the figure, its real and simulated
 /// values, its band and the verdict.
@@ -731,6 +841,7 @@ fn figures_table(rows: &[Row]) -> Table {
     let columns = [
         "kernel",
         "scheduler",
+        "guest_clock",
         "model",
         "workload",
         "figure",
@@ -745,6 +856,7 @@ fn figures_table(rows: &[Row]) -> Table {
         table.push(vec![
             value_name(r.recording.kernel).into(),
             value_name(r.recording.scheduler).into(),
+            r.guest_clock.as_str().into(),
             r.recording.scheduler.model().name().into(),
             value_name(r.workload).into(),
             r.figure.into(),
@@ -772,7 +884,11 @@ fn html(table: &Table, pairs: &[Pair]) -> String {
          {GUEST_MACHINE}: the kernel's default scheduler against the Linux model of its \
          generation, scx_nest against the simulator's Nest (the same C policy). The \
          recorded command's tree over its lifetime, 100 ms intervals. A figure agrees when \
-         real and simulated differ by at most its band (x2: by at most a factor of 2).</p>\n"
+         real and simulated differ by at most its band (x2: by at most a factor of 2). The \
+         guest_clock column says what the guest's time followed while it recorded: \
+         <code>host</code> (the host's clock, under emulation 10-50x less guest work per \
+         millisecond than on hardware) or <code>icount:N</code> (QEMU's instruction \
+         counter, 2^N ns per instruction; docs/vm.md, \"Guest timing\").</p>\n"
     );
     s.push_str(&table.to_html());
     for pair in pairs {
@@ -810,6 +926,7 @@ mod tests {
         let real = placement(2.7, 39, 1);
         let rows = compare(
             LINUX_7_DEFAULT,
+            "host",
             Workload::Chain,
             &real,
             &placement(1.9, 40, 0),
@@ -828,6 +945,7 @@ mod tests {
         // A model that kept the chain on the parent's LLC.
         let rows = compare(
             LINUX_7_DEFAULT,
+            "host",
             Workload::Chain,
             &real,
             &placement(1.9, 0, 40),
@@ -836,12 +954,12 @@ mod tests {
         assert_eq!(verdict_of(&rows, "forks to the parent's LLC"), "OUTSIDE");
         let table = figures_table(&rows);
         let csv = table.to_csv();
-        assert!(
-            csv.starts_with("kernel,scheduler,model,workload,figure,real,simulated,band,verdict\n")
-        );
+        assert!(csv.starts_with(
+            "kernel,scheduler,guest_clock,model,workload,figure,real,simulated,band,verdict\n"
+        ));
         assert!(
             csv.contains(
-                "linux-7,default,linux,chain,forks to another socket,0.975,0,0.25,OUTSIDE\n"
+                "linux-7,default,host,linux,chain,forks to another socket,0.975,0,0.25,OUTSIDE\n"
             ),
             "{csv}"
         );
@@ -872,6 +990,7 @@ mod tests {
         assert!(band.agrees(4.4, 0.0), "both below 5 per second");
         let rows = compare(
             LINUX_7_DEFAULT,
+            "host",
             Workload::Chain,
             &TasksPlacement {
                 migrations: 10,
@@ -886,15 +1005,18 @@ mod tests {
         );
         let csv = figures_table(&rows).to_csv();
         assert!(
-            csv.contains("linux-7,default,linux,chain,migrations / s,10,6,x2 or < 5,agrees\n"),
+            csv.contains("linux-7,default,host,linux,chain,migrations / s,10,6,x2 or < 5,agrees\n"),
             "{csv}"
         );
     }
 
     #[test]
     fn configure_is_recorded_in_a_fresh_copy_of_its_source_tree() {
-        let command =
-            Workload::Configure.record_command(Path::new("/b"), Path::new("/o/c.nest.jsonl"));
+        let command = Workload::Configure.record_command(
+            Path::new("/b"),
+            Path::new("/o/c.nest.jsonl"),
+            GuestClock::Host,
+        );
         let tree = source::tree(CONFIGURE_PACKAGE);
         assert!(
             command.starts_with(&format!(
@@ -905,14 +1027,20 @@ mod tests {
         );
         assert!(
             command.ends_with(
-                "/b/nest trace record --buffer-kb 32768 --out /o/c.nest.jsonl -- ./configure >&2)"
+                "/b/nest trace record --buffer-kb 32768 --meta guest_clock=host --out \
+                 /o/c.nest.jsonl -- ./configure >&2)"
             ),
             "{command}"
         );
-        let chain = Workload::Chain.record_command(Path::new("/b"), Path::new("/o/t"));
+        let chain = Workload::Chain.record_command(
+            Path::new("/b"),
+            Path::new("/o/t"),
+            GuestClock::Icount { shift: 0 },
+        );
         assert_eq!(
             chain,
-            "/b/nest trace record --buffer-kb 8192 --out /o/t -- /b/nest-load churn --count 40 --work-us 20000 >&2"
+            "/b/nest trace record --buffer-kb 8192 --meta guest_clock=icount:0 --out /o/t -- \
+             /b/nest-load churn --count 40 --work-us 20000 >&2"
         );
     }
 
@@ -966,13 +1094,16 @@ mod tests {
         }
         let rows = compare(
             LINUX_7_SCX_NEST,
+            "icount:0",
             Workload::Batch,
             &placement(2.0, 1, 0),
             &placement(2.0, 1, 0),
         );
         let csv = figures_table(&rows).to_csv();
         assert!(
-            csv.contains("\nlinux-7,scx_nest,nest-nospin,batch,CPUs / 100 ms,2,2,1,agrees\n"),
+            csv.contains(
+                "\nlinux-7,scx_nest,icount:0,nest-nospin,batch,CPUs / 100 ms,2,2,1,agrees\n"
+            ),
             "{csv}"
         );
     }
@@ -1068,10 +1199,12 @@ mod tests {
             Some("with_scx_nest() { :; }"),
             &[LINUX_7_DEFAULT, LINUX_7_SCX_NEST],
             &[Workload::Chain, Workload::Batch],
+            GuestClock::Host,
         );
         let record = |trace: &str, load: &str| {
             format!(
-                "/b/nest trace record --buffer-kb 8192 --out /o/{trace}.nest.jsonl -- /b/nest-load {load} >&2"
+                "/b/nest trace record --buffer-kb 8192 --meta guest_clock=host --out \
+                 /o/{trace}.nest.jsonl -- /b/nest-load {load} >&2"
             )
         };
         let chain = "churn --count 40 --work-us 20000";
@@ -1094,6 +1227,7 @@ mod tests {
             None,
             &[LINUX_510_DEFAULT],
             &[Workload::Chain],
+            GuestClock::Host,
         );
         assert_eq!(
             script,
@@ -1106,7 +1240,7 @@ mod tests {
 
     /// A schedule of a fork/wait chain simulated under Nest, saved as a
     /// recorded trace of it at `path` (its shell as the command).
-    fn save_simulated_chain(path: &Path) {
+    fn save_simulated_chain(path: &Path, clock: Option<GuestClock>) {
         let machine = Machine::builtin(GUEST_MACHINE).unwrap();
         let workload = nest_sim::cli::load_workload("configure:steps=20", &machine).unwrap();
         let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
@@ -1115,15 +1249,25 @@ mod tests {
         let result = nest_sim::run(cfg, &workload, policy.as_mut()).unwrap();
         let mut trace = result.trace.unwrap();
         trace.meta_set("command_pid", SIMULATED_ROOT.to_string());
+        if let Some(clock) = clock {
+            trace.meta_set(GUEST_CLOCK_META, clock.to_string());
+        }
         nest_trace::format::save(&trace, path).unwrap();
     }
 
     #[test]
     fn from_traces_compares_each_scheduler_with_its_model() {
         let dir = tempfile::tempdir().unwrap();
-        for recording in [LINUX_7_DEFAULT, LINUX_7_SCX_NEST] {
-            save_simulated_chain(&recording.trace_path(dir.path(), Workload::Chain));
-        }
+        // A trace from before the guest_clock meta (the host's clock),
+        // and one recorded under icount.
+        save_simulated_chain(
+            &LINUX_7_DEFAULT.trace_path(dir.path(), Workload::Chain),
+            None,
+        );
+        save_simulated_chain(
+            &LINUX_7_SCX_NEST.trace_path(dir.path(), Workload::Chain),
+            Some(GuestClock::Icount { shift: 0 }),
+        );
         let out = dir.path().to_str().unwrap();
         let argv = [
             "--from-traces",
@@ -1145,26 +1289,28 @@ mod tests {
         assert!(
             rows[..BANDS.len()]
                 .iter()
-                .all(|r| r[..4] == ["linux-7", "default", "linux", "chain"])
+                .all(|r| r[..5] == ["linux-7", "default", "host", "linux", "chain"])
         );
         assert!(
             rows[BANDS.len()..]
                 .iter()
-                .all(|r| r[..4] == ["linux-7", "scx_nest", "nest-nospin", "chain"])
+                .all(|r| r[..5] == ["linux-7", "scx_nest", "icount:0", "nest-nospin", "chain"])
         );
         // Nest's own schedule, replayed under Nest, agrees with itself;
         // under the Linux model of 7.x the chain's forks go to the other
         // socket: each recording was replayed under its own model.
         for r in &rows[BANDS.len()..] {
-            assert_eq!(r[8], "agrees", "{r:?}");
+            assert_eq!(r[9], "agrees", "{r:?}");
         }
         let linux_forks = rows
             .iter()
-            .find(|r| r[1] == "default" && r[4] == "forks to another socket");
-        assert_eq!(linux_forks.unwrap()[5..7], ["0", "1"], "{csv}");
+            .find(|r| r[1] == "default" && r[5] == "forks to another socket");
+        assert_eq!(linux_forks.unwrap()[6..8], ["0", "1"], "{csv}");
         let page = std::fs::read_to_string(dir.path().join("validate.html")).unwrap();
-        assert!(page.contains("<h2>linux-7 default vs Linux model: chain</h2>"));
-        assert!(page.contains("<h2>linux-7 scx_nest vs Nest model: chain</h2>"));
+        assert!(page.contains("<h2>linux-7 default vs Linux model: chain (guest clock host)</h2>"));
+        assert!(
+            page.contains("<h2>linux-7 scx_nest vs Nest model: chain (guest clock icount:0)</h2>")
+        );
         // A recording without its trace: which file, and how to go on.
         let argv = ["--from-traces", "--workloads", "chain", "--out", out];
         let err = format!("{:#}", run(parse(&argv).unwrap()).unwrap_err());
@@ -1173,6 +1319,35 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("leave linux-5.10 default out"), "{err}");
+    }
+
+    #[test]
+    fn the_guest_clock_is_host_unless_asked_and_a_bad_one_is_a_usage_error() {
+        assert_eq!(parse(&[]).unwrap().guest_clock, GuestClock::Host);
+        let args = parse(&["--guest-clock", "icount:3"]).unwrap();
+        assert_eq!(args.guest_clock, GuestClock::Icount { shift: 3 });
+        for bad in ["icount:11", "auto", "icount:x"] {
+            let err = parse(&["--guest-clock", bad]).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{bad}");
+            assert!(err.to_string().contains("expected host, icount"), "{err}");
+        }
+    }
+
+    #[test]
+    fn under_icount_5_10_is_skipped_unless_named_and_refused_if_named() {
+        let icount = GuestClock::Icount { shift: 0 };
+        let (kernels, note) = kernels_for_clock(None, icount, false).unwrap();
+        assert_eq!(kernels, Some(vec![LinuxVersion::Linux7]));
+        assert!(note.unwrap().starts_with("linux-5.10: skipped"));
+        let err = kernels_for_clock(Some(&ALL_KERNELS), icount, false).unwrap_err();
+        let err = err.downcast_ref::<clap::Error>().expect("a usage error");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--guest-clock host"), "{err}");
+        // The host's clock boots both; recorded traces are compared anyway.
+        let (kernels, note) = kernels_for_clock(None, GuestClock::Host, false).unwrap();
+        assert_eq!((kernels, note), (None, None));
+        let both = kernels_for_clock(Some(&ALL_KERNELS), icount, true).unwrap();
+        assert_eq!(both, (Some(ALL_KERNELS.to_vec()), None));
     }
 
     #[test]

@@ -67,6 +67,11 @@ struct RunArgs {
     /// `Oops: int3` during kernel code patching, see docs/vm.md.
     #[arg(long)]
     mttcg: bool,
+    /// What the guest's time follows: `host` (QEMU's default) or QEMU's
+    /// instruction counter, `icount` (1 ns per guest instruction) or
+    /// `icount:N` (2^N ns); see docs/vm.md, "Guest timing".
+    #[arg(long, default_value = "host", value_name = "CLOCK")]
+    guest_clock: nest_vm::GuestClock,
     /// Guest kernel directory (default: $NEST_CACHE/kernel/current).
     #[arg(long)]
     kernel: Option<PathBuf>,
@@ -165,6 +170,7 @@ fn spec_from(args: &RunArgs) -> Result<VmSpec> {
         extra_cmdline: args.append.clone(),
         cpu_model: args.cpu.clone(),
         multi_threaded_tcg: args.mttcg,
+        guest_clock: args.guest_clock,
     };
     if let Some(cpus) = args.cpus
         && cpus != spec.cpus()
@@ -175,6 +181,13 @@ fn spec_from(args: &RunArgs) -> Result<VmSpec> {
             spec.cores_per_socket,
             spec.threads_per_core,
             spec.cpus()
+        );
+        return Err(clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, message).into());
+    }
+    if args.mttcg && args.guest_clock != nest_vm::GuestClock::Host {
+        let message = format!(
+            "--guest-clock {} counts instructions on one host thread: it cannot go with --mttcg\n",
+            args.guest_clock
         );
         return Err(clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, message).into());
     }
@@ -289,6 +302,30 @@ mod tests {
         let bare = Test::try_parse_from(["vm", "run", "--timeout", "60", "--", "true"]);
         let err = bare.unwrap_err();
         assert!(err.to_string().contains("no unit"), "{err}");
+    }
+
+    #[test]
+    fn guest_clock_is_host_unless_asked_and_bad_values_are_usage_errors() {
+        let spec = spec_from(&parse(&["vm", "run", "--", "true"])).unwrap();
+        assert_eq!(spec.guest_clock, nest_vm::GuestClock::Host);
+        let args = parse(&["vm", "run", "--guest-clock", "icount", "--", "true"]);
+        let spec = spec_from(&args).unwrap();
+        assert_eq!(spec.guest_clock, nest_vm::GuestClock::Icount { shift: 0 });
+        let bad = Test::try_parse_from(["vm", "run", "--guest-clock", "icount:auto", "--", "true"]);
+        assert_eq!(bad.unwrap_err().exit_code(), 2);
+        let args = parse(&[
+            "vm",
+            "run",
+            "--mttcg",
+            "--guest-clock",
+            "icount:1",
+            "--",
+            "true",
+        ]);
+        let err = spec_from(&args).unwrap_err();
+        let err = err.downcast_ref::<clap::Error>().expect("a usage error");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("cannot go with --mttcg"), "{err}");
     }
 
     #[test]

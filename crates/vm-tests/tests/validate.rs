@@ -45,15 +45,17 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
     let (real, verdict) = (column("real"), column("verdict"));
     let rows: Vec<Vec<&str>> = lines.collect();
     // Six figures for each of linux-7 default, linux-7 scx_nest and
-    // linux-5.10 default.
+    // linux-5.10 default, all under the host's clock (the default).
     assert_eq!(rows.len(), 18, "{csv}");
+    let clock = column("guest_clock");
+    assert!(rows.iter().all(|r| r[clock] == "host"), "{csv}");
     let page = std::fs::read_to_string(out.path().join("validate.html")).expect("validate.html");
     for title in [
         "linux-7 default vs Linux model",
         "linux-7 scx_nest vs Nest model",
         "linux-5.10 default vs Linux model",
     ] {
-        let heading = format!("<h2>{title}: chain</h2>");
+        let heading = format!("<h2>{title}: chain (guest clock host)</h2>");
         assert!(page.contains(&heading), "no {heading}");
     }
     assert_eq!(
