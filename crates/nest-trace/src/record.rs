@@ -95,10 +95,13 @@ pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace
         .flatten();
     let instance = Instance::create(&tracefs)?;
     let mut missing = instance.configure(opts.buffer_kb)?;
-    match &probe {
-        Some(p) => instance.write(&p.enable_file(), "1")?,
-        None if opts.wake_flags => missing.push("kprobe:try_to_wake_up".to_string()),
-        None => {}
+    // Without the probe (refused by the kernel, or not enabled in the
+    // instance) wakeups still name their wakers, without the sync flag.
+    let probed = probe
+        .as_ref()
+        .is_some_and(|p| instance.write(&p.enable_file(), "1").is_ok());
+    if opts.wake_flags && !probed {
+        missing.push("kprobe:try_to_wake_up".to_string());
     }
     let interrupted = Arc::new(AtomicBool::new(false));
     let _signals = Signals::catch(&interrupted)?;
@@ -127,7 +130,7 @@ pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace
         overrun,
         interrupted.load(Ordering::SeqCst),
     );
-    trace.meta_set("wake_flags_probed", probe.is_some().to_string());
+    trace.meta_set("wake_flags_probed", probed.to_string());
     Ok(trace)
 }
 
