@@ -140,6 +140,16 @@ stop_scheduler() {
 		for task in /proc/"$pid"/task/*; do
 			echo "thread ${task##*/}: $(cat "$task/wchan" 2>/dev/null)"
 		done
+		# Where sched_ext's own workers wait (the disable work runs on
+		# one), and every blocked task's stack into dmesg (sysrq w).
+		for task in /proc/[0-9]*; do
+			case "$(cat "$task/comm" 2>/dev/null)" in
+			*sched_ext* | *scx*)
+				echo "kthread $(cat "$task/comm"): $(tr '\n' ' ' <"$task/stack" 2>/dev/null)"
+				;;
+			esac
+		done
+		echo w >/proc/sysrq-trigger 2>/dev/null
 		kill -KILL "$pid"
 	else
 		wait "$pid"
