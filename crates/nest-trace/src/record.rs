@@ -192,21 +192,28 @@ impl Instance {
             self.write(&enable, "1")?;
         }
         let mut missing = Vec::new();
-        let waking = format!("events/sched/{WAKER_EVENT}/enable");
-        if self.path.join(&waking).exists() {
-            self.write(&waking, "1")?;
-        } else {
-            missing.push(format!("sched:{WAKER_EVENT}"));
-        }
+        self.enable_if_present("sched", WAKER_EVENT, &mut missing)?;
         for event in POWER_EVENTS {
-            let enable = format!("events/power/{event}/enable");
-            if self.path.join(&enable).exists() {
-                self.write(&enable, "1")?;
-            } else {
-                missing.push(format!("power:{event}"));
-            }
+            self.enable_if_present("power", event, &mut missing)?;
         }
         Ok(missing)
+    }
+
+    /// Enables tracepoint `system:event`, or adds it to `missing` when the
+    /// kernel has none.
+    fn enable_if_present(
+        &self,
+        system: &str,
+        event: &str,
+        missing: &mut Vec<String>,
+    ) -> anyhow::Result<()> {
+        let enable = format!("events/{system}/{event}/enable");
+        if self.path.join(&enable).exists() {
+            self.write(&enable, "1")
+        } else {
+            missing.push(format!("{system}:{event}"));
+            Ok(())
+        }
     }
 
     fn read_trace(&self) -> anyhow::Result<String> {
