@@ -28,7 +28,7 @@ use crate::error::ParseError;
 use crate::model::{Cpu, Event, EventKind, Pid, PrevState, Topology, Trace, Waker};
 
 /// The event `nest trace record` names its probe on `try_to_wake_up()`'s
-/// entry, which prints the caller's wake flags as `wake_flags=0x..`.
+/// entry, which prints the caller's wake flags in decimal, `wake_flags=16`.
 pub const WAKE_FLAGS_EVENT: &str = "nest_wake_flags";
 
 /// `WF_SYNC` in the wake flags (kernel/sched/sched.h, 0x10 since v5.8,
