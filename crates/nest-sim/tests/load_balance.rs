@@ -144,3 +144,37 @@ fn a_pair_stays_on_its_node_when_the_other_node_goes_idle() {
         );
     }
 }
+
+#[test]
+fn a_fork_chain_avoids_the_core_its_last_child_left() {
+    // A parent forks six 20 ms children one after the other, waiting for
+    // each. Linux 5.10 keeps them in the parent's LLC and, among its idle
+    // cores, takes the least utilised (update_pick_idlest()). An exited
+    // child's utilisation stays in its CPU's until that CPU's next PELT
+    // update (remove_entity_load_avg()), which for an idle CPU comes from
+    // the idle CPUs' periodic blocked-load update, at most every 32 ms: so
+    // the next child goes to another core, not back to the one just left.
+    let chain = r#"{"tasks": {
+        "parent": {"instance": 1, "loop": 6,
+                   "fork0": "child", "wait_children1": true, "run2": 2000},
+        "child": {"instance": 0, "run": 20000}}}"#;
+    let w: Workload = rtapp::parse(chain, "inline").unwrap();
+    let mut cfg = SimConfig::new(guest(), Governor::Performance, 1);
+    cfg.record_trace = true;
+    cfg.linux = LinuxVersion::Linux510;
+    let r = nest_sim::run(cfg, &w, &mut nest_sim::policy::baseline::Baseline).unwrap();
+    let core = |cpu: Cpu| cpu % 8;
+    let children: Vec<Cpu> = r.tasks[1..]
+        .iter()
+        .map(|t| {
+            let first = r.trace.as_ref().unwrap().events.iter().find(
+                |e| matches!(e.kind, EventKind::Switch { next, .. } if next == t.pid),
+            );
+            first.unwrap().cpu
+        })
+        .collect();
+    assert_eq!(children.len(), 6);
+    for pair in children.windows(2) {
+        assert_ne!(core(pair[0]), core(pair[1]), "children on {children:?}");
+    }
+}

@@ -77,7 +77,7 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
     // The decisions the fork model makes must agree. Distinct CPUs per
     // 100 ms is printed, not asserted: the guest's other tasks move idle
     // CPUs' idle stamps, so its chain used 1.9-3.2 CPUs per 100 ms (five
-    // runs) where the model's uses 1.9 (docs/sim.md).
+    // runs) under 7.x, where the model's uses 1.9 (docs/sim.md).
     for k in ["linux-7", "linux-5.10"] {
         for f in [
             "sockets / 100 ms",

@@ -15,6 +15,11 @@
 //!   is nothing it could pull.
 //! - A CPU about to idle balances at once (`sched_balance_newidle()`,
 //!   `newidle_balance()` before 6.10).
+//! - Idle CPUs' PELT averages are brought up to date (their blocked load
+//!   decays, departed tasks' utilisation is taken out) at most every 32 ms
+//!   (`LOAD_AVG_PERIOD`, `nohz.next_blocked`), by a busy CPU's tick or a
+//!   CPU going idle (`NOHZ_STATS_KICK`); a CPU with a tick updates its own
+//!   at the tick and whenever a task is enqueued on it.
 
 use nest_trace::{Cpu, PrevState};
 
@@ -35,6 +40,13 @@ pub(crate) struct Balancer {
     next_balance: Vec<u64>,
     /// `jiffies`: ticks so far.
     jiffies: u64,
+    /// `nohz.next_blocked`: when idle CPUs' PELT averages are next updated.
+    next_blocked: u64,
+    /// `msecs_to_jiffies(LOAD_AVG_PERIOD)`: 32 ms in jiffies, rounded up.
+    blocked_period: u64,
+    /// CPUs that may have `removed_util`, emptied by each update of the
+    /// idle CPUs (a CPU updated meanwhile may be listed twice).
+    removed_on: Vec<Cpu>,
 }
 
 impl Balancer {
@@ -52,6 +64,9 @@ impl Balancer {
             first,
             next_balance: vec![0; n as usize],
             jiffies: 0,
+            next_blocked: 0,
+            blocked_period: (32 * u64::from(hz)).div_ceil(1000),
+            removed_on: Vec::new(),
         }
     }
 
@@ -93,14 +108,60 @@ impl Sim<'_> {
         let now = self.lb.jiffies;
         let mut cpu = None;
         while let Some(c) = self.k.next_cpu(cpu, true) {
+            // entity_tick() updates the running task's and its CPU's PELT.
+            self.update_blocked(c);
             if now >= self.lb.next_balance[c as usize] {
                 self.balance_domains(c, CpuIdle::NotIdle, now);
             }
             cpu = Some(c);
         }
-        if self.nohz_kick() {
-            self.nohz_idle_balance(now);
+        if cpu.is_none() {
+            return; // no tick ran to kick anything
         }
+        // Every balance kick is a stats kick too; there is always blocked
+        // load to update (`nohz.has_blocked`) while tasks live.
+        let balance = self.nohz_kick();
+        if balance || now > self.lb.next_blocked {
+            if balance {
+                self.nohz_idle_balance(now);
+            }
+            self.nohz_stats(None);
+        }
+    }
+
+    /// A task with utilisation `util` left `cpu` while off its run queue:
+    /// its utilisation stays in the CPU's until the CPU's next PELT update
+    /// (`remove_entity_load_avg()`, from `task_dead_fair()` at exit and
+    /// `migrate_task_rq_fair()` when it wakes up on another CPU).
+    pub(crate) fn remove_util(&mut self, cpu: Cpu, util: f64) {
+        if !self.balances() {
+            return;
+        }
+        let removed = &mut self.k.cpus[cpu as usize].removed_util;
+        if *removed == 0.0 {
+            self.lb.removed_on.push(cpu);
+        }
+        *removed += util;
+    }
+
+    /// `update_cfs_rq_load_avg()` on `cpu`: what departed tasks left is
+    /// taken out (their `cfs_rq->removed`).
+    pub(crate) fn update_blocked(&mut self, cpu: Cpu) {
+        self.k.cpus[cpu as usize].removed_util = 0.0;
+    }
+
+    /// The `NOHZ_STATS_KICK` part of `_nohz_idle_balance()`: every idle CPU
+    /// but `newly_idle` (a CPU that goes idle and runs it itself) updates
+    /// its blocked averages; the next such update is due 32 ms later.
+    fn nohz_stats(&mut self, newly_idle: Option<Cpu>) {
+        let k = &mut self.k;
+        self.lb.removed_on.retain(|&c| {
+            if k.is_idle(c) && Some(c) != newly_idle {
+                k.cpus[c as usize].removed_util = 0.0;
+            }
+            k.cpus[c as usize].removed_util != 0.0
+        });
+        self.lb.next_blocked = self.lb.jiffies + self.lb.blocked_period;
     }
 
     /// `nohz_balancer_kick()`: does a busy CPU's tick kick the idle
@@ -342,14 +403,29 @@ impl Sim<'_> {
         let overloaded = self.k.nr_queued > 0;
         let lowest = self.lb.domain(cpu, 0);
         let next = self.lb.jiffies + u64::from(self.k.cfg.tick_hz);
-        let next = if lb::newidle_allowed(self.k.cfg.linux, overloaded, avg_idle, lowest) {
+        let allowed = lb::newidle_allowed(self.k.cfg.linux, overloaded, avg_idle, lowest);
+        let next = if allowed {
+            self.update_blocked(cpu);
             self.newidle_domains(cpu, avg_idle, next)
         } else {
             next.min(self.idle_due(cpu, 0))
         };
         let rq_next = &mut self.lb.next_balance[cpu as usize];
         *rq_next = (*rq_next).min(next);
-        !self.k.cpus[cpu as usize].queue.is_empty()
+        let pulled = !self.k.cpus[cpu as usize].queue.is_empty();
+        if !pulled && lb::newidle_updates_idle_cpus(self.k.cfg.linux, allowed) {
+            self.nohz_newidle_stats(cpu);
+        }
+        pulled
+    }
+
+    /// `nohz_newidle_balance()`: `cpu`, about to idle for a while, updates
+    /// the other idle CPUs' blocked averages when they are due.
+    fn nohz_newidle_stats(&mut self, cpu: Cpu) {
+        let avg_idle = self.k.cpus[cpu as usize].avg_idle;
+        if avg_idle >= lb::MIGRATION_COST_NS && self.lb.jiffies >= self.lb.next_blocked {
+            self.nohz_stats(Some(cpu));
+        }
     }
 
     /// The domain walk of `sched_balance_newidle()`; returns the next

@@ -45,6 +45,8 @@ impl Sim<'_> {
     /// Enqueues `task`, runnable since `since` (earlier than now when it is
     /// moved from another run queue).
     pub(super) fn enqueue_since(&mut self, task: u32, cpu: Cpu, since: u64) {
+        // enqueue_entity() updates the CPU's PELT averages.
+        self.update_blocked(cpu);
         let t = &mut self.k.tasks[task as usize];
         t.phase = TaskPhase::Queued(cpu);
         t.enqueued_at = since;

@@ -177,7 +177,16 @@ pub(crate) struct CpuState {
     pub run_ns: u64,
     /// When the CPU last stopped being active.
     pub inactive_since: u64,
+    /// Sum of its tasks' utilisation (running, waiting or blocked), capped
+    /// at 1: PELT's `cfs_rq->avg.util_avg` as the governor reads it.
     pub util: f64,
+    /// Utilisation of tasks that left this CPU while not on its run queue
+    /// (they exited, or woke up elsewhere): the kernel defers taking it out
+    /// of `util_avg` (`remove_entity_load_avg()`) to the CPU's next PELT
+    /// update (`update_cfs_rq_load_avg()`), so placement still sees it
+    /// until then ([`crate::policy::Ctx::util`]). Only kept for the fair
+    /// scheduler's model, with its load balancing (`Sim::balances`).
+    pub removed_util: f64,
     pub last_tick_mhz: u32,
     /// Ran a task during the current accounting interval.
     pub used_in_interval: bool,

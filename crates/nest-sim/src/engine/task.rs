@@ -69,6 +69,9 @@ impl Sim<'_> {
         }
         let prev = self.k.tasks[task as usize].cpu;
         let target = self.select(task, prev, waker, Wake::Wakeup { sync });
+        if target != prev {
+            self.remove_util(prev, self.k.tasks[task as usize].util);
+        }
         self.k.update_avg_idle(target);
         let from = waker.unwrap_or(prev);
         let pid = Kernel::pid(task);
@@ -257,8 +260,9 @@ impl Sim<'_> {
         t.phase = TaskPhase::Dead;
         t.stats.end_ns = Some(now);
         let parent = t.parent;
-        let util_cpu = t.cpu;
+        let (util_cpu, util) = (t.cpu, t.util);
         self.k.util_stale.push(util_cpu);
+        self.remove_util(util_cpu, util);
         self.k.live_tasks -= 1;
         if let Some(i) = self.k.live.iter().position(|&x| x == task) {
             self.k.live.remove(i);

@@ -760,6 +760,14 @@ pub fn newidle_allowed(
     overloaded && avg_idle >= floor
 }
 
+/// Does a CPU about to idle, having pulled nothing, update the other idle
+/// CPUs' blocked averages when due (`nohz_newidle_balance()`)? In 6.19
+/// whenever it pulled nothing; in 5.10 only when it did not look for a
+/// task (`allowed`: [`newidle_allowed`]).
+pub fn newidle_updates_idle_cpus(version: LinuxVersion, allowed: bool) -> bool {
+    version == LinuxVersion::Linux7 || !allowed
+}
+
 /// Does a newly-idle balance stop after one task? With
 /// `CONFIG_PREEMPTION` (`detach_tasks()`): Debian's kernels since 5.12
 /// (`PREEMPT_DYNAMIC`), not Debian 11's 5.10 (`PREEMPT_VOLUNTARY`).

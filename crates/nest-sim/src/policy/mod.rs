@@ -239,9 +239,12 @@ impl Ctx<'_> {
         self.k.cfg.linux
     }
 
-    /// PELT-like utilisation of `cpu` in [0, 1] at the last frequency step.
+    /// PELT-like utilisation of `cpu` in [0, 1] as the fair scheduler's
+    /// placement reads it (`cpu_util()`): its tasks' at the last frequency
+    /// step, plus what departed tasks left until the CPU's next PELT update.
     pub fn util(&self, cpu: Cpu) -> f64 {
-        self.k.cpus[cpu as usize].util
+        let c = &self.k.cpus[cpu as usize];
+        (c.util + c.removed_util).min(1.0)
     }
 
     /// All hardware threads of `cpu`'s physical core (`cpu` included),
