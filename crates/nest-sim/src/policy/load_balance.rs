@@ -444,6 +444,11 @@ pub fn find_busiest_group(cx: &Ctx, d: &Domain, idle: CpuIdle) -> Option<Imbalan
 /// (`busiest->sum_nr_running == 1` in `find_busiest_group()`).
 #[inline]
 pub fn nothing_to_pull(cx: &Ctx, d: &Domain) -> bool {
+    // Without waiting tasks, no CPU runs more than one (a quick answer
+    // for groups of one CPU).
+    if d.single_cpu_groups() && !cx.tasks_wait() {
+        return true;
+    }
     let runs_one = |g: &[Cpu]| g.iter().map(|&c| cx.nr_running(c)).sum::<u32>() <= 1;
     d.others().chunks_exact(d.span.group_size).all(runs_one)
 }
@@ -794,6 +799,7 @@ mod tests {
         task.phase = TaskPhase::Queued(cpu);
         task.fair.exec_start = ran_ago.map(|ago| k.now - ago);
         k.cpus[cpu as usize].queue.push_back(t);
+        k.nr_queued += 1;
         t
     }
 
