@@ -215,7 +215,7 @@ impl Sim<'_> {
             // The common case of the SMT level, settled without the rest of
             // sched_balance_rq(): a CPU balances its own group of one CPU
             // (should_we_balance()), and find_busiest_group() finds nothing.
-            if lb::nothing_to_pull(&Ctx { k: &mut self.k }, d) {
+            if d.single_cpu_groups() && lb::nothing_to_pull(&Ctx { k: &mut self.k }, d) {
                 self.lb.domains[i].balanced(idle);
             } else if self.balance_rq(cpu, i - first, idle, &mut continue_balancing) > 0 {
                 idle = if self.k.is_idle(cpu) {

@@ -203,7 +203,7 @@ impl Domain {
     }
 
     /// The groups are single CPUs.
-    fn single_cpu_groups(&self) -> bool {
+    pub fn single_cpu_groups(&self) -> bool {
         self.span.group_size == 1
     }
 
@@ -434,11 +434,23 @@ pub fn find_busiest_group(cx: &Ctx, d: &Domain, idle: CpuIdle) -> Option<Imbalan
 }
 
 /// Does `find_busiest_group()` find nothing in `d` without computing its
-/// statistics? When its groups are single CPUs without
-/// `SD_PREFER_SIBLING` (the SMT level), only one running two tasks or more
-/// can be the busiest (`worth_balancing()`).
+/// statistics? When no group but the local one runs more than one task
+/// (then the busiest runs one, and `worth_balancing()` says no whatever
+/// the CPUs' utilisation): that group is not overloaded, nor an SMT core
+/// to relieve (both need more than one task); a sibling spread needs it
+/// to run two tasks more than the local group (5.10) or
+/// `sibling_imbalance()` above one (6.19); a busy CPU only pulls from an
+/// overloaded group; and an idle one does not pull a group's only task
+/// (`busiest->sum_nr_running == 1` in `find_busiest_group()`).
+#[inline]
 pub fn nothing_to_pull(cx: &Ctx, d: &Domain) -> bool {
-    only_overload_counts(d) && !d.others().iter().any(|&c| cx.nr_running(c) > 1)
+    // Without waiting tasks, no CPU runs more than one (a quick answer
+    // for groups of one CPU).
+    if d.single_cpu_groups() && !cx.tasks_wait() {
+        return true;
+    }
+    let runs_one = |g: &[Cpu]| g.iter().map(|&c| cx.nr_running(c)).sum::<u32>() <= 1;
+    d.others().chunks_exact(d.span.group_size).all(runs_one)
 }
 
 /// `find_busiest_group()` from the groups' statistics.
@@ -472,15 +484,6 @@ fn find_busiest_group_stats(cx: &Ctx, d: &Domain, idle: CpuIdle) -> Option<Imbal
         migration,
         amount,
     })
-}
-
-/// Do the groups of `d` (single CPUs, without `SD_PREFER_SIBLING`: the
-/// SMT level) only count as unbalanced when one runs two tasks or more?
-/// Then `worth_balancing()` needs the busiest group overloaded or, for an
-/// idle CPU, running other than one task (and a group without tasks is
-/// never the busiest).
-fn only_overload_counts(d: &Domain) -> bool {
-    !d.prefer_sibling() && d.single_cpu_groups()
 }
 
 /// The checks of `find_busiest_group()` between the statistics and
@@ -804,6 +807,7 @@ mod tests {
         task.phase = TaskPhase::Queued(cpu);
         task.fair.exec_start = ran_ago.map(|ago| k.now - ago);
         k.cpus[cpu as usize].queue.push_back(t);
+        k.nr_queued += 1;
         t
     }
 

@@ -188,6 +188,12 @@ impl Ctx<'_> {
         self.k.is_idle(cpu)
     }
 
+    /// Does a task wait in a run queue? (Otherwise no CPU runs more than
+    /// one task.)
+    pub fn tasks_wait(&self) -> bool {
+        self.k.nr_queued > 0
+    }
+
     /// Tasks running or queued on `cpu`.
     pub fn nr_running(&self, cpu: Cpu) -> u32 {
         self.k.nr_running(cpu)
