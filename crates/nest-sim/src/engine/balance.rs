@@ -44,9 +44,8 @@ pub(crate) struct Balancer {
     next_blocked: u64,
     /// `msecs_to_jiffies(LOAD_AVG_PERIOD)`: 32 ms in jiffies, rounded up.
     blocked_period: u64,
-    /// CPUs that may have `removed_util`, emptied by each update of the
-    /// idle CPUs (a CPU updated meanwhile may be listed twice).
-    removed_on: Vec<Cpu>,
+    /// Bit per CPU (64 to a word): may have `removed_util`.
+    removed_on: Vec<u64>,
 }
 
 impl Balancer {
@@ -66,7 +65,7 @@ impl Balancer {
             jiffies: 0,
             next_blocked: 0,
             blocked_period: (32 * u64::from(hz)).div_ceil(1000),
-            removed_on: Vec::new(),
+            removed_on: vec![0; (n as usize).div_ceil(64)],
         }
     }
 
@@ -137,11 +136,8 @@ impl Sim<'_> {
         if !self.balances() {
             return;
         }
-        let removed = &mut self.k.cpus[cpu as usize].removed_util;
-        if *removed == 0.0 {
-            self.lb.removed_on.push(cpu);
-        }
-        *removed += util;
+        self.k.cpus[cpu as usize].removed_util += util;
+        self.lb.removed_on[cpu as usize / 64] |= 1 << (cpu % 64);
     }
 
     /// `update_cfs_rq_load_avg()` on `cpu`: what departed tasks left is
@@ -154,13 +150,19 @@ impl Sim<'_> {
     /// but `newly_idle` (a CPU that goes idle and runs it itself) updates
     /// its blocked averages; the next such update is due 32 ms later.
     fn nohz_stats(&mut self, newly_idle: Option<Cpu>) {
-        let k = &mut self.k;
-        self.lb.removed_on.retain(|&c| {
-            if k.is_idle(c) && Some(c) != newly_idle {
-                k.cpus[c as usize].removed_util = 0.0;
+        for (i, word) in self.lb.removed_on.iter_mut().enumerate() {
+            let mut bits = *word;
+            while bits != 0 {
+                let c = (i * 64) as Cpu + bits.trailing_zeros();
+                bits &= bits - 1;
+                if self.k.is_idle(c) && Some(c) != newly_idle {
+                    self.k.cpus[c as usize].removed_util = 0.0;
+                }
+                if self.k.cpus[c as usize].removed_util == 0.0 {
+                    *word &= !(1 << (c % 64));
+                }
             }
-            k.cpus[c as usize].removed_util != 0.0
-        });
+        }
         self.lb.next_blocked = self.lb.jiffies + self.lb.blocked_period;
     }
 
@@ -423,7 +425,7 @@ impl Sim<'_> {
     /// the other idle CPUs' blocked averages when they are due.
     fn nohz_newidle_stats(&mut self, cpu: Cpu) {
         let avg_idle = self.k.cpus[cpu as usize].avg_idle;
-        if avg_idle >= lb::MIGRATION_COST_NS && self.lb.jiffies >= self.lb.next_blocked {
+        if self.lb.jiffies >= self.lb.next_blocked && avg_idle >= lb::MIGRATION_COST_NS {
             self.nohz_stats(Some(cpu));
         }
     }
