@@ -93,13 +93,6 @@ fn work(us: u64) -> Amount {
     Amount::Uniform(us * 500, us * 1500)
 }
 
-fn program(name: &str, ops: Vec<Op>) -> Program {
-    Program {
-        name: name.to_owned(),
-        ops,
-    }
-}
-
 /// `ops` repeated `n` times (n = 0: forever).
 fn repeat(n: u64, ops: Vec<Op>) -> Vec<Op> {
     let mut v = vec![Op::LoopStart { count: n }];
@@ -157,9 +150,9 @@ fn configure(p: &mut Params) -> Workload {
     ];
     workload(
         vec![
-            program("sh", repeat(steps, sh_ops)),
-            program("cmd", cmd_ops),
-            program("cc", vec![Op::Run(work(cc))]),
+            Program::new("sh", repeat(steps, sh_ops)),
+            Program::new("cmd", cmd_ops),
+            Program::new("cc", vec![Op::Run(work(cc))]),
         ],
         vec![(0, 1)],
     )
@@ -175,7 +168,7 @@ fn sleepers(p: &mut Params) -> Workload {
         Op::Sleep(Amount::Uniform(sleep * 500, sleep * 1500)),
     ];
     workload(
-        vec![program("sleeper", repeat(loops, ops))],
+        vec![Program::new("sleeper", repeat(loops, ops))],
         vec![(0, threads)],
     )
 }
@@ -186,7 +179,7 @@ fn barrier(p: &mut Params, nr_cores: u64) -> Workload {
     let run = p.get("run_us", 2000);
     let ops = vec![Op::Run(work(run)), Op::Barrier(0)];
     workload(
-        vec![program("worker", repeat(phases, ops))],
+        vec![Program::new("worker", repeat(phases, ops))],
         vec![(0, threads)],
     )
 }
@@ -206,11 +199,11 @@ fn hackbench(p: &mut Params) -> Workload {
             let chan = first + r;
             send.extend([Op::Run(work(msg)), Op::Send { chan, sync: true }]);
         }
-        programs.push(program("sender", repeat(loops, send)));
+        programs.push(Program::new("sender", repeat(loops, send)));
         initial.push((programs.len() - 1, fds as u32));
         for r in 0..fds as usize {
             let recv = vec![Op::Recv(first + r), Op::Run(work(msg))];
-            programs.push(program("receiver", repeat(loops * fds, recv)));
+            programs.push(Program::new("receiver", repeat(loops * fds, recv)));
             initial.push((programs.len() - 1, 1));
         }
     }

@@ -67,6 +67,25 @@ pub enum Op {
 pub struct Program {
     pub name: String,
     pub ops: Vec<Op>,
+    /// The CPUs its tasks may run on (rt-app `cpus`), ascending; `None`:
+    /// every CPU, or for a forked task its parent's (a fork inherits the
+    /// parent's `cpus_ptr`: `dup_task_struct()`).
+    pub cpus: Option<Vec<u32>>,
+    /// Its initial instances start this long after time 0 (rt-app
+    /// `delay`), ns.
+    pub delay_ns: u64,
+}
+
+impl Program {
+    /// A program of `ops`, free to run anywhere, started at time 0.
+    pub fn new(name: &str, ops: Vec<Op>) -> Self {
+        Self {
+            name: name.to_owned(),
+            ops,
+            cpus: None,
+            delay_ns: 0,
+        }
+    }
 }
 
 /// A complete workload.

@@ -7,6 +7,8 @@
 //! nominal frequency), `runtime` (us of time), `sleep` (us), `timer`
 //! (`{"ref", "period"}`), `barrier`, `lock`, `unlock`, `fork` (task name;
 //! templates have `"instance": 0`), `suspend`/`resume` (counting channels).
+//! Per task: `cpus` (the CPUs it may run on) and `delay` (us before its
+//! initial instances start; not for templates, which only `fork` starts).
 //! Extensions: `wait_children` (`true`: wait for every forked child), `send`
 //! and `recv` (`resume`/`suspend` with pipe semantics: a `send` wakes its
 //! receiver synchronously, `WF_SYNC`), and `[min, max]` for any
@@ -100,10 +102,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Workload> {
 const IGNORED_KEYS: &[&str] = &[
     "priority",
     "policy",
-    "cpus",
     "nodes_membind",
     "taskgroup",
-    "delay",
     "nice",
     "util_min",
     "util_max",
@@ -111,6 +111,12 @@ const IGNORED_KEYS: &[&str] = &[
     "dl-period",
     "dl-deadline",
 ];
+
+/// Keys of a task that are not events.
+const TASK_KEYS: &[&str] = &["instance", "loop", "phases", "cpus", "delay"];
+
+/// Keys of a phase that are not events.
+const PHASE_KEYS: &[&str] = &["loop"];
 
 #[derive(Default)]
 struct Builder {
@@ -163,6 +169,48 @@ fn micros(v: &Json, path: &str) -> Result<Amount> {
     }
 }
 
+/// rt-app `cpus`: a list of CPU numbers, returned ascending. Whether the
+/// machine has them is checked when it is known (`Sim::new`).
+fn cpus(v: &Json, path: &str) -> Result<Vec<u32>> {
+    let expected = || anyhow!("{path}: expected a non-empty list of CPU numbers, e.g. [0, 2]");
+    let Json::Arr(a) = v else {
+        return Err(expected());
+    };
+    let mut cpus = a
+        .iter()
+        .map(|c| match c {
+            Json::Num(n) if n.fract() == 0.0 && *n >= 0.0 && *n <= f64::from(u32::MAX) => {
+                Ok(*n as u32)
+            }
+            _ => Err(expected()),
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    cpus.sort_unstable();
+    if cpus.is_empty() {
+        return Err(expected());
+    }
+    if let Some(w) = cpus.windows(2).find(|w| w[0] == w[1]) {
+        bail!("{path}: CPU {} is listed twice", w[0]);
+    }
+    Ok(cpus)
+}
+
+/// rt-app `delay` of task `t`: fixed microseconds before it starts, in ns
+/// (0 if absent). Only for tasks started at time 0.
+fn delay(t: &[(String, Json)], path: &str, instances: i64) -> Result<u64> {
+    let Some(v) = get(t, "delay") else {
+        return Ok(0);
+    };
+    let path = format!("{path}.delay");
+    let Amount::Fixed(ns) = micros(v, &path)? else {
+        bail!("{path}: expected fixed microseconds (a number >= 0)");
+    };
+    if instances == 0 {
+        bail!("{path}: only for tasks started at time 0 (\"instance\" >= 1), not templates");
+    }
+    Ok(ns)
+}
+
 fn intern(map: &mut BTreeMap<String, usize>, key: String) -> usize {
     let n = map.len();
     *map.entry(key).or_insert(n)
@@ -195,9 +243,14 @@ impl Builder {
             if instances > 0 {
                 initial.push((i, instances as u32));
             }
+            let delay_ns = delay(t, &path, instances)?;
             programs.push(Program {
                 name: n.clone(),
                 ops: self.task_ops(t, &path)?,
+                cpus: get(t, "cpus")
+                    .map(|v| cpus(v, &format!("{path}.cpus")))
+                    .transpose()?,
+                delay_ns,
             });
         }
         let barriers = barrier_participants(&programs, &initial, self.barriers.len());
@@ -232,12 +285,12 @@ impl Builder {
             for (pn, p) in obj(phases, &format!("{path}.phases"))? {
                 let ppath = format!("{path}.phases.{pn}");
                 let p = obj(p, &ppath)?;
-                let ops = self.events(p, &ppath)?;
+                let ops = self.events(p, &ppath, PHASE_KEYS)?;
                 let looped = self.looped(p, &ppath, ops)?;
                 body.extend(shift_loops(looped, body.len()));
             }
         } else {
-            body = self.events(t, path)?;
+            body = self.events(t, path, TASK_KEYS)?;
         }
         self.looped(t, path, body)
     }
@@ -267,13 +320,12 @@ impl Builder {
         Ok(v)
     }
 
-    fn events(&mut self, o: &[(String, Json)], path: &str) -> Result<Vec<Op>> {
+    /// The events of object `o`, skipping its structural `keys`.
+    fn events(&mut self, o: &[(String, Json)], path: &str, keys: &[&str]) -> Result<Vec<Op>> {
         let mut ops = Vec::new();
         for (k, v) in o {
             let kpath = format!("{path}.{k}");
-            if ["instance", "loop", "phases"].contains(&k.as_str())
-                || IGNORED_KEYS.contains(&k.as_str())
-            {
+            if keys.contains(&k.as_str()) || IGNORED_KEYS.contains(&k.as_str()) {
                 continue;
             }
             if let Some(op) = self.event(k, v, &kpath)? {
