@@ -13,6 +13,7 @@
 //! ```
 
 pub mod cli;
+pub mod cpuset;
 pub mod engine;
 pub mod governor;
 pub mod machine;

@@ -101,7 +101,7 @@ impl RunResult {
             machine: k.machine.name.clone(),
             workload: k.workload.name.clone(),
             seed: k.cfg.seed,
-            completion_ns: if k.live_tasks > 0 {
+            completion_ns: if k.tasks_remain() {
                 k.now
             } else {
                 completion_ns

@@ -336,7 +336,7 @@ impl Sim<'_> {
             if idle != CpuIdle::NotIdle && nr_running <= 1 {
                 break;
             }
-            if !lb::can_migrate_task(&cx, d, task) {
+            if !lb::can_migrate_task(&cx, d, task, cpu) {
                 continue;
             }
             let Some(amount) = lb::detach_amount(&cx, d, imbalance.migration, task, left) else {
@@ -357,12 +357,15 @@ impl Sim<'_> {
 
     /// `active_load_balance_cpu_stop()`: `src`'s stopper pushes a task to
     /// `cpu`, its oldest waiting one or else the one it was running, and
-    /// the domain's failures are forgotten.
+    /// the domain's failures are forgotten. Not a task that may not run on
+    /// `cpu`: `sched_balance_rq()` gives up on a running one
+    /// (`out_one_pinned`), `detach_one_task()` skips a waiting one.
     fn active_balance(&mut self, src: Cpu, cpu: Cpu, level: usize) {
         let c = &self.k.cpus[src as usize];
-        if let Some(&task) = c.queue.front() {
+        let allowed = |t: &u32| self.k.allowed(*t, cpu);
+        if let Some(&task) = c.queue.iter().find(|t| allowed(t)) {
             self.migrate_queued(task, cpu);
-        } else if c.curr.is_some() {
+        } else if c.curr.is_some_and(|t| allowed(&t)) {
             self.push_running(src, cpu);
         } else {
             return;

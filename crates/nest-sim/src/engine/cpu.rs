@@ -28,7 +28,11 @@ impl Sim<'_> {
             .policy
             .enqueue(&mut Ctx { k: &mut self.k }, task, cpu, why);
         match queued {
-            Queued::OnCpu(target) if (target as usize) < self.k.cpus.len() => {
+            // Never where the task may not run (sched_ext would move it to
+            // its global queue): `cpu` is one it may run on.
+            Queued::OnCpu(target)
+                if (target as usize) < self.k.cpus.len() && self.k.allowed(task, target) =>
+            {
                 self.enqueue_since(task, target, self.k.now);
             }
             Queued::OnCpu(_) => self.enqueue_since(task, cpu, self.k.now),
@@ -69,6 +73,10 @@ impl Sim<'_> {
         let d = self.policy.dispatch(&mut Ctx { k: &mut self.k }, cpu, prev);
         match d {
             Dispatch::Run(task) if self.k.task_phase(task) == TaskPhase::Held => {
+                debug_assert!(
+                    self.k.allowed(task, cpu),
+                    "dispatch of task {task} to CPU {cpu}, where it may not run"
+                );
                 self.k.nr_held -= 1;
                 d
             }
@@ -464,6 +472,16 @@ impl Sim<'_> {
             return;
         };
         if from == cpu || cpu as usize >= self.k.cpus.len() {
+            return;
+        }
+        // Balancing and policies move a task only where it may run; in a
+        // release build a move elsewhere is dropped.
+        let allowed = self.k.allowed(task, cpu);
+        debug_assert!(
+            allowed,
+            "move of task {task} to CPU {cpu}, where it may not run"
+        );
+        if !allowed {
             return;
         }
         let q = &mut self.k.cpus[from as usize].queue;

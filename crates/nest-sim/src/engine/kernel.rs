@@ -7,6 +7,7 @@ use nest_trace::{Cpu, Topology, Trace};
 use super::idle::CoreIdle;
 use super::queue::EventQueue;
 use super::{Ev, SimConfig};
+use crate::cpuset::CpuSet;
 use crate::governor::CoreFreq;
 use crate::machine::Machine;
 use crate::policy::wakeup::FairTask;
@@ -94,6 +95,8 @@ pub(crate) struct Task {
     pub run_in_step: u64,
     /// What the fair scheduler keeps per task for wakeups.
     pub fair: FairTask,
+    /// The CPUs it may run on (`p->cpus_ptr`); `None`: every CPU.
+    pub cpus: Option<CpuSet>,
     pub stats: TaskStats,
 }
 
@@ -104,6 +107,7 @@ impl Task {
         parent: Option<u32>,
         cpu: Cpu,
         rng: Rng,
+        cpus: Option<CpuSet>,
         stats: TaskStats,
     ) -> Self {
         Self {
@@ -125,6 +129,7 @@ impl Task {
             run_in_step: 0,
             // wake_up_new_task(): recent_used_cpu = the parent's CPU.
             fair: FairTask::new(cpu),
+            cpus,
             stats,
         }
     }
@@ -271,6 +276,8 @@ pub struct Kernel {
     pub(crate) socket_cpus: Vec<Vec<Cpu>>,
     pub(crate) tasks: Vec<Task>,
     pub(crate) live_tasks: u32,
+    /// Initial tasks not started yet (rt-app `delay`).
+    pub(crate) unstarted: u32,
     /// Ids of the tasks not yet dead, in creation order.
     pub(crate) live: Vec<u32>,
     pub(crate) barriers: Vec<Barrier>,
@@ -389,6 +396,7 @@ impl Kernel {
             socket_cpus,
             tasks: Vec::new(),
             live_tasks: 0,
+            unstarted: 0,
             live: Vec::new(),
             barriers: vec![Barrier::default(); workload.barriers.len()],
             locks: vec![Lock::default(); workload.nr_locks],
@@ -419,6 +427,11 @@ impl Kernel {
         }
     }
 
+    /// Tasks live, or are still to start.
+    pub(crate) fn tasks_remain(&self) -> bool {
+        self.live_tasks > 0 || self.unstarted > 0
+    }
+
     /// Tasks remain, none runs or waits to run, and no pending event (sleep
     /// end, timer, spin end) can change that.
     pub(crate) fn deadlocked(&self) -> bool {
@@ -429,7 +442,7 @@ impl Kernel {
             && !self.queue.any(|ev| {
                 matches!(
                     ev,
-                    Ev::WakeTask { .. } | Ev::Timer { .. } | Ev::SpinEnd { .. }
+                    Ev::WakeTask { .. } | Ev::Timer { .. } | Ev::SpinEnd { .. } | Ev::Start { .. }
                 )
             })
     }
@@ -538,6 +551,32 @@ impl Kernel {
         }
     }
 
+    /// May `task` run on `cpu` (`cpumask_test_cpu(cpu, p->cpus_ptr)`)?
+    pub(crate) fn allowed(&self, task: u32, cpu: Cpu) -> bool {
+        let cpus = &self.tasks[task as usize].cpus;
+        cpus.as_ref().is_none_or(|s| s.contains(cpu))
+    }
+
+    /// The one CPU `task` may run on, if it may run on one only
+    /// (`p->nr_cpus_allowed == 1`).
+    pub(crate) fn only_cpu(&self, task: u32) -> Option<Cpu> {
+        self.tasks[task as usize].cpus.as_ref()?.single()
+    }
+
+    /// `select_fallback_rq()` (kernel/sched/core.c) for `task`, which may
+    /// not run on `cpu`: the first CPU it may run on in `cpu`'s NUMA node
+    /// (socket), else the first it may run on.
+    pub(crate) fn fallback_cpu(&self, task: u32, cpu: Cpu) -> Cpu {
+        let socket = &self.socket_cpus[self.topo.cpus[cpu as usize].socket as usize];
+        let cpus = self.tasks[task as usize].cpus.as_ref();
+        let first = cpus.and_then(|s| s.iter().next()).unwrap_or(cpu);
+        socket
+            .iter()
+            .copied()
+            .find(|&c| self.allowed(task, c))
+            .unwrap_or(first)
+    }
+
     pub(crate) fn task_phase(&self, task: u32) -> TaskPhase {
         self.tasks
             .get(task as usize)
@@ -582,6 +621,7 @@ impl Kernel {
             None,
             cpu,
             Rng::derive(0, u64::from(id)),
+            None,
             TaskStats::default(),
         );
         task.util = util;

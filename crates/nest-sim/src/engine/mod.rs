@@ -87,6 +87,8 @@ pub(crate) enum Ev {
     Done { cpu: u32, epoch: u32 },
     /// A sleeping task's sleep ends.
     WakeTask { task: u32 },
+    /// An initial task of `program` starts late (rt-app `delay`).
+    Start { program: usize },
     /// A warm spin of `cpu` reaches its maximum length.
     SpinEnd { cpu: u32, epoch: u32 },
     /// A policy timer.
@@ -113,6 +115,7 @@ impl<'p> Sim<'p> {
         if workload.nr_initial_tasks() == 0 {
             bail!("workload `{}` starts no task", workload.name);
         }
+        check_cpus(workload, cfg.machine.nr_cpus())?;
         let mut k = Kernel::new(cfg, workload);
         let owns_queues = policy.owns_queues();
         let lb = if k.cfg.load_balance && !owns_queues {
@@ -148,7 +151,7 @@ impl<'p> Sim<'p> {
             self.k.nr_events += 1;
             self.dispatch(ev);
             progress.tick(&self.k);
-            let last = self.k.live_tasks == 0 || self.k.stop_at.is_some_and(|s| t >= s);
+            let last = !self.k.tasks_remain() || self.k.stop_at.is_some_and(|s| t >= s);
             self.count_superseded(key, last);
             if last {
                 break;
@@ -216,10 +219,16 @@ impl<'p> Sim<'p> {
         k.push(k.cfg.dvfs_step_ns, Ev::Step);
         let tick = k.cfg.tick_ns();
         k.push(tick, Ev::Tick);
-        let initial = k.workload.initial.clone();
+        let initial = self.k.workload.initial.clone();
         for (program, instances) in initial {
+            let delay_ns = self.k.workload.programs[program].delay_ns;
             for _ in 0..instances {
-                self.spawn(program, None, 0);
+                if delay_ns == 0 {
+                    self.spawn(program, None, 0);
+                } else {
+                    self.k.unstarted += 1;
+                    self.k.push(delay_ns, Ev::Start { program });
+                }
             }
         }
     }
@@ -230,6 +239,10 @@ impl<'p> Sim<'p> {
                 self.segment_done(cpu);
             }
             Ev::WakeTask { task } => self.wake(task, None, false),
+            Ev::Start { program } => {
+                self.k.unstarted -= 1;
+                self.spawn(program, None, 0);
+            }
             Ev::SpinEnd { cpu, epoch } if self.k.cpus[cpu as usize].epoch == epoch => {
                 self.end_spin(cpu, false);
             }
@@ -277,6 +290,23 @@ impl<'p> Sim<'p> {
         });
         RunResult::collect(&self.k, self.policy.name(), trace)
     }
+}
+
+/// Every CPU a program may run on (rt-app `cpus`) is one of the machine's
+/// `nr_cpus`.
+fn check_cpus(workload: &Workload, nr_cpus: usize) -> Result<()> {
+    for p in &workload.programs {
+        let bad = p.cpus.iter().flatten().find(|&&c| c as usize >= nr_cpus);
+        if let Some(cpu) = bad {
+            bail!(
+                "workload `{}`: task `{}`: cpus: CPU {cpu} is not on the machine (CPUs 0-{})",
+                workload.name,
+                p.name,
+                nr_cpus.saturating_sub(1)
+            );
+        }
+    }
+    Ok(())
 }
 
 impl Kernel {

@@ -12,7 +12,7 @@ impl Sim<'_> {
     pub(crate) fn step(&mut self) {
         let now = self.k.now;
         self.account_until(now);
-        if self.k.live_tasks > 0 {
+        if self.k.tasks_remain() {
             let next = now + self.k.cfg.dvfs_step_ns;
             self.k.push(next, Ev::Step);
         }
@@ -235,7 +235,7 @@ impl Sim<'_> {
             self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
             self.apply_actions();
         }
-        if self.k.live_tasks > 0 {
+        if self.k.tasks_remain() {
             let next = now + self.k.cfg.tick_ns();
             self.k.push(next, Ev::Tick);
         }

@@ -4,6 +4,7 @@ use nest_trace::{Cpu, EventKind};
 
 use super::kernel::{Kernel, Remaining, Task, TaskPhase, TaskStats};
 use super::{Ev, Sim};
+use crate::cpuset::CpuSet;
 use crate::policy::{Ctx, Wake};
 use crate::rng::Rng;
 use crate::workload::{Amount, Op};
@@ -30,7 +31,12 @@ impl Sim<'_> {
             ..TaskStats::default()
         };
         let rng = Rng::derive(k.cfg.seed, u64::from(id));
-        k.tasks.push(Task::new(program, parent, cpu, rng, stats));
+        let cpus = match &k.workload.programs[program].cpus {
+            Some(cpus) => Some(CpuSet::of(cpus)),
+            None => parent.and_then(|p| k.tasks[p as usize].cpus.clone()),
+        };
+        k.tasks
+            .push(Task::new(program, parent, cpu, rng, cpus, stats));
         k.live_tasks += 1;
         k.live.push(id);
         if let Some(p) = parent {
@@ -86,17 +92,32 @@ impl Sim<'_> {
         self.enqueue(task, target);
     }
 
-    /// Asks the policy for a CPU, guarding against out-of-range answers.
+    /// `select_task_rq()` (kernel/sched/core.c): the policy's choice only
+    /// for a task that may run on more than one CPU (`p->nr_cpus_allowed >
+    /// 1`), else its one CPU; a choice out of range, or one the task may
+    /// not run on, falls back (`select_fallback_rq()`). Then the policy
+    /// learns where the task becomes runnable ([`Policy::runnable`]).
     fn select(&mut self, task: u32, prev: Cpu, waker: Option<Cpu>, why: Wake) -> Cpu {
-        let cpu = self
-            .policy
-            .select_cpu(&mut Ctx { k: &mut self.k }, task, prev, waker, why);
+        let cpu = match self.k.only_cpu(task) {
+            Some(cpu) => cpu,
+            None => {
+                let cx = &mut Ctx { k: &mut self.k };
+                let cpu = self.policy.select_cpu(cx, task, prev, waker, why);
+                let cpu = if (cpu as usize) < self.k.cpus.len() {
+                    cpu
+                } else {
+                    prev
+                };
+                if self.k.allowed(task, cpu) {
+                    cpu
+                } else {
+                    self.k.fallback_cpu(task, cpu)
+                }
+            }
+        };
+        self.policy.runnable(&mut Ctx { k: &mut self.k }, task, cpu);
         self.apply_actions();
-        if (cpu as usize) < self.k.cpus.len() {
-            cpu
-        } else {
-            prev
-        }
+        cpu
     }
 
     /// Interprets `task`'s program (it runs on `cpu`) until it computes,

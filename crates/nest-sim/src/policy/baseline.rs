@@ -42,7 +42,7 @@ impl Policy for Baseline {
 pub fn select(cx: &mut Ctx, task: TaskId, prev: Cpu, waker: Option<Cpu>, why: Wake) -> Cpu {
     let version = cx.linux_version();
     match why {
-        Wake::Fork => fork_balance::select_fork(cx, prev, version),
+        Wake::Fork => fork_balance::select_fork(cx, task, prev, version),
         Wake::Wakeup { sync } => {
             let w = Wakeup {
                 task,

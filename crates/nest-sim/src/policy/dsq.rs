@@ -6,8 +6,8 @@
 //! with which virtual time, and which task a CPU takes are the shared C
 //! policy's decisions (policy/nest_sched.c), asked by `policy/nest.rs`.
 //!
-//! The simulator has no CPU affinity, so the per-CPU queues of pinned
-//! tasks (`PINNED_DSQ_BASE + cpu`) are always empty and not kept.
+//! The per-CPU queues of pinned tasks (`PINNED_DSQ_BASE + cpu`) are kept
+//! here too, after the LLCs' (`policy/nest.rs` numbers them).
 
 use std::collections::BTreeMap;
 
@@ -16,7 +16,7 @@ use super::TaskId;
 /// A place in a queue: virtual time, then insertion order.
 type Slot = (u64, u64);
 
-/// The LLC queues.
+/// The LLC queues, then the CPUs' queues of pinned tasks.
 #[derive(Debug, Default)]
 pub(super) struct LlcQueues {
     queues: Vec<BTreeMap<Slot, TaskId>>,

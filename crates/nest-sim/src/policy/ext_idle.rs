@@ -136,17 +136,21 @@ impl ExtIdle {
     }
 
     /// `bpf_cpumask_any_and_distribute()` called on `caller` over the idle
-    /// CPUs (`idle`) of `near`'s LLC, then of the machine: the CPU
-    /// `scx_nest`'s `kick_idle_near()` kicks.
+    /// CPUs (`idle`) of `near`'s LLC, then, if none or one the task may
+    /// not run on (`allowed`), over the idle CPUs of the machine it may
+    /// run on: the CPU `scx_nest`'s `kick_idle_near()` kicks.
     pub fn any_idle_near(
         &mut self,
         cx: &Ctx,
         near: Cpu,
         idle: impl Fn(Cpu) -> bool,
+        allowed: impl Fn(Cpu) -> bool,
     ) -> Option<Cpu> {
         let caller = near;
+        let usable = |c: Cpu| idle(c) && allowed(c);
         self.distribute(cx, caller, Span::Llc, near, &idle)
-            .or_else(|| self.distribute(cx, caller, Span::All, near, &idle))
+            .filter(|&c| allowed(c))
+            .or_else(|| self.distribute(cx, caller, Span::All, near, usable))
     }
 
     /// `pick_idle_cpu_in_node()` over `span` (around `prev`): a whole idle

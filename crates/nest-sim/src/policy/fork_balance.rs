@@ -14,13 +14,14 @@
 //! Simplifications, all because the simulator has no such state: every task
 //! has nice 0, so a group's load is its number of tasks; PELT's runnable
 //! average is the utilisation; no task has a preferred NUMA node
-//! (`numa_preferred_nid` is unset for a new task) or a restricted affinity;
-//! idle CPUs have no idle states, so the shallowest idle CPU is the most
-//! recently idled one (`rq->idle_stamp`).
+//! (`numa_preferred_nid` is unset for a new task); idle CPUs have no idle
+//! states, so the shallowest idle CPU is the most recently idled one
+//! (`rq->idle_stamp`). Affinity: groups without a CPU the task may run on
+//! are skipped, and only such CPUs are chosen.
 
 use nest_trace::Cpu;
 
-use super::Ctx;
+use super::{Ctx, TaskId};
 
 /// Which generation of the fair scheduler's rules to follow where they
 /// differ.
@@ -252,25 +253,37 @@ fn numa_keeps_local(
     }
 }
 
-/// `find_idlest_group()`: the group to move to, or `None` to stay in the
-/// local group (`groups[0]`).
+/// `find_idlest_group()` for `task`: the group to move to, or `None` to
+/// stay in the local group (`groups[0]`). Groups without a CPU the task
+/// may run on are skipped (`cpumask_intersects(sched_group_span(group),
+/// p->cpus_ptr)`); their statistics still cover every CPU
+/// (`update_sg_wakeup_stats()`).
 fn find_idlest_group(
     cx: &Ctx,
+    task: TaskId,
     level: Level,
     cpu: Cpu,
     version: LinuxVersion,
     groups: &[&[Cpu]],
 ) -> Option<usize> {
+    let usable = |g: &[Cpu]| g.iter().any(|&c| cx.task_allowed(task, c));
     let pct = level.imbalance_pct();
-    let local = GroupStats::of(cx, groups[0], pct);
     let mut idlest: Option<(usize, GroupStats)> = None;
     for (i, cpus) in groups.iter().enumerate().skip(1) {
+        if !usable(cpus) {
+            continue;
+        }
         let stats = GroupStats::of(cx, cpus, pct);
         if idlest.as_ref().is_none_or(|(_, best)| idler(&stats, best)) {
             idlest = Some((i, stats));
         }
     }
     let (index, idlest) = idlest?;
+    // "The local group has been skipped because of CPU affinity".
+    if !usable(groups[0]) {
+        return Some(index);
+    }
+    let local = GroupStats::of(cx, groups[0], pct);
     if local.kind != idlest.kind {
         return (local.kind > idlest.kind).then_some(index);
     }
@@ -288,24 +301,24 @@ fn find_idlest_group(
     (!stay).then_some(index)
 }
 
-/// `find_idlest_group_cpu()`: the shallowest idle CPU of the group (here:
-/// the most recently idled), else the least loaded one.
-fn find_idlest_group_cpu(cx: &Ctx, group: &[Cpu]) -> Cpu {
-    if let Some(idle) =
-        group
-            .iter()
-            .copied()
-            .filter(|&c| cx.is_idle(c))
-            .fold(None, |best: Option<Cpu>, c| match best {
-                Some(b) if cx.idle_since(b) >= cx.idle_since(c) => Some(b),
-                _ => Some(c),
-            })
+/// `find_idlest_group_cpu()`: of the group's CPUs `task` may run on, the
+/// shallowest idle one (here: the most recently idled), else the least
+/// loaded one; a one-CPU group's CPU.
+fn find_idlest_group_cpu(cx: &Ctx, task: TaskId, group: &[Cpu]) -> Cpu {
+    if group.len() == 1 {
+        return group[0];
+    }
+    let allowed = || group.iter().copied().filter(|&c| cx.task_allowed(task, c));
+    if let Some(idle) = allowed()
+        .filter(|&c| cx.is_idle(c))
+        .fold(None, |best: Option<Cpu>, c| match best {
+            Some(b) if cx.idle_since(b) >= cx.idle_since(c) => Some(b),
+            _ => Some(c),
+        })
     {
         return idle;
     }
-    group
-        .iter()
-        .copied()
+    allowed()
         .fold(None, |best: Option<Cpu>, c| match best {
             Some(b) if cx.nr_running(b) <= cx.nr_running(c) => Some(b),
             _ => Some(c),
@@ -313,18 +326,18 @@ fn find_idlest_group_cpu(cx: &Ctx, group: &[Cpu]) -> Cpu {
         .unwrap_or(group[0])
 }
 
-/// `find_idlest_cpu()`: the CPU a task forked on `parent` starts on.
-pub fn select_fork(cx: &Ctx, parent: Cpu, version: LinuxVersion) -> Cpu {
+/// `find_idlest_cpu()`: the CPU `task`, forked on `parent`, starts on.
+pub fn select_fork(cx: &Ctx, task: TaskId, parent: Cpu, version: LinuxVersion) -> Cpu {
     let mut cpu = parent;
     for level in LEVELS {
         let groups = level.groups(cx, cpu);
         if groups.len() <= 1 {
             continue;
         }
-        if let Some(index) = find_idlest_group(cx, level, cpu, version, &groups) {
+        if let Some(index) = find_idlest_group(cx, task, level, cpu, version, &groups) {
             // The chosen CPU's own domains below this level decide next;
             // in a symmetric topology they are the next levels.
-            cpu = find_idlest_group_cpu(cx, groups[index]);
+            cpu = find_idlest_group_cpu(cx, task, groups[index]);
         }
     }
     cpu

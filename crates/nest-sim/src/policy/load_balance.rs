@@ -704,10 +704,15 @@ pub fn task_hot(cx: &Ctx, d: &Domain, task: TaskId) -> bool {
             .is_some_and(|t| cx.now().saturating_sub(t) < MIGRATION_COST_NS)
 }
 
-/// `can_migrate_task()` for a waiting task: a cache-hot one only once the
-/// domain failed to balance more than `cache_nice_tries` times.
-pub fn can_migrate_task(cx: &Ctx, d: &Domain, task: TaskId) -> bool {
-    !task_hot(cx, d, task) || d.nr_balance_failed > d.level.cache_nice_tries()
+/// `can_migrate_task()` for a waiting task moving to `dst`: never where it
+/// may not run (`!cpumask_test_cpu(env->dst_cpu, p->cpus_ptr)`; the
+/// kernel's retries with another CPU of the group, `LBF_DST_PINNED`, and
+/// without the busiest CPU, `LBF_ALL_PINNED`, are left out); a cache-hot
+/// one only once the domain failed to balance more than
+/// `cache_nice_tries` times.
+pub fn can_migrate_task(cx: &Ctx, d: &Domain, task: TaskId, dst: Cpu) -> bool {
+    cx.task_allowed(task, dst)
+        && (!task_hot(cx, d, task) || d.nr_balance_failed > d.level.cache_nice_tries())
 }
 
 /// The load or utilisation `detach_tasks()` counts for moving `task`,
@@ -978,7 +983,7 @@ mod tests {
         for failed in 0..=2 {
             mc.nr_balance_failed = failed;
             // Moved anyway after more than cache_nice_tries (1) failures.
-            assert_eq!(can_migrate_task(&cx, &mc, hot), failed > 1);
+            assert_eq!(can_migrate_task(&cx, &mc, hot, 0), failed > 1);
         }
     }
 

@@ -102,6 +102,11 @@ pub trait Policy {
         why: Wake,
     ) -> Cpu;
 
+    /// `task` becomes runnable on `cpu` (after [`Policy::select_cpu`], or
+    /// without it for a task that may run on `cpu` only): sched_ext's
+    /// `ops.runnable()`.
+    fn runnable(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
+
     /// Whether the policy keeps its own queues (see the trait's
     /// documentation). Asked once, at the start of a run.
     fn owns_queues(&self) -> bool {
@@ -207,6 +212,16 @@ impl Ctx<'_> {
     /// PELT-like utilisation of `task` in [0, 1].
     pub fn task_util(&self, task: TaskId) -> f64 {
         self.k.tasks[task as usize].util
+    }
+
+    /// May `task` run on `cpu` (`cpumask_test_cpu(cpu, p->cpus_ptr)`)?
+    pub fn task_allowed(&self, task: TaskId, cpu: Cpu) -> bool {
+        self.k.allowed(task, cpu)
+    }
+
+    /// Does `task` run on one CPU only (`p->nr_cpus_allowed == 1`)?
+    pub fn task_pinned(&self, task: TaskId) -> bool {
+        self.k.only_cpu(task).is_some()
     }
 
     /// What the fair scheduler keeps of `task` for wakeups.

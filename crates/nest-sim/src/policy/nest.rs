@@ -88,7 +88,7 @@ impl Nest {
             version: None,
             curr: vec![None; topo.nr_cpus()],
             ext_idle: ExtIdle::new(topo),
-            queues: LlcQueues::new(nest_policy::MAX_LLCS),
+            queues: LlcQueues::new(nest_policy::MAX_LLCS + topo.nr_cpus()),
             hosted: Vec::new(),
         })
     }
@@ -160,6 +160,9 @@ pub(super) enum DefaultPlacement<'a> {
 /// S_move timer).
 pub(super) struct SimPlatform<'a, 'b> {
     cx: &'a mut Ctx<'b>,
+    /// The task decided for, if any (`plat_task_allowed()` answers from
+    /// its CPUs).
+    task: Option<TaskId>,
     waker: Option<Cpu>,
     why: Wake,
     default: DefaultPlacement<'a>,
@@ -172,12 +175,14 @@ pub(super) struct SimPlatform<'a, 'b> {
 impl<'a, 'b> SimPlatform<'a, 'b> {
     pub(super) fn new(
         cx: &'a mut Ctx<'b>,
+        task: Option<TaskId>,
         waker: Option<Cpu>,
         why: Wake,
         default: DefaultPlacement<'a>,
     ) -> Self {
         Self {
             cx,
+            task,
             waker,
             why,
             default,
@@ -220,7 +225,7 @@ impl SimPlatform<'_, '_> {
         let in_llc = self.cx.llc_cpus(llc).iter().copied();
         let core = in_llc
             .chain(0..self.cx.nr_cpus())
-            .find(|&c| self.core_idle(c));
+            .find(|&c| self.core_idle(c) && self.task_allowed(c));
         match core {
             Some(c) => (c, self.claim_idle(c)),
             None => (cpu, false),
@@ -238,7 +243,7 @@ impl Platform for SimPlatform<'_, '_> {
     }
 
     fn task_allowed(&self, cpu: u32) -> bool {
-        cpu < self.cx.nr_cpus()
+        cpu < self.cx.nr_cpus() && self.task.is_none_or(|t| self.cx.task_allowed(t, cpu))
     }
 
     /// sched_ext's `scx_bpf_select_cpu_dfl()` (`SCX_PICK_IDLE_CORE` for a
@@ -246,8 +251,9 @@ impl Platform for SimPlatform<'_, '_> {
     /// for the others.
     fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
         let caller = self.waker.unwrap_or(prev);
-        let (cx, claimed) = (&*self.cx, &self.claimed);
-        let free = |c: u32| free_cpu(cx, claimed, c);
+        let (cx, claimed, task) = (&*self.cx, &self.claimed, self.task);
+        // `p->cpus_ptr` limits sched_ext's idle selection.
+        let free = |c: u32| free_cpu(cx, claimed, c) && task.is_none_or(|t| cx.task_allowed(t, c));
         let found = match &mut self.default {
             &mut DefaultPlacement::Linux(task) => {
                 return self.linux_default_cpu(task, prev, whole_core);
@@ -266,8 +272,8 @@ impl Platform for SimPlatform<'_, '_> {
     /// Nest; for the others a whole idle core, else any idle CPU, from CPU 0.
     fn pick_any_idle(&mut self) -> Option<u32> {
         let caller = self.waker.unwrap_or(0);
-        let (cx, claimed) = (&*self.cx, &self.claimed);
-        let free = |c: u32| free_cpu(cx, claimed, c);
+        let (cx, claimed, task) = (&*self.cx, &self.claimed, self.task);
+        let free = |c: u32| free_cpu(cx, claimed, c) && task.is_none_or(|t| cx.task_allowed(t, c));
         let found = match &mut self.default {
             DefaultPlacement::SchedExt(ext) => ext.pick_idle_cpu(cx, caller, free),
             DefaultPlacement::Linux(_) => {
@@ -301,12 +307,18 @@ impl Platform for SimPlatform<'_, '_> {
         self.queues.map_or(0, |q| q.len(llc))
     }
 
-    /// The LLC queues' heads; the simulator has no pinned tasks.
+    /// The heads of the LLC queues and of the CPUs' queues of pinned tasks.
     fn queue_head(&self, queue: Queue) -> Option<u64> {
-        match (self.queues, queue) {
-            (Some(q), Queue::Llc(llc)) => q.head(llc),
-            _ => None,
-        }
+        self.queues?.head(dsq(queue))
+    }
+}
+
+/// The host's index of `queue`: an LLC's, or after them a CPU's own queue
+/// of pinned tasks (`LLC_DSQ_BASE + llc`, `PINNED_DSQ_BASE + cpu`).
+fn dsq(queue: Queue) -> u32 {
+    match queue {
+        Queue::Llc(llc) => llc,
+        Queue::Pinned(cpu) => nest_policy::MAX_LLCS as u32 + cpu,
     }
 }
 
@@ -331,24 +343,28 @@ fn idle_for_kick(cx: &Ctx, cpu: Cpu) -> bool {
 /// (policy/nest_sched.c); these methods keep the queues and the order of
 /// the calls.
 impl Nest {
-    /// A platform for `cx` that answers for the queues; the calling CPU is
-    /// `caller` (for the built-in idle selection's rotation).
+    /// A platform for `cx` that answers for the queues, deciding for
+    /// `task` if any; the calling CPU is `caller` (for the built-in idle
+    /// selection's rotation).
     fn platform<'a, 'b>(
         ext_idle: &'a mut ExtIdle,
         queues: &'a LlcQueues,
         cx: &'a mut Ctx<'b>,
+        task: Option<TaskId>,
         caller: Cpu,
     ) -> SimPlatform<'a, 'b> {
         let why = Wake::Wakeup { sync: false };
-        SimPlatform::new(cx, Some(caller), why, DefaultPlacement::SchedExt(ext_idle))
-            .with_queues(queues)
+        let default = DefaultPlacement::SchedExt(ext_idle);
+        SimPlatform::new(cx, task, Some(caller), why, default).with_queues(queues)
     }
 
-    /// `kick_idle_near()`: kick an idle CPU of `cpu`'s LLC, else any,
-    /// rotating as `bpf_cpumask_any_and_distribute()` called on `cpu`.
-    fn kick_idle_near(&mut self, cx: &mut Ctx, cpu: Cpu) {
+    /// `kick_idle_near()`: kick an idle CPU of `cpu`'s LLC, else any that
+    /// `task` (if any) may run on, rotating as
+    /// `bpf_cpumask_any_and_distribute()` called on `cpu`.
+    fn kick_idle_near(&mut self, cx: &mut Ctx, cpu: Cpu, task: Option<TaskId>) {
         let idle = |c: Cpu| idle_for_kick(cx, c);
-        if let Some(target) = self.ext_idle.any_idle_near(cx, cpu, idle) {
+        let allowed = |c: Cpu| task.is_none_or(|t| cx.task_allowed(t, c));
+        if let Some(target) = self.ext_idle.any_idle_near(cx, cpu, idle, allowed) {
             cx.kick(target, false);
         }
     }
@@ -356,35 +372,57 @@ impl Nest {
     /// `claim_cpu_for_queued()`: an idle CPU for `task`, queued without a
     /// placement, claimed: one of the nests first, then any.
     fn claim_for_queued(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) -> Option<Cpu> {
-        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
         let state = task_state(&mut self.tasks, task);
         self.policy
             .claim_for_queued(&mut plat, state, cpu)
             .or_else(|| plat.pick_any_idle())
     }
 
-    /// `queue_task()`: `task` joins `cpu`'s LLC queue with its virtual
-    /// time; a woken task may preempt `cpu`'s, otherwise an idle CPU is
-    /// kicked to take it.
-    fn queue_task(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, woken: bool) {
-        let llc = self.policy.queue_llc(cpu);
-        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+    /// The queue `task`, on `cpu`, waits in: `cpu`'s own if it may run
+    /// there only (`task_pinned()`), else its LLC's.
+    fn queue_of(&self, cx: &Ctx, task: TaskId, cpu: Cpu) -> Queue {
+        if cx.task_pinned(task) {
+            Queue::Pinned(cpu)
+        } else {
+            Queue::Llc(self.policy.queue_llc(cpu))
+        }
+    }
+
+    /// `queue_task()`: `task` joins its queue (see [`Nest::queue_of`])
+    /// with its virtual time. A woken task may preempt `cpu`'s (a pinned
+    /// one that `cpu` would take next goes straight to `cpu`:
+    /// `nest_pinned_runs_next()`); otherwise `cpu` (pinned) or an idle CPU
+    /// near it is kicked to take it.
+    fn queue_task(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, woken: bool) -> Queued {
+        let queue = self.queue_of(cx, task, cpu);
+        let pinned = matches!(queue, Queue::Pinned(_));
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
         let state = task_state(&mut self.tasks, task);
-        let vtime = self
-            .policy
-            .queue_vtime(&mut plat, state, Queue::Llc(llc), WEIGHT);
-        let preempt = woken && self.policy.wakeup_preempts(cpu, vtime, cx.now());
+        let vtime = self.policy.queue_vtime(&mut plat, state, queue, WEIGHT);
+        let preempt =
+            woken && plat.task_allowed(cpu) && self.policy.wakeup_preempts(cpu, vtime, cx.now());
         let h = hosted(&mut self.hosted, task);
         h.queued_woken = woken;
         if h.queued_ns == 0 {
             h.queued_ns = cx.now().max(1);
         }
-        self.queues.insert(llc, task, vtime);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
+        if preempt && pinned && self.policy.pinned_runs_next(&mut plat, cpu, vtime) {
+            self.policy.pinned_preempts(cpu);
+            cx.kick(cpu, true);
+            return Queued::OnCpu(cpu);
+        }
+        self.queues.insert(dsq(queue), task, vtime);
         if preempt {
             cx.kick(cpu, true);
+        } else if pinned {
+            // kick_pinned_cpu(): an idle `cpu` takes it.
+            cx.kick(cpu, false);
         } else {
-            self.kick_idle_near(cx, cpu);
+            self.kick_idle_near(cx, cpu, Some(task));
         }
+        Queued::Held
     }
 
     /// Takes `task` out of the queues.
@@ -393,10 +431,20 @@ impl Nest {
         task
     }
 
+    /// `scx_bpf_dsq_move_to_local()`: the first task of queue `dsq` that
+    /// may run on `cpu` (sched_ext skips the others).
+    fn take_first(&mut self, cx: &Ctx, cpu: Cpu, dsq: u32) -> Option<TaskId> {
+        let (_, task) = self
+            .queues
+            .front(dsq)
+            .find(|&(_, t)| cx.task_allowed(t, cpu))?;
+        Some(self.take(task))
+    }
+
     /// `consume_own_llc()`: the first task of `cpu`'s LLC queue `llc`,
     /// unless one of the next few ran here last and is not much later.
-    fn take_own(&mut self, cpu: Cpu, llc: u32) -> Option<TaskId> {
-        let (head, first) = self.queues.front(llc).next()?;
+    fn take_own(&mut self, cx: &Ctx, cpu: Cpu, llc: u32) -> Option<TaskId> {
+        let (head, _) = self.queues.front(llc).next()?;
         let local = self
             .queues
             .front(llc)
@@ -404,22 +452,26 @@ impl Nest {
             .map(|(_, task)| task)
             .find(|&task| {
                 let state = &self.tasks[task as usize];
-                self.policy.prefer_queued(cpu, head, state)
+                cx.task_allowed(task, cpu) && self.policy.prefer_queued(cpu, head, state)
             });
-        Some(self.take(local.unwrap_or(first)))
+        match local {
+            Some(task) => Some(self.take(task)),
+            None => self.take_first(cx, cpu, llc),
+        }
     }
 
-    /// `consume_starving()`: a task of LLC queue `llc` that has waited too
-    /// long, looked for among the last few, or the whole queue when a
-    /// sweep is due.
-    fn take_starving(&mut self, now: u64, llc: u32) -> Option<TaskId> {
-        let sweep_at = &mut self.queues.sweep_at[llc as usize];
+    /// `consume_starving()`: a task of queue `dsq` that has waited too
+    /// long and may run on `cpu`, looked for among the last few, or the
+    /// whole queue when a sweep is due.
+    fn take_starving(&mut self, cx: &Ctx, cpu: Cpu, dsq: u32) -> Option<TaskId> {
+        let now = cx.now();
+        let sweep_at = &mut self.queues.sweep_at[dsq as usize];
         let sweep = self.policy.starve_sweep_due(sweep_at, now);
         let scan = if sweep { usize::MAX } else { STARVE_SCAN };
         let hosted = &self.hosted;
-        let starving = self.queues.back(llc).take(scan).find(|&task| {
+        let starving = self.queues.back(dsq).take(scan).find(|&task| {
             let queued_ns = hosted_now(hosted, task).queued_ns;
-            self.policy.starving(queued_ns, now)
+            self.policy.starving(queued_ns, now) && cx.task_allowed(task, cpu)
         })?;
         Some(self.take(starving))
     }
@@ -439,18 +491,22 @@ impl Nest {
     }
 
     /// `prev_keeps_cpu()`: should `prev`, at the end of its slice on `cpu`,
-    /// keep the CPU rather than give it to the first task of `queue`?
+    /// keep the CPU rather than give it to the first task of `queue`, its
+    /// own LLC's or `cpu`'s pinned queue?
     fn prev_keeps_cpu(&mut self, cx: &mut Ctx, cpu: Cpu, prev: TaskId, queue: Queue) -> bool {
         let own = self.policy.queue_llc(cpu);
-        if hosted_now(&self.hosted, prev).unpair || queue != Queue::Llc(own) {
+        if hosted_now(&self.hosted, prev).unpair
+            || !matches!(queue, Queue::Pinned(_)) && queue != Queue::Llc(own)
+        {
             return false;
         }
-        let Some(head_vtime) = self.queues.head(own) else {
+        let Some(head_vtime) = self.queues.head(dsq(queue)) else {
             return false;
         };
         let now = cx.now();
-        let preempted_elsewhere = self.front_preempted_elsewhere(cpu, own);
-        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let preempted_elsewhere =
+            queue == Queue::Llc(own) && self.front_preempted_elsewhere(cpu, own);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(prev), cpu);
         let state = task_state(&mut self.tasks, prev);
         let mut keeps = |others_preempted_only| {
             let front = QueueFront {
@@ -463,35 +519,41 @@ impl Nest {
         keeps(false) || (preempted_elsewhere && keeps(true))
     }
 
-    /// `consume()`: what `cpu` takes from the queue the policy names.
+    /// `consume()`: what `cpu` takes from the queue the policy names; when
+    /// that holds nothing `cpu` may run, its pinned queue, then its LLC's.
     fn consume(&mut self, cx: &mut Ctx, cpu: Cpu, prev: Option<TaskId>, queue: Queue) -> Dispatch {
         let own = self.policy.queue_llc(cpu);
-        if let Some(task) = self.take_starving(cx.now(), own) {
+        let pinned = dsq(Queue::Pinned(cpu));
+        let starving = self
+            .take_starving(cx, cpu, pinned)
+            .or_else(|| self.take_starving(cx, cpu, own));
+        if let Some(task) = starving {
             return Dispatch::Run(task);
         }
         if prev.is_some_and(|prev| self.prev_keeps_cpu(cx, cpu, prev, queue)) {
             return Dispatch::KeepPrev;
         }
-        let other = match queue {
-            Queue::Llc(llc) if llc != own => self.queues.front(llc).next().map(|(_, t)| t),
-            _ => None,
+        let named = match queue {
+            Queue::Llc(llc) if llc == own => None,
+            q => self.take_first(cx, cpu, dsq(q)),
         };
-        let task = match other {
-            Some(task) => Some(self.take(task)),
-            None => self.take_own(cpu, own),
-        };
+        let task = named
+            .or_else(|| self.take_first(cx, cpu, pinned))
+            .or_else(|| self.take_own(cx, cpu, own));
         task.map_or(Dispatch::Nothing, Dispatch::Run)
     }
 
     /// `tick_unpair()`: a task that shared its core with a busy SMT
     /// sibling for two ticks, while a whole core is idle, ends its slice
     /// and is marked to take an idle core at its enqueue.
+    /// Not a pinned task, and only for a whole core it may run on.
     fn tick_unpair(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
-        if !self.policy.tick_unpair(cpu) {
+        if cx.task_pinned(task) || !self.policy.tick_unpair(cpu) {
             return;
         }
         let idle = |c: Cpu| idle_for_kick(cx, c);
-        if (0..cx.nr_cpus()).any(|c| core_free(cx, c, &idle)) {
+        let whole = |c: Cpu| cx.task_allowed(task, c) && core_free(cx, c, &idle);
+        if (0..cx.nr_cpus()).any(whole) {
             hosted(&mut self.hosted, task).unpair = true;
             cx.kick(cpu, true);
         }
@@ -511,8 +573,8 @@ impl Policy for Nest {
         true
     }
 
-    /// ops.select_cpu(), then ops.runnable(): the task's virtual time is
-    /// placed against the queue of the CPU chosen (`nest_runnable()`).
+    /// `nest_select_cpu_op()` (never asked for a task that may run on one
+    /// CPU only: the kernel does not call it then).
     fn select_cpu(
         &mut self,
         cx: &mut Ctx,
@@ -521,22 +583,38 @@ impl Policy for Nest {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu {
-        let now = cx.now();
         let default = DefaultPlacement::SchedExt(&mut self.ext_idle);
-        let mut plat = SimPlatform::new(cx, waker, why, default).with_queues(&self.queues);
+        let mut plat =
+            SimPlatform::new(cx, Some(task), waker, why, default).with_queues(&self.queues);
         let state = task_state(&mut self.tasks, task);
-        let cpu = self.policy.select_cpu(&mut plat, state, prev).cpu;
-        let queue = Queue::Llc(self.policy.queue_llc(cpu));
-        self.policy.task_woken(&mut plat, state, queue, WEIGHT, now);
-        self.report_nests(cx);
-        cpu
+        self.policy.select_cpu(&mut plat, state, prev).cpu
     }
 
-    /// `nest_enqueue()`: a task leaving a shared core takes an idle CPU if
-    /// there is one; the last task of a CPU stays there; every other waits
-    /// in its LLC queue.
+    /// `nest_runnable()`: the task's virtual time is placed against the
+    /// queue it would wait in on `cpu`.
+    fn runnable(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
+        let now = cx.now();
+        let queue = self.queue_of(cx, task, cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
+        let state = task_state(&mut self.tasks, task);
+        self.policy.task_woken(&mut plat, state, queue, WEIGHT, now);
+        self.report_nests(cx);
+    }
+
+    /// `nest_enqueue()`: a pinned task waits in its CPU's queue; a task
+    /// that a pinned one preempted resumes on its CPU; a task leaving a
+    /// shared core takes an idle CPU if there is one; the last task of a
+    /// CPU stays there; every other waits in its LLC queue.
     fn enqueue(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, why: Enqueue) -> Queued {
         let unpair = std::mem::take(&mut hosted(&mut self.hosted, task).unpair);
+        let woken = why == Enqueue::Wakeup;
+        if cx.task_pinned(task) {
+            return self.queue_task(cx, task, cpu, woken);
+        }
+        // resumes_after_pinned()
+        if !woken && cx.task_allowed(task, cpu) && self.policy.resumes_after_pinned(cpu) {
+            return Queued::OnCpu(cpu);
+        }
         if unpair
             && why != Enqueue::Wakeup
             && let Some(idle) = self.claim_for_queued(cx, task, cpu)
@@ -546,14 +624,13 @@ impl Policy for Nest {
         if why == Enqueue::Last {
             return Queued::OnCpu(cpu);
         }
-        self.queue_task(cx, task, cpu, why == Enqueue::Wakeup);
-        Queued::Held
+        self.queue_task(cx, task, cpu, woken)
     }
 
     /// `nest_dispatch()`: the queue the policy names, else `prev` keeps
     /// the CPU (unless it is leaving a shared core).
     fn dispatch(&mut self, cx: &mut Ctx, cpu: Cpu, prev: Option<TaskId>) -> Dispatch {
-        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, None, cpu);
         let queue = self.policy.queue_to_consume(&mut plat, cpu);
         let d = queue.map_or(Dispatch::Nothing, |q| self.consume(cx, cpu, prev, q));
         match (d, prev) {
@@ -567,7 +644,7 @@ impl Policy for Nest {
     /// `slice_on()`.
     fn slice_ns(&mut self, cx: &mut Ctx, cpu: Cpu) -> Option<u64> {
         let llc = self.policy.queue_llc(cpu);
-        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, None, cpu);
         Some(self.policy.slice(&mut plat, llc))
     }
 
@@ -585,7 +662,7 @@ impl Policy for Nest {
     fn task_running(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
         let now = cx.now();
         hosted(&mut self.hosted, task).queued_ns = 0;
-        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
         let state = task_state(&mut self.tasks, task);
         self.policy
             .perf_running(state, cpu, now, perf_level(plat.cx, cpu));
@@ -603,6 +680,9 @@ impl Policy for Nest {
         self.policy
             .perf_stopping(state, cpu, cx.now(), perf_level(cx, cpu), exiting);
         if why == PrevState::Blocked {
+            // nest_stopping(): the traits scx_nest knows (no kernel
+            // threads in the simulator).
+            state.set_traits(false, cx.task_pinned(task));
             self.policy.task_sleeping(state, cpu, cx.now());
         }
         self.curr[cpu as usize] = None;
@@ -621,9 +701,9 @@ impl Policy for Nest {
         self.policy
             .perf_tick(state, cpu, cx.now(), perf_level(cx, cpu));
         self.tick_unpair(cx, task, cpu);
-        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, cpu);
+        let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, None, cpu);
         if self.policy.tick_kick(&mut plat, cpu) {
-            self.kick_idle_near(cx, cpu);
+            self.kick_idle_near(cx, cpu, None);
         }
     }
 

@@ -42,7 +42,7 @@ impl Policy for SLocal {
         waker: Option<Cpu>,
         why: Wake,
     ) -> Cpu {
-        let mut plat = SimPlatform::new(cx, waker, why, DefaultPlacement::Linux(task));
+        let mut plat = SimPlatform::new(cx, Some(task), waker, why, DefaultPlacement::Linux(task));
         self.policy.slocal_select(&mut plat, waker, prev).cpu
     }
 }
@@ -90,7 +90,7 @@ impl Policy for SMove {
         why: Wake,
     ) -> Cpu {
         let state = task_state(&mut self.tasks, task);
-        let mut plat = SimPlatform::new(cx, waker, why, DefaultPlacement::Linux(task));
+        let mut plat = SimPlatform::new(cx, Some(task), waker, why, DefaultPlacement::Linux(task));
         let choice = self.policy.smove_select(&mut plat, state, waker, prev);
         if let Some(deferred) = choice.deferred {
             cx.arm_timer(deferred.delay_ns, task as u64);
@@ -109,7 +109,7 @@ impl Policy for SMove {
         };
         let state = task_state(&mut self.tasks, task);
         let why = Wake::Wakeup { sync: false };
-        let mut plat = SimPlatform::new(cx, None, why, DefaultPlacement::Linux(task));
+        let mut plat = SimPlatform::new(cx, Some(task), None, why, DefaultPlacement::Linux(task));
         let target = self.policy.smove_timer(&mut plat, state);
         if let (Some(cpu), TaskPhase::Queued(_)) = (target, cx.task_phase(task)) {
             cx.migrate(task, cpu);

@@ -14,10 +14,14 @@
 //! the asymmetric-capacity paths (`find_energy_efficient_cpu()`,
 //! `select_idle_capacity()`, `asym_fits_cpu()`: the machines are
 //! symmetric), `SCHED_IDLE` tasks (`sched_idle_cpu()`), per-CPU kthreads
-//! (the kworker stacking rule), CPU affinity, clusters
+//! (the kworker stacking rule), clusters
 //! (`cpus_share_resources()`), `WF_CURRENT_CPU`, delayed dequeue (6.12+:
 //! no task is ever delayed here) and NUMA distances beyond
 //! `node_reclaim_distance` (every domain has `SD_WAKE_AFFINE`).
+//!
+//! CPU affinity: the waker's CPU is a candidate only if the task may run
+//! there (`want_affine`), and every scan looks at the CPUs it may run on
+//! (`p->cpus_ptr`); `prev` is always one of them.
 
 use nest_trace::Cpu;
 
@@ -82,6 +86,7 @@ pub fn select_task_rq_fair(cx: &mut Ctx, w: Wakeup, version: LinuxVersion) -> Cp
         record_wakee(cx, curr, w.task);
         want_affine = !wake_wide(cx, curr, w.task, this);
     }
+    want_affine &= cx.task_allowed(w.task, this);
     let mut target = w.prev;
     if want_affine && this != w.prev {
         target = wake_affine(cx, w, current, this);
@@ -223,8 +228,8 @@ fn select_idle_sibling(cx: &mut Ctx, w: Wakeup, target: Cpu, version: LinuxVersi
         return cpu;
     }
     let found = match version {
-        LinuxVersion::Linux510 => scan_510(cx, w.waker.unwrap_or(prev), target),
-        LinuxVersion::Linux7 => scan_7(cx, prev, target),
+        LinuxVersion::Linux510 => scan_510(cx, task, w.waker.unwrap_or(prev), target),
+        LinuxVersion::Linux7 => scan_7(cx, task, prev, target),
     };
     found.unwrap_or(target)
 }
@@ -241,8 +246,11 @@ fn recent_used_cpu(
     version: LinuxVersion,
 ) -> Option<Cpu> {
     let recent = cx.fair_task(task).recent_used_cpu;
-    let usable =
-        recent != prev && recent != target && share_cache(cx, recent, target) && cx.is_idle(recent);
+    let usable = recent != prev
+        && recent != target
+        && share_cache(cx, recent, target)
+        && cx.is_idle(recent)
+        && cx.task_allowed(task, recent);
     if version == LinuxVersion::Linux7 || usable {
         cx.fair_task(task).recent_used_cpu = prev;
     }
@@ -252,51 +260,60 @@ fn recent_used_cpu(
 /// Linux 5.10's scans: `select_idle_core()`, `select_idle_cpu()` (on
 /// behalf of the waking CPU `this`), then `select_idle_smt()` on the
 /// target.
-fn scan_510(cx: &mut Ctx, this: Cpu, target: Cpu) -> Option<Cpu> {
-    select_idle_core_510(cx, target)
-        .or_else(|| select_idle_cpu_510(cx, this, target))
-        .or_else(|| select_idle_smt(cx, target))
+fn scan_510(cx: &mut Ctx, task: TaskId, this: Cpu, target: Cpu) -> Option<Cpu> {
+    select_idle_core_510(cx, task, target)
+        .or_else(|| select_idle_cpu_510(cx, task, this, target))
+        .or_else(|| select_idle_smt(cx, task, target))
 }
 
 /// Linux 5.12 and later: with no idle core hinted, an idle SMT sibling of
 /// `prev` if `prev` shares the target's LLC (`select_idle_smt()`, back
 /// since 5.13); then `select_idle_cpu()`, which looks for idle cores
 /// itself when the hint says there are some (merged in 5.12).
-fn scan_7(cx: &mut Ctx, prev: Cpu, target: Cpu) -> Option<Cpu> {
+fn scan_7(cx: &mut Ctx, task: TaskId, prev: Cpu, target: Cpu) -> Option<Cpu> {
     let has_idle_core = smt_active(cx) && cx.has_idle_cores(cx.llc(target));
     if smt_active(cx)
         && !has_idle_core
         && share_cache(cx, prev, target)
-        && let Some(cpu) = select_idle_smt(cx, prev)
+        && let Some(cpu) = select_idle_smt(cx, task, prev)
     {
         return Some(cpu);
     }
-    select_idle_cpu_7(cx, target, has_idle_core)
+    select_idle_cpu_7(cx, task, target, has_idle_core)
 }
 
-/// `select_idle_smt()`: the first idle SMT sibling of `cpu` (5.10: of the
-/// target; since 5.13: of `prev`, skipping `prev`, which is busy here).
-fn select_idle_smt(cx: &Ctx, cpu: Cpu) -> Option<Cpu> {
+/// `select_idle_smt()`: the first idle SMT sibling of `cpu` the task may
+/// run on (5.10: of the target; since 5.13: of `prev`, skipping `prev`,
+/// which is busy here).
+fn select_idle_smt(cx: &Ctx, task: TaskId, cpu: Cpu) -> Option<Cpu> {
     cx.smt_siblings(cpu)
         .iter()
         .copied()
-        .find(|&c| c != cpu && cx.is_idle(c))
+        .find(|&c| c != cpu && cx.is_idle(c) && cx.task_allowed(task, c))
 }
 
-/// The CPUs of `cpu`'s LLC in `for_each_cpu_wrap(.., start)` order:
-/// ascending from `start`, wrapping.
-fn llc_from<'a>(cx: &'a Ctx, cpu: Cpu, start: Cpu) -> impl Iterator<Item = Cpu> + 'a {
+/// The CPUs of `cpu`'s LLC that `task` may run on (`cpumask_and(cpus,
+/// sched_domain_span(sd), p->cpus_ptr)`) in `for_each_cpu_wrap(cpu, cpus,
+/// start)` order: ascending from `start`, wrapping.
+fn llc_from<'a>(cx: &'a Ctx, task: TaskId, cpu: Cpu, start: Cpu) -> impl Iterator<Item = Cpu> + 'a {
     let llc = cx.llc_cpus(cx.llc(cpu));
     let split = llc.partition_point(|&c| c < start);
-    llc[split..].iter().chain(&llc[..split]).copied()
+    llc[split..]
+        .iter()
+        .chain(&llc[..split])
+        .copied()
+        .filter(move |&c| cx.task_allowed(task, c))
 }
 
-/// Was a sibling of `cpu` met before it in a wrapping scan from `start`
-/// (the kernel then removed the whole core from the scan's mask)?
-fn core_seen(cx: &Ctx, cpu: Cpu, start: Cpu) -> bool {
+/// Was a sibling of `cpu` that `task` may run on met before it in a
+/// wrapping scan from `start` (the kernel then removed the whole core from
+/// the scan's mask)?
+fn core_seen(cx: &Ctx, task: TaskId, cpu: Cpu, start: Cpu) -> bool {
     let n = cx.nr_cpus();
     let dist = |c: Cpu| (c + n - start % n) % n;
-    cx.smt_siblings(cpu).iter().any(|&s| dist(s) < dist(cpu))
+    cx.smt_siblings(cpu)
+        .iter()
+        .any(|&s| dist(s) < dist(cpu) && cx.task_allowed(task, s))
 }
 
 /// Are all SMT threads of `cpu`'s core idle?
@@ -307,13 +324,13 @@ fn core_idle(cx: &Ctx, cpu: Cpu) -> bool {
 /// 5.10's `select_idle_core()`: when the LLC's hint says it may have an
 /// idle core, the first fully idle core from the target on (its CPU met
 /// first); finding none clears the hint.
-fn select_idle_core_510(cx: &mut Ctx, target: Cpu) -> Option<Cpu> {
+fn select_idle_core_510(cx: &mut Ctx, task: TaskId, target: Cpu) -> Option<Cpu> {
     let llc = cx.llc(target);
     if !smt_active(cx) || !cx.has_idle_cores(llc) {
         return None;
     }
-    let found =
-        llc_from(cx, target, target).find(|&c| !core_seen(cx, c, target) && core_idle(cx, c));
+    let found = llc_from(cx, task, target, target)
+        .find(|&c| !core_seen(cx, task, c, target) && core_idle(cx, c));
     if found.is_none() {
         cx.clear_idle_cores(llc);
     }
@@ -328,7 +345,7 @@ const AVG_SCAN_COST_NS: u64 = 1000;
 /// target for an idle CPU, at most `nr - 1` CPUs where `nr` is the LLC
 /// size times the waking CPU's (`this_rq()`) average idle time over 512,
 /// divided by the average scan cost, and at least 4.
-fn select_idle_cpu_510(cx: &Ctx, this: Cpu, target: Cpu) -> Option<Cpu> {
+fn select_idle_cpu_510(cx: &Ctx, task: TaskId, this: Cpu, target: Cpu) -> Option<Cpu> {
     let avg_idle = cx.avg_idle(this) / 512;
     let avg_cost = AVG_SCAN_COST_NS + 1;
     let span_avg = cx.llc_cpus(cx.llc(target)).len() as u64 * avg_idle;
@@ -338,7 +355,7 @@ fn select_idle_cpu_510(cx: &Ctx, this: Cpu, target: Cpu) -> Option<Cpu> {
         4
     };
     let limit = usize::try_from(nr - 1).unwrap_or(usize::MAX);
-    llc_from(cx, target, target)
+    llc_from(cx, task, target, target)
         .take(limit)
         .find(|&c| cx.is_idle(c))
 }
@@ -367,7 +384,7 @@ fn nr_idle_scan(cx: &Ctx, llc: u32) -> u64 {
 /// (`select_idle_core()`: the first fully idle core, else the first idle
 /// CPU met; finding no idle core clears the hint); without it, at most
 /// `nr_idle_scan` CPUs from target+1 for an idle one.
-fn select_idle_cpu_7(cx: &mut Ctx, target: Cpu, has_idle_core: bool) -> Option<Cpu> {
+fn select_idle_cpu_7(cx: &mut Ctx, task: TaskId, target: Cpu, has_idle_core: bool) -> Option<Cpu> {
     let llc = cx.llc(target);
     let nr = nr_idle_scan(cx, llc);
     if nr == 0 {
@@ -376,31 +393,31 @@ fn select_idle_cpu_7(cx: &mut Ctx, target: Cpu, has_idle_core: bool) -> Option<C
     let start = target + 1;
     if !has_idle_core {
         let limit = usize::try_from(nr).unwrap_or(usize::MAX);
-        return llc_from(cx, target, start)
+        return llc_from(cx, task, target, start)
             .take(limit)
             .find(|&c| cx.is_idle(c));
     }
     let mut idle_cpu = None;
-    for c in llc_from(cx, target, start) {
-        if core_seen(cx, c, start) {
+    for c in llc_from(cx, task, target, start) {
+        if core_seen(cx, task, c, start) {
             continue;
         }
         if core_idle(cx, c) {
             return Some(c);
         }
-        idle_cpu = idle_cpu.or_else(|| first_idle_thread(cx, c));
+        idle_cpu = idle_cpu.or_else(|| first_idle_thread(cx, task, c));
     }
     cx.clear_idle_cores(llc);
     idle_cpu
 }
 
 /// The idle CPU `select_idle_core()` remembers from a busy core: its
-/// first idle thread in CPU order.
-fn first_idle_thread(cx: &Ctx, cpu: Cpu) -> Option<Cpu> {
+/// first idle thread in CPU order that the task may run on.
+fn first_idle_thread(cx: &Ctx, task: TaskId, cpu: Cpu) -> Option<Cpu> {
     cx.smt_siblings(cpu)
         .iter()
         .copied()
-        .find(|&c| cx.is_idle(c))
+        .find(|&c| cx.is_idle(c) && cx.task_allowed(task, c))
 }
 
 #[cfg(test)]
