@@ -44,6 +44,11 @@ struct ReplayArgs {
     /// else 2300).
     #[arg(long, value_name = "MHZ", value_parser = clap::value_parser!(u32).range(1..))]
     nominal_mhz: Option<u32>,
+    /// Also replay the tasks outside the command's tree that woke while it
+    /// ran (kernel threads, the recorder), each from its first wakeup, a
+    /// per-CPU kernel thread (`ksoftirqd/3`) pinned to its CPU.
+    #[arg(long)]
+    others: bool,
 }
 
 /// Runs a `nest trace` subcommand.
@@ -62,7 +67,12 @@ fn run_replay(a: ReplayArgs) -> Result<()> {
         _ => Root::Auto,
     };
     let nominal_khz = a.nominal_mhz.map(|mhz| mhz.saturating_mul(1000));
-    let r = replay::replay(&trace, &ReplayOptions { root, nominal_khz })
+    let opts = ReplayOptions {
+        root,
+        nominal_khz,
+        others: a.others,
+    };
+    let r = replay::replay(&trace, &opts)
         .with_context(|| format!("{}: cannot replay", a.trace.display()))?;
     std::fs::write(&a.out, r.to_json_string() + "\n")
         .with_context(|| format!("cannot write {}", a.out.display()))?;

@@ -43,8 +43,19 @@
 //!   `sched_waking`) become plain sleeps of the recorded length; waiting
 //!   for one of several children, or for a child plus something else, too.
 //! - Tasks outside the root's tree (other processes, kernel threads, the
-//!   recorder) are not replayed, nor is what the root did before the first
-//!   event naming it; everything starts at time 0 of the simulation.
+//!   recorder) are not replayed unless asked ([`ReplayOptions::others`]),
+//!   nor is what the root did before the first event naming it; the root
+//!   starts at time 0 of the simulation.
+//!
+//! **Other tasks** ([`ReplayOptions::others`]): every task outside the
+//! tree woken while the command runs (from the root's first event to the
+//! tree's last) becomes a task of its own, started (`delay`) at its first
+//! wakeup after the root's first event, then running and blocking as
+//! recorded, with the same conversion (its wakes by replayed tasks
+//! included). A per-CPU kernel thread, named `name/N` or `name/N:M` with N
+//! a CPU of the trace (`kworker/0:0`, `ksoftirqd/3`, `migration/2`; not
+//! the unbound `kworker/u16:1`), may run on CPU N only (`cpus`), as the
+//! kernel binds it (`kthread_bind()`); the others run anywhere.
 //! - A task still blocked or running when the trace ends stops there.
 //! - Threads are tasks like processes (the trace has no thread groups);
 //!   exec only renames a task; priorities and affinities are not recorded.
@@ -78,6 +89,9 @@ pub struct ReplayOptions {
     pub root: Root,
     /// Nominal frequency the work is expressed at (see the module docs).
     pub nominal_khz: Option<u32>,
+    /// Also replay the tasks outside the command's tree (see the module
+    /// docs, "Other tasks").
+    pub others: bool,
 }
 
 /// One operation of a replayed task.
@@ -103,8 +117,13 @@ pub struct ReplayTask {
     pub pid: Pid,
     /// The task's last name in the trace.
     pub comm: String,
-    /// The replayed task that forked it (`None` for the root).
+    /// The replayed task that forked it (`None` for the root and the
+    /// other tasks).
     pub parent: Option<Pid>,
+    /// An other task's start after the root's first event, ns.
+    pub delay_ns: Option<u64>,
+    /// The one CPU a per-CPU kernel thread may run on.
+    pub cpu: Option<Cpu>,
     pub ops: Vec<ReplayOp>,
 }
 
@@ -124,7 +143,8 @@ impl ReplayTask {
 /// (see [`Replay::to_json_string`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replay {
-    /// The root first, then the others in the order they were forked.
+    /// The root first, then the others of its tree in the order they were
+    /// forked, then the other tasks in the order they started.
     pub tasks: Vec<ReplayTask>,
     pub root_pid: Pid,
     pub nominal_khz: u32,
@@ -135,6 +155,8 @@ pub struct Replay {
     pub waits: usize,
     pub woken: usize,
     pub sleeps: usize,
+    /// Tasks outside the tree replayed ([`ReplayOptions::others`]).
+    pub others: usize,
 }
 
 impl Replay {
@@ -185,6 +207,9 @@ impl Serialize for Replay {
                 m.serialize_entry("waits", &r.waits)?;
                 m.serialize_entry("woken", &r.woken)?;
                 m.serialize_entry("sleeps", &r.sleeps)?;
+                if r.others > 0 {
+                    m.serialize_entry("others", &r.others)?;
+                }
                 m.end()
             }
         }
@@ -207,6 +232,12 @@ impl Serialize for Replay {
                 let mut m = s.serialize_map(None)?;
                 if t.parent.is_some() {
                     m.serialize_entry("instance", &0)?;
+                }
+                if let Some(ns) = t.delay_ns {
+                    m.serialize_entry("delay", &us(ns))?;
+                }
+                if let Some(cpu) = t.cpu {
+                    m.serialize_entry("cpus", &[cpu])?;
                 }
                 for (i, op) in t.ops.iter().enumerate() {
                     match op {
@@ -275,6 +306,8 @@ impl Builder {
                 pid,
                 comm,
                 parent,
+                delay_ns: None,
+                cpu: None,
                 ops: Vec::new(),
             },
             state: State::Runnable,
@@ -371,6 +404,19 @@ impl Freqs {
             None => dt as f64,
         }
     }
+}
+
+/// The CPU a per-CPU kernel thread named `comm` is bound to: `name/N` or
+/// `name/N:M`, N one of the trace's `nr_cpus` CPUs (`kworker/0:0`,
+/// `ksoftirqd/3`); `None` for any other name (`kworker/u16:1`,
+/// `rcu_preempt`).
+pub fn per_cpu_kthread_cpu(comm: &str, nr_cpus: usize) -> Option<Cpu> {
+    let (_, tail) = comm.rsplit_once('/')?;
+    let n = tail.split_once(':').map_or(tail, |(n, _)| n);
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok().filter(|&cpu: &Cpu| (cpu as usize) < nr_cpus)
 }
 
 /// Finds the root task's pid, or explains why there is none.
@@ -474,8 +520,11 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     let mut comms: BTreeMap<Pid, String> = BTreeMap::new();
     let mut start: Option<u64> = None;
     let mut counts = Counts::default();
-    // Last event about a replayed task.
+    // Last event about a task of the tree.
     let mut last = 0;
+    // Tasks outside the tree, in the order they started.
+    let mut others: Vec<Pid> = Vec::new();
+    let nr_cpus = trace.topology.nr_cpus();
 
     for e in &trace.events {
         let ts = e.ts_ns;
@@ -535,6 +584,18 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 freqs.khz.insert(e.cpu, *khz);
             }
             EventKind::Wakeup { pid, waker, .. } => {
+                if opts.others
+                    && let Some(start) = start
+                    && *pid != 0
+                    && !tasks.contains_key(pid)
+                {
+                    let comm = comms.get(pid).cloned().unwrap_or_default();
+                    let mut t = Builder::new(*pid, comm, None);
+                    t.task.delay_ns = Some(ts - start);
+                    t.task.cpu = per_cpu_kthread_cpu(&t.task.comm, nr_cpus);
+                    tasks.insert(*pid, t);
+                    others.push(*pid);
+                }
                 if let Some(t) = tasks.get(pid)
                     && let State::Blocked {
                         since, woken: None, ..
@@ -592,7 +653,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
         if pids(e)
             .into_iter()
             .flatten()
-            .any(|p| tasks.contains_key(&p))
+            .any(|p| tasks.get(&p).is_some_and(|t| t.task.delay_ns.is_none()))
         {
             last = ts;
         }
@@ -609,8 +670,14 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
         }
         t.flush_work();
     }
+    // Other tasks that started after the command's last event never ran
+    // beside it.
+    let during = |p: &Pid| tasks[p].task.delay_ns.is_some_and(|d| start + d <= last);
+    others.retain(during);
+    let nr_others = others.len();
     let tasks = order
         .iter()
+        .chain(&others)
         .filter_map(|p| tasks.remove(p))
         .map(|b| b.task)
         .collect();
@@ -622,6 +689,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
         waits: counts.waits,
         woken: counts.woken,
         sleeps: counts.sleeps,
+        others: nr_others,
     })
 }
 
@@ -873,6 +941,7 @@ mod tests {
             &ReplayOptions {
                 root: Root::Pid(5),
                 nominal_khz: None,
+                others: false,
             },
         )
         .unwrap();
@@ -888,6 +957,7 @@ mod tests {
         let opts = ReplayOptions {
             root: Root::Pid(5),
             nominal_khz: Some(4_000_000),
+            others: false,
         };
         let r = replay(&trace, &opts).unwrap();
         assert_eq!(r.tasks[0].ops[0], Run(2 * MS));
@@ -902,6 +972,7 @@ mod tests {
                 &ReplayOptions {
                     root,
                     nominal_khz: None,
+                    others: false,
                 },
             )
         };
