@@ -1,0 +1,351 @@
+//! CPU affinity (rt-app `cpus`) and late starts (rt-app `delay`) in the
+//! engine and its policies, and the replay of a trace's other tasks that
+//! uses them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nest_sim::policy::Policy;
+use nest_sim::policy::baseline::Baseline;
+use nest_sim::policy::fork_balance::LinuxVersion;
+use nest_sim::policy::nest::Nest;
+use nest_sim::workload::replay::{ReplayOptions, per_cpu_kthread_cpu, replay};
+use nest_sim::workload::{Workload, rtapp};
+use nest_sim::{Governor, Machine, RunResult, SimConfig};
+use nest_trace::{Cpu, Event, EventKind, Pid, PrevState, Trace, Waker};
+
+const MS: u64 = 1_000_000;
+
+/// 2 sockets x 4 cores x 2 threads: CPUs 0-3 and 8-11 on socket 0.
+fn guest() -> Machine {
+    Machine::builtin("test-guest-2s").unwrap()
+}
+
+fn run_with(w: &Workload, version: LinuxVersion, policy: &mut dyn Policy) -> RunResult {
+    let mut cfg = SimConfig::new(guest(), Governor::Performance, 1);
+    cfg.record_trace = true;
+    cfg.linux = version;
+    let r = nest_sim::run(cfg, w, policy).unwrap();
+    assert!(!r.deadlocked);
+    r
+}
+
+/// The policies that must honour affinity: the Linux model of both
+/// generations (its own queues and balancing) and Nest (scx_nest's
+/// queues), with and without warm spinning.
+fn runs(w: &Workload) -> Vec<(String, RunResult)> {
+    let m = guest();
+    let mut out = Vec::new();
+    for v in [LinuxVersion::Linux510, LinuxVersion::Linux7] {
+        out.push((format!("{v:?}"), run_with(w, v, &mut Baseline)));
+    }
+    for params in [
+        nest_policy::Params::default(),
+        nest_policy::Params::default().in_virtual_machine(),
+    ] {
+        let mut nest = Nest::new(&m.topology(), params).unwrap();
+        let name = nest.name();
+        out.push((name, run_with(w, LinuxVersion::Linux7, &mut nest)));
+    }
+    out
+}
+
+/// Pid of every task by name (`comm`) in a simulated trace.
+fn pids_by_comm(t: &Trace) -> BTreeMap<String, Vec<Pid>> {
+    let mut by = BTreeMap::<String, Vec<Pid>>::new();
+    for e in &t.events {
+        if let EventKind::NewTask { child, comm, .. } = &e.kind {
+            by.entry(comm.clone()).or_default().push(*child);
+        }
+    }
+    by
+}
+
+/// The CPUs each task ran on.
+fn cpus_run_on(t: &Trace) -> BTreeMap<Pid, BTreeSet<Cpu>> {
+    let mut on = BTreeMap::<Pid, BTreeSet<Cpu>>::new();
+    for e in &t.events {
+        if let EventKind::Switch { next, .. } = e.kind
+            && next != 0
+        {
+            on.entry(next).or_default().insert(e.cpu);
+        }
+    }
+    on
+}
+
+/// The CPUs the tasks named `comm` ran on, together.
+fn cpus_of(r: &RunResult, comm: &str) -> BTreeSet<Cpu> {
+    let t = r.trace.as_ref().unwrap();
+    let on = cpus_run_on(t);
+    pids_by_comm(t)[comm]
+        .iter()
+        .flat_map(|p| on.get(p).cloned().unwrap_or_default())
+        .collect()
+}
+
+/// Hogs that keep every CPU busy beside a sleeper pinned to CPU 3, one
+/// allowed CPUs 12 and 13, and a free twin of theirs, whose placement the
+/// load moves around.
+const CROWD: &str = r#"{ "tasks": {
+    "hog": { "instance": 24, "loop": 15, "run": 3000, "sleep": 300 },
+    "pinned": { "cpus": [3], "loop": 40, "run": 800, "sleep": 400 },
+    "pair": { "cpus": [13, 12], "loop": 40, "run": 800, "sleep": 400 },
+    "free": { "loop": 40, "run": 800, "sleep": 400 }
+} }"#;
+
+#[test]
+fn pinned_tasks_run_only_on_their_cpus_under_every_policy() {
+    let w = rtapp::parse(CROWD, "crowd.json").unwrap();
+    for (name, r) in runs(&w) {
+        assert!(r.tasks.iter().all(|t| t.end_ns.is_some()), "{name}");
+        assert_eq!(cpus_of(&r, "pinned"), BTreeSet::from([3]), "{name}");
+        let pair = cpus_of(&r, "pair");
+        assert!(
+            pair.is_subset(&BTreeSet::from([12, 13])),
+            "{name}: {pair:?}"
+        );
+        // The same program without `cpus` moves: the checks above could
+        // fail.
+        let free = cpus_of(&r, "free");
+        assert!(free.len() > 2, "{name}: the free twin ran on {free:?}");
+    }
+}
+
+#[test]
+fn load_balancing_never_moves_a_pinned_task() {
+    // Three tasks pinned to CPU 5, all runnable at once, beside idle
+    // CPUs: balancing would spread them (the free triple shows it), but
+    // may not.
+    let w = rtapp::parse(
+        r#"{ "tasks": {
+            "stuck": { "instance": 3, "cpus": [5], "run": 60000 },
+            "loose": { "instance": 3, "run": 60000, "delay": 100000 }
+        } }"#,
+        "stuck.json",
+    )
+    .unwrap();
+    for v in [LinuxVersion::Linux510, LinuxVersion::Linux7] {
+        let r = run_with(&w, v, &mut Baseline);
+        assert_eq!(cpus_of(&r, "stuck"), BTreeSet::from([5]), "{v:?}");
+        assert!(cpus_of(&r, "loose").len() >= 3, "{v:?}");
+    }
+}
+
+#[test]
+fn forked_children_inherit_their_parents_cpus() {
+    let w = rtapp::parse(
+        r#"{ "tasks": {
+            "parent": { "cpus": [6], "loop": 10, "run": 100, "fork": "child", "wait_children": true },
+            "child": { "instance": 0, "run": 500 },
+            "own": { "cpus": [2], "loop": 10, "run": 100, "fork": "kid", "wait_children": true },
+            "kid": { "instance": 0, "cpus": [9], "run": 500 }
+        } }"#,
+        "fork.json",
+    )
+    .unwrap();
+    for (name, r) in runs(&w) {
+        assert_eq!(cpus_of(&r, "child"), BTreeSet::from([6]), "{name}");
+        assert_eq!(cpus_of(&r, "kid"), BTreeSet::from([9]), "{name}");
+    }
+}
+
+#[test]
+fn a_delayed_task_starts_after_its_delay() {
+    let w = rtapp::parse(
+        r#"{ "tasks": {
+            "now": { "run": 1000 },
+            "late": { "instance": 2, "delay": 50000, "run": 1000 }
+        } }"#,
+        "delay.json",
+    )
+    .unwrap();
+    assert_eq!(w.programs[1].delay_ns, 50 * MS);
+    let r = run_with(&w, LinuxVersion::Linux7, &mut Baseline);
+    let starts: Vec<(String, u64)> = r
+        .tasks
+        .iter()
+        .map(|t| (t.comm.clone(), t.start_ns))
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            ("now".into(), 0),
+            ("late".into(), 50 * MS),
+            ("late".into(), 50 * MS)
+        ]
+    );
+    // The run does not end while tasks are still to start, even with
+    // every started one gone.
+    assert!(r.tasks.iter().all(|t| t.end_ns.is_some_and(|e| e > 0)));
+    assert!(r.completion_ns > 50 * MS, "{}", r.completion_ns);
+}
+
+#[test]
+fn bad_cpus_and_delays_are_refused_with_where_and_why() {
+    let err = |text: &str| format!("{:#}", rtapp::parse(text, "w.json").unwrap_err());
+    assert_eq!(
+        err(r#"{"tasks": {"a": {"cpus": 3, "run": 1}}}"#),
+        "w.json: $.tasks.a.cpus: expected a non-empty list of CPU numbers, e.g. [0, 2]"
+    );
+    assert!(err(r#"{"tasks": {"a": {"cpus": [], "run": 1}}}"#).contains("non-empty list"));
+    assert!(err(r#"{"tasks": {"a": {"cpus": [1.5], "run": 1}}}"#).contains("CPU numbers"));
+    assert!(
+        err(r#"{"tasks": {"a": {"cpus": [2, 2], "run": 1}}}"#).contains("CPU 2 is listed twice")
+    );
+    assert!(
+        err(r#"{"tasks": {"a": {"delay": [1, 2], "run": 1}}}"#)
+            .contains("$.tasks.a.delay: expected fixed")
+    );
+    assert!(
+        err(r#"{"tasks": {"a": {"fork": "b", "run": 1}, "b": {"instance": 0, "delay": 5, "run": 1}}}"#)
+            .contains("$.tasks.b.delay: only for tasks started at time 0")
+    );
+    // `cpus` belongs to the task, not to a phase.
+    assert!(
+        err(r#"{"tasks": {"a": {"phases": {"p": {"cpus": [1], "run": 1}}}}}"#)
+            .contains("unknown event `cpus`")
+    );
+    // CPUs the machine lacks: refused when the machine is known.
+    let w = rtapp::parse(r#"{"tasks": {"a": {"cpus": [1, 16], "run": 1}}}"#, "w.json").unwrap();
+    let cfg = SimConfig::new(guest(), Governor::Performance, 1);
+    let e = nest_sim::run(cfg, &w, &mut Baseline).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "workload `w.json`: task `a`: cpus: CPU 16 is not on the machine (CPUs 0-15)"
+    );
+}
+
+#[test]
+fn per_cpu_kernel_threads_are_told_by_their_names() {
+    let cpu = |name| per_cpu_kthread_cpu(name, 16);
+    assert_eq!(cpu("kworker/0:0"), Some(0));
+    assert_eq!(cpu("kworker/3:1H"), Some(3));
+    assert_eq!(cpu("ksoftirqd/3"), Some(3));
+    assert_eq!(cpu("migration/2"), Some(2));
+    assert_eq!(cpu("cpuhp/15"), Some(15));
+    for free in [
+        "kworker/u16:1",
+        "rcu_preempt",
+        "cpuhp/16",
+        "kworker/R-rcu_g",
+        "irq/24-virtio0",
+        "sh",
+    ] {
+        assert_eq!(cpu(free), None, "{free}");
+    }
+}
+
+fn ev(ts_ns: u64, cpu: Cpu, kind: EventKind) -> Event {
+    Event { ts_ns, cpu, kind }
+}
+
+fn sw(prev: Pid, prev_state: PrevState, next: Pid) -> EventKind {
+    EventKind::Switch {
+        prev,
+        prev_state,
+        next,
+    }
+}
+
+fn wake(pid: Pid, target_cpu: Cpu, waker: Option<Pid>) -> EventKind {
+    EventKind::Wakeup {
+        pid,
+        target_cpu,
+        waker: waker.map(|pid| Waker { pid, sync: None }),
+    }
+}
+
+/// A command (pid 10) running from 1 to 21 ms on CPU 1 beside
+/// `kworker/2:1` (pid 50), woken every 2 ms on CPU 2 from 3 ms, and the
+/// unbound `kworker/u16:1` (pid 51), woken at 5 ms, then by the command at
+/// 10 ms; `rcu_preempt` (pid 52) ran before the command and `late` (pid
+/// 53) only after it.
+fn trace_with_others() -> Trace {
+    use PrevState::{Blocked, Dead};
+    let name = |pid, comm: &str| EventKind::TaskName {
+        pid,
+        comm: comm.into(),
+    };
+    let mut events = vec![
+        ev(0, 0, name(50, "kworker/2:1")),
+        ev(0, 0, name(51, "kworker/u16:1")),
+        ev(0, 0, name(52, "rcu_preempt")),
+        ev(0, 0, name(53, "late")),
+        ev(MS / 2, 4, wake(52, 4, None)),
+        ev(MS / 2, 4, sw(0, Blocked, 52)),
+        ev(MS * 3 / 4, 4, sw(52, Blocked, 0)),
+        ev(MS, 1, name(10, "cmd")),
+        ev(MS, 1, sw(0, Blocked, 10)),
+        ev(5 * MS, 7, wake(51, 7, None)),
+        ev(5 * MS, 7, sw(0, Blocked, 51)),
+        ev(6 * MS, 7, sw(51, Blocked, 0)),
+        ev(10 * MS, 1, wake(51, 7, Some(10))),
+        ev(10 * MS, 7, sw(0, Blocked, 51)),
+        ev(11 * MS, 7, sw(51, Dead, 0)),
+    ];
+    for i in 1..10 {
+        let t = MS + i * 2 * MS;
+        events.push(ev(t, 2, wake(50, 2, None)));
+        events.push(ev(t, 2, sw(0, Blocked, 50)));
+        events.push(ev(t + MS / 2, 2, sw(50, Blocked, 0)));
+    }
+    events.push(ev(21 * MS, 1, sw(10, Dead, 0)));
+    events.push(ev(22 * MS, 3, wake(53, 3, None)));
+    events.push(ev(22 * MS, 3, sw(0, Blocked, 53)));
+    events.push(ev(23 * MS, 3, sw(53, Blocked, 0)));
+    events.sort_by_key(|e| e.ts_ns);
+    Trace {
+        topology: nest_trace::Topology::flat(16),
+        meta: vec![("command_pid".into(), "10".into())],
+        events,
+    }
+}
+
+#[test]
+fn a_replay_with_others_adds_the_tasks_that_ran_beside_the_command() {
+    let trace = trace_with_others();
+    let alone = replay(&trace, &ReplayOptions::default()).unwrap();
+    assert_eq!(alone.tasks.len(), 1);
+    let opts = ReplayOptions {
+        others: true,
+        ..ReplayOptions::default()
+    };
+    let r = replay(&trace, &opts).unwrap();
+    let tasks: Vec<(String, Option<u64>, Option<Cpu>)> = r
+        .tasks
+        .iter()
+        .map(|t| (t.name(), t.delay_ns, t.cpu))
+        .collect();
+    // Started at their first wakeup after the command's first event (1
+    // ms); the per-CPU kworker pinned; rcu_preempt (before) and `late`
+    // (after) left out.
+    assert_eq!(
+        tasks,
+        [
+            ("cmd-10".into(), None, None),
+            ("kworker/2:1-50".into(), Some(2 * MS), Some(2)),
+            ("kworker/u16:1-51".into(), Some(4 * MS), None),
+        ]
+    );
+    assert_eq!((r.others, r.recorded_ns), (2, 20 * MS));
+    // The command wakes the unbound kworker, as recorded.
+    let json = r.to_json_string();
+    assert!(json.contains("\"resume"), "{json}");
+    // Simulated: the kworker stays on CPU 2, the command's tree is still
+    // pid 1, and the kworker starts at its delay.
+    let w = rtapp::parse(&json, "others.json").unwrap();
+    for (name, res) in runs(&w) {
+        assert_eq!(
+            cpus_of(&res, "kworker/2:1-50"),
+            BTreeSet::from([2]),
+            "{name}"
+        );
+        let starts: Vec<(u32, &str, u64)> = res
+            .tasks
+            .iter()
+            .map(|t| (t.pid, t.comm.as_str(), t.start_ns))
+            .collect();
+        assert_eq!(starts[0], (1, "cmd-10", 0), "{name}");
+        assert_eq!(starts[1], (2, "kworker/2:1-50", 2 * MS), "{name}");
+    }
+}
