@@ -349,3 +349,37 @@ fn a_replay_with_others_adds_the_tasks_that_ran_beside_the_command() {
         assert_eq!(starts[1], (2, "kworker/2:1-50", 2 * MS), "{name}");
     }
 }
+
+#[test]
+fn pinned_cpus_are_numbered_as_the_target_machine_numbers_their_places() {
+    // The guest numbers SMT siblings next to each other (CPU 2: socket 0,
+    // second core, first thread); the model numbers them a socket apart
+    // (that place is its CPU 1).
+    let mut trace = trace_with_others();
+    trace.topology = nest_trace::Topology {
+        cpus: (0..16)
+            .map(|cpu| nest_trace::CpuPlace {
+                cpu,
+                core: cpu / 2,
+                llc: cpu / 8,
+                socket: cpu / 8,
+                node: cpu / 8,
+            })
+            .collect(),
+    };
+    let opts = |target| ReplayOptions {
+        others: true,
+        target,
+        ..ReplayOptions::default()
+    };
+    let pinned = |r: &nest_sim::workload::replay::Replay| r.tasks.iter().find_map(|t| t.cpu);
+    let r = replay(&trace, &opts(None)).unwrap();
+    assert_eq!(pinned(&r), Some(2), "the trace's own numbers");
+    let r = replay(&trace, &opts(Some(guest().topology()))).unwrap();
+    assert_eq!(pinned(&r), Some(1), "the model's number of that place");
+    let e = replay(&trace, &opts(Some(nest_trace::Topology::regular(1, 1, 1)))).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "`kworker/2:1` is bound to CPU 2, which has no CPU at its place on the target machine"
+    );
+}

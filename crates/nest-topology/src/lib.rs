@@ -86,11 +86,71 @@ impl Topology {
             .max()
             .map_or(0, |m| m as usize + 1)
     }
+
+    /// Where `cpu` sits, whatever the numbering: its socket, the rank of
+    /// its core among the socket's cores and its rank among the core's
+    /// threads (both in ascending numbers).
+    fn position(&self, cpu: Cpu) -> Option<(u32, usize, usize)> {
+        let p = self.place(cpu)?;
+        let mut cores: Vec<u32> = self
+            .cpus
+            .iter()
+            .filter(|c| c.socket == p.socket)
+            .map(|c| c.core)
+            .collect();
+        cores.sort_unstable();
+        cores.dedup();
+        let core = cores.binary_search(&p.core).ok()?;
+        let thread = self
+            .cpus
+            .iter()
+            .filter(|c| c.core == p.core && c.cpu < cpu)
+            .count();
+        Some((p.socket, core, thread))
+    }
+
+    /// The CPU of `other` at the place `cpu` has here (same socket, core
+    /// rank and thread rank): e.g. a guest numbering SMT siblings next to
+    /// each other (0, 1) against a model numbering them a socket apart (0,
+    /// 8). `None` when `other` has no such place.
+    pub fn same_place_in(&self, cpu: Cpu, other: &Topology) -> Option<Cpu> {
+        let pos = self.position(cpu)?;
+        other
+            .cpus
+            .iter()
+            .map(|c| c.cpu)
+            .find(|&c| other.position(c) == Some(pos))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_place_is_found_across_numberings() {
+        let model = Topology::regular(2, 4, 2);
+        // A guest numbering SMT siblings next to each other, socket by socket.
+        let guest = Topology {
+            cpus: (0..16)
+                .map(|cpu| CpuPlace {
+                    cpu,
+                    core: cpu / 2,
+                    llc: cpu / 8,
+                    socket: cpu / 8,
+                    node: cpu / 8,
+                })
+                .collect(),
+        };
+        let to_model = |c| guest.same_place_in(c, &model);
+        assert_eq!(
+            [0, 1, 4, 5, 9, 15].map(to_model),
+            [0, 8, 2, 10, 12, 15].map(Some)
+        );
+        assert_eq!(model.same_place_in(8, &guest), Some(1));
+        assert_eq!(guest.same_place_in(3, &Topology::regular(1, 2, 1)), None);
+        assert_eq!(guest.same_place_in(16, &model), None);
+    }
 
     #[test]
     fn regular_topology_numbers_smt_siblings_last() {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use nest_sim::Machine;
 use nest_sim::workload::replay::{self, ReplayOptions, Root};
 
 /// Record real schedules, measure placement and work conservation, draw
@@ -49,6 +50,11 @@ struct ReplayArgs {
     /// per-CPU kernel thread (`ksoftirqd/3`) pinned to its CPU.
     #[arg(long)]
     others: bool,
+    /// With --others: number the pinned CPUs as this machine (a built-in
+    /// model name or a machine JSON file) numbers the CPUs at their places
+    /// (default: the trace's numbers).
+    #[arg(long, requires = "others", value_name = "MACHINE")]
+    machine: Option<String>,
 }
 
 /// Runs a `nest trace` subcommand.
@@ -67,10 +73,15 @@ fn run_replay(a: ReplayArgs) -> Result<()> {
         _ => Root::Auto,
     };
     let nominal_khz = a.nominal_mhz.map(|mhz| mhz.saturating_mul(1000));
+    let target = match &a.machine {
+        Some(m) => Some(Machine::load(m)?.topology()),
+        None => None,
+    };
     let opts = ReplayOptions {
         root,
         nominal_khz,
         others: a.others,
+        target,
     };
     let r = replay::replay(&trace, &opts)
         .with_context(|| format!("{}: cannot replay", a.trace.display()))?;

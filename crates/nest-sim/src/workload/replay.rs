@@ -63,7 +63,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
-use nest_trace::{Cpu, EventKind, Pid, PrevState, Trace, Waker};
+use nest_trace::{Cpu, EventKind, Pid, PrevState, Topology, Trace, Waker};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 /// Nominal frequency assumed when neither the options nor the trace give
@@ -92,6 +92,11 @@ pub struct ReplayOptions {
     /// Also replay the tasks outside the command's tree (see the module
     /// docs, "Other tasks").
     pub others: bool,
+    /// The machine the workload is for: the CPUs other tasks are pinned to
+    /// are its CPUs at the same places as the trace's (a guest may number
+    /// its CPUs otherwise than the simulator's model of it); `None`: the
+    /// trace's numbers.
+    pub target: Option<Topology>,
 }
 
 /// One operation of a replayed task.
@@ -419,6 +424,24 @@ pub fn per_cpu_kthread_cpu(comm: &str, nr_cpus: usize) -> Option<Cpu> {
     n.parse().ok().filter(|&cpu: &Cpu| (cpu as usize) < nr_cpus)
 }
 
+/// The CPU a task named `comm` is pinned to when it is a per-CPU kernel
+/// thread, numbered as `opts.target`'s; an error when that machine has no
+/// CPU at its place.
+fn pinned_cpu(trace: &Trace, opts: &ReplayOptions, comm: &str) -> Result<Option<Cpu>> {
+    let Some(cpu) = per_cpu_kthread_cpu(comm, trace.topology.nr_cpus()) else {
+        return Ok(None);
+    };
+    let Some(target) = &opts.target else {
+        return Ok(Some(cpu));
+    };
+    match trace.topology.same_place_in(cpu, target) {
+        Some(c) => Ok(Some(c)),
+        None => bail!(
+            "`{comm}` is bound to CPU {cpu}, which has no CPU at its place on the target machine"
+        ),
+    }
+}
+
 /// Finds the root task's pid, or explains why there is none.
 fn find_root(trace: &Trace, root: &Root) -> Result<Pid> {
     let names = || {
@@ -524,7 +547,6 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     let mut last = 0;
     // Tasks outside the tree, in the order they started.
     let mut others: Vec<Pid> = Vec::new();
-    let nr_cpus = trace.topology.nr_cpus();
 
     for e in &trace.events {
         let ts = e.ts_ns;
@@ -592,7 +614,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                     let comm = comms.get(pid).cloned().unwrap_or_default();
                     let mut t = Builder::new(*pid, comm, None);
                     t.task.delay_ns = Some(ts - start);
-                    t.task.cpu = per_cpu_kthread_cpu(&t.task.comm, nr_cpus);
+                    t.task.cpu = pinned_cpu(trace, opts, &t.task.comm)?;
                     tasks.insert(*pid, t);
                     others.push(*pid);
                 }
@@ -941,7 +963,7 @@ mod tests {
             &ReplayOptions {
                 root: Root::Pid(5),
                 nominal_khz: None,
-                others: false,
+                ..ReplayOptions::default()
             },
         )
         .unwrap();
@@ -957,7 +979,7 @@ mod tests {
         let opts = ReplayOptions {
             root: Root::Pid(5),
             nominal_khz: Some(4_000_000),
-            others: false,
+            ..ReplayOptions::default()
         };
         let r = replay(&trace, &opts).unwrap();
         assert_eq!(r.tasks[0].ops[0], Run(2 * MS));
@@ -972,7 +994,7 @@ mod tests {
                 &ReplayOptions {
                     root,
                     nominal_khz: None,
-                    others: false,
+                    ..ReplayOptions::default()
                 },
             )
         };
