@@ -77,6 +77,11 @@ pub struct ValidateArgs {
     /// docs/vm.md, "Guest timing".
     #[arg(long, default_value = "host", value_name = "CLOCK")]
     guest_clock: GuestClock,
+    /// Replay the recorded command's task tree alone, without the guest's
+    /// other tasks (kernel threads, the recorder) that run beside it by
+    /// default (`nest trace replay --others`).
+    #[arg(long)]
+    tree_only: bool,
 }
 
 const ALL_KERNELS: [LinuxVersion; 2] = [LinuxVersion::Linux7, LinuxVersion::Linux510];
@@ -506,7 +511,11 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     let mut pairs = Vec::new();
     for &recording in &recordings {
         for &workload in &args.workloads {
-            let (row, pair) = compare_recorded(&out, &machine, recording, workload)?;
+            let sim = Simulation {
+                machine: &machine,
+                others: !args.tree_only,
+            };
+            let (row, pair) = compare_recorded(&out, sim, recording, workload)?;
             rows.extend(row);
             pairs.push(pair);
         }
@@ -544,11 +553,19 @@ fn kernels_of(recordings: &[Recording]) -> Vec<LinuxVersion> {
     kernels
 }
 
+/// How recordings are replayed: on which machine, with the guest's other
+/// tasks or not.
+#[derive(Clone, Copy)]
+struct Simulation<'a> {
+    machine: &'a Machine,
+    others: bool,
+}
+
 /// One recorded workload's figures, real against simulated under the
 /// scheduler's model, and the pair of its page's figures.
 fn compare_recorded(
     out: &Path,
-    machine: &Machine,
+    sim: Simulation,
     recording: Recording,
     workload: Workload,
 ) -> Result<(Vec<Row>, Pair)> {
@@ -562,7 +579,7 @@ fn compare_recorded(
             value_name(recording.scheduler)
         )
     })?;
-    let simulated = simulate(&real, machine, recording)
+    let simulated = simulate(&real, sim.machine, recording, sim.others)
         .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
     let clock = guest_clock_of(&real);
     let real = command_figures(&real, None)?;
@@ -745,9 +762,15 @@ fn guest_script(
 
 /// Replays the recorded command of `real` on `machine` under the model
 /// of the recording's scheduler (the Linux model of the recording's
-/// kernel, or Nest); returns the simulated schedule.
-fn simulate(real: &Trace, machine: &Machine, recording: Recording) -> Result<Trace> {
-    let workload = replay::replay(real, &Default::default())?;
+/// kernel, or Nest), with the guest's other tasks if `others`; returns
+/// the simulated schedule.
+fn simulate(real: &Trace, machine: &Machine, recording: Recording, others: bool) -> Result<Trace> {
+    let opts = replay::ReplayOptions {
+        others,
+        target: Some(machine.topology()),
+        ..Default::default()
+    };
+    let workload = replay::replay(real, &opts)?;
     let workload = rtapp::parse(&workload.to_json_string(), "replay")?;
     let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
     cfg.record_trace = true;
