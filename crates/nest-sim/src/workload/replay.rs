@@ -58,7 +58,9 @@
 //! kernel binds it (`kthread_bind()`); the others run anywhere.
 //! - A task still blocked or running when the trace ends stops there.
 //! - Threads are tasks like processes (the trace has no thread groups);
-//!   exec only renames a task; priorities and affinities are not recorded.
+//!   exec only renames a task; priorities, scheduling classes and which
+//!   tasks are kernel threads are not recorded, nor affinities other than
+//!   the per-CPU kernel threads' (told by their names).
 
 use std::collections::BTreeMap;
 
