@@ -1032,6 +1032,19 @@ static bool nest_cpu_idle(const struct nest_ctx *ctx, s32 cpu)
 	}
 	if (!spin_wanted(ctx, cpu))
 		return false;
+	/*
+	 * A CPU can still be in the primary nest when it goes offline (a
+	 * placement that checked the flag just before promoted it). It must
+	 * not spin: the host's spin kicks the CPU through a per-CPU irq_work
+	 * (scx_bpf_kick_cpu()), and one queued after the dying CPU flushed
+	 * its irq_works stays pending until that CPU next goes offline, so
+	 * disabling the scheduler (irq_work_sync() in free_kick_syncs())
+	 * would wait for it.
+	 */
+	if (cpu_offline(ctx->st, cpu)) {
+		count(ctx, NEST_STAT_SPIN_OFFLINE);
+		return false;
+	}
 	c->spin_until = ctx->now + ctx->cfg->s_max_ns;
 	count(ctx, NEST_STAT_SPIN_STARTED);
 	return true;
@@ -1039,8 +1052,9 @@ static bool nest_cpu_idle(const struct nest_ctx *ctx, s32 cpu)
 
 /*
  * Idle @cpu is spinning and found no work: should it go on? It stops after
- * S_max, when its SMT sibling runs a task (the sibling keeps the core warm)
- * or when it left the primary nest.
+ * S_max, when its SMT sibling runs a task (the sibling keeps the core warm),
+ * when it left the primary nest or when it is going offline (see
+ * nest_cpu_idle()).
  */
 static bool nest_spin_continue(const struct nest_ctx *ctx, s32 cpu)
 {
@@ -1048,7 +1062,9 @@ static bool nest_spin_continue(const struct nest_ctx *ctx, s32 cpu)
 
 	if (!c || !c->spin_until)
 		return false;
-	if (!mask_test(ctx->st->primary, cpu))
+	if (cpu_offline(ctx->st, cpu))
+		end_spin(ctx, c, NEST_STAT_SPIN_OFFLINE);
+	else if (!mask_test(ctx->st->primary, cpu))
 		end_spin(ctx, c, NEST_STAT_SPIN_DEMOTED);
 	else if (sibling_busy(ctx, cpu))
 		end_spin(ctx, c, NEST_STAT_SPIN_SIBLING);

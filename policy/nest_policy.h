@@ -159,6 +159,7 @@ enum nest_task_trait {
 	X(SPIN_EXPIRED, spin, "Warm spins that lasted S_max")		\
 	X(SPIN_SIBLING, spin, "Warm spins ended because the SMT sibling ran a task") \
 	X(SPIN_DEMOTED, spin, "Warm spins ended because the CPU left the primary nest") \
+	X(SPIN_OFFLINE, spin, "Warm spins not started, or ended, because the CPU is going offline") \
 	X(SPIN_NS, spin, "Time spent warm spinning (ns)")		\
 	/* S_local and S_move (smove_policy.c). */			\
 	X(LOCAL, smove, "S_local/S_move: placements on the waker's CPU") \

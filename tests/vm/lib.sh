@@ -141,7 +141,9 @@ stop_scheduler() {
 			echo "thread ${task##*/}: $(cat "$task/wchan" 2>/dev/null)"
 		done
 		# Where sched_ext's own workers wait (the disable work runs on
-		# one), and every blocked task's stack into dmesg (sysrq w).
+		# one), every blocked task's stack (sysrq w) and every CPU's
+		# (sysrq l: a worker spinning on a CPU has no stack in /proc)
+		# into dmesg.
 		for task in /proc/[0-9]*; do
 			case "$(cat "$task/comm" 2>/dev/null)" in
 			*sched_ext* | *scx*)
@@ -150,6 +152,7 @@ stop_scheduler() {
 			esac
 		done
 		echo w >/proc/sysrq-trigger 2>/dev/null
+		echo l >/proc/sysrq-trigger 2>/dev/null
 		kill -KILL "$pid"
 	else
 		wait "$pid"
