@@ -356,17 +356,7 @@ fn pinned_cpus_are_numbered_as_the_target_machine_numbers_their_places() {
     // second core, first thread); the model numbers them a socket apart
     // (that place is its CPU 1).
     let mut trace = trace_with_others();
-    trace.topology = nest_trace::Topology {
-        cpus: (0..16)
-            .map(|cpu| nest_trace::CpuPlace {
-                cpu,
-                core: cpu / 2,
-                llc: cpu / 8,
-                socket: cpu / 8,
-                node: cpu / 8,
-            })
-            .collect(),
-    };
+    trace.topology = nest_trace::Topology::siblings_adjacent(2, 4, 2);
     let opts = |target| ReplayOptions {
         others: true,
         target,

@@ -164,15 +164,17 @@ fn a_fork_chain_avoids_the_core_its_last_child_left() {
     cfg.linux = LinuxVersion::Linux510;
     let r = nest_sim::run(cfg, &w, &mut nest_sim::policy::baseline::Baseline).unwrap();
     let core = |cpu: Cpu| cpu % 8;
-    let children: Vec<Cpu> = r.tasks[1..]
-        .iter()
-        .map(|t| {
-            let first = r.trace.as_ref().unwrap().events.iter().find(
-                |e| matches!(e.kind, EventKind::Switch { next, .. } if next == t.pid),
-            );
-            first.unwrap().cpu
-        })
-        .collect();
+    let children: Vec<Cpu> =
+        r.tasks[1..]
+            .iter()
+            .map(|t| {
+                let first =
+                    r.trace.as_ref().unwrap().events.iter().find(
+                        |e| matches!(e.kind, EventKind::Switch { next, .. } if next == t.pid),
+                    );
+                first.unwrap().cpu
+            })
+            .collect();
     assert_eq!(children.len(), 6);
     for pair in children.windows(2) {
         assert_ne!(core(pair[0]), core(pair[1]), "children on {children:?}");

@@ -56,6 +56,25 @@ impl Topology {
         Self { cpus }
     }
 
+    /// As [`Topology::regular`], numbered the way QEMU numbers a guest's
+    /// CPUs: a core's threads next to each other, socket after socket.
+    pub fn siblings_adjacent(sockets: u32, cores_per_socket: u32, threads_per_core: u32) -> Self {
+        let per_socket = cores_per_socket * threads_per_core;
+        let cpus = (0..sockets * per_socket)
+            .map(|cpu| {
+                let socket = cpu / per_socket;
+                CpuPlace {
+                    cpu,
+                    core: cpu / threads_per_core,
+                    llc: socket,
+                    socket,
+                    node: socket,
+                }
+            })
+            .collect();
+        Self { cpus }
+    }
+
     /// `n` CPUs, each its own core, all in one socket, LLC and NUMA node:
     /// the topology assumed when a trace comes without one.
     pub fn flat(n: u32) -> Self {
@@ -130,18 +149,7 @@ mod tests {
     #[test]
     fn a_place_is_found_across_numberings() {
         let model = Topology::regular(2, 4, 2);
-        // A guest numbering SMT siblings next to each other, socket by socket.
-        let guest = Topology {
-            cpus: (0..16)
-                .map(|cpu| CpuPlace {
-                    cpu,
-                    core: cpu / 2,
-                    llc: cpu / 8,
-                    socket: cpu / 8,
-                    node: cpu / 8,
-                })
-                .collect(),
-        };
+        let guest = Topology::siblings_adjacent(2, 4, 2);
         let to_model = |c| guest.same_place_in(c, &model);
         assert_eq!(
             [0, 1, 4, 5, 9, 15].map(to_model),
