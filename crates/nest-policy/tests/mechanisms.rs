@@ -1013,7 +1013,8 @@ fn a_spinning_cpu_taken_offline_stops_spinning_and_comes_back_cold() {
     assert!(p.cpu_idle(2, 11 * MS).is_some(), "a primary CPU spins");
     offline(&p, &m, 2);
     assert!(!p.spin_continue(2, 12 * MS));
-    assert_eq!(p.stat(Stat::SpinDemoted), 1);
+    assert_eq!(p.stat(Stat::SpinOffline), 1);
+    assert_eq!(p.stat(Stat::SpinDemoted), 0);
     m.set_online(2, true);
     p.cpu_online(2);
     assert!(!p.spinning(2));
