@@ -16,10 +16,11 @@
 //! - A CPU about to idle balances at once (`sched_balance_newidle()`,
 //!   `newidle_balance()` before 6.10).
 //! - Idle CPUs' PELT averages are brought up to date (their blocked load
-//!   decays, departed tasks' utilisation is taken out) at most every 32 ms
-//!   (`LOAD_AVG_PERIOD`, `nohz.next_blocked`), by a busy CPU's tick or a
-//!   CPU going idle (`NOHZ_STATS_KICK`); a CPU with a tick updates its own
-//!   at the tick and whenever a task is enqueued on it.
+//!   decays, departed tasks' utilisation is taken out) with every balance
+//!   kick, and otherwise every 32 ms (`LOAD_AVG_PERIOD`,
+//!   `nohz.next_blocked`), by a busy CPU's tick or a CPU going idle
+//!   (`NOHZ_STATS_KICK`); a CPU with a tick updates its own at the tick and
+//!   whenever a task is enqueued on it.
 
 use nest_trace::{Cpu, PrevState};
 
