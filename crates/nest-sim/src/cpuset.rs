@@ -3,7 +3,7 @@
 use nest_trace::Cpu;
 
 /// CPUs as bits, 64 to a word.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpuSet {
     words: Vec<u64>,
 }
@@ -17,6 +17,36 @@ impl CpuSet {
             words[c as usize / 64] |= 1 << (c % 64);
         }
         Self { words }
+    }
+
+    /// No CPU, with room for CPUs below `nr_cpus` without growing.
+    pub fn empty(nr_cpus: usize) -> Self {
+        Self {
+            words: vec![0; nr_cpus.div_ceil(64)],
+        }
+    }
+
+    /// Adds `cpu` (`cpumask_set_cpu()`).
+    pub fn insert(&mut self, cpu: Cpu) {
+        let word = cpu as usize / 64;
+        if word >= self.words.len() {
+            self.words.resize(word + 1, 0);
+        }
+        self.words[word] |= 1 << (cpu % 64);
+    }
+
+    /// Keeps the CPUs for which `keep` says so, visiting them ascending.
+    pub fn retain(&mut self, mut keep: impl FnMut(Cpu) -> bool) {
+        for (i, word) in self.words.iter_mut().enumerate() {
+            let mut bits = *word;
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                if !keep((i * 64) as Cpu + b) {
+                    *word &= !(1 << b);
+                }
+            }
+        }
     }
 
     pub fn contains(&self, cpu: Cpu) -> bool {
@@ -57,5 +87,20 @@ mod tests {
         assert_eq!(s.weight(), 3);
         assert_eq!(s.iter().collect::<Vec<_>>(), [3, 64, 70]);
         assert_eq!((s.single(), CpuSet::of(&[5]).single()), (None, Some(5)));
+    }
+
+    #[test]
+    fn insert_and_retain() {
+        let mut s = CpuSet::empty(4);
+        for c in [2, 130, 1] {
+            s.insert(c);
+        }
+        let mut seen = Vec::new();
+        s.retain(|c| {
+            seen.push(c);
+            c != 2
+        });
+        assert_eq!(seen, [1, 2, 130]);
+        assert_eq!(s.iter().collect::<Vec<_>>(), [1, 130]);
     }
 }

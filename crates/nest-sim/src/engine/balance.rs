@@ -26,6 +26,7 @@ use nest_trace::{Cpu, PrevState};
 
 use super::Sim;
 use super::kernel::TaskPhase;
+use crate::cpuset::CpuSet;
 use crate::policy::Ctx;
 use crate::policy::fork_balance::LinuxVersion;
 use crate::policy::load_balance::{self as lb, CpuIdle, Domain, Imbalance};
@@ -45,8 +46,8 @@ pub(crate) struct Balancer {
     next_blocked: u64,
     /// `msecs_to_jiffies(LOAD_AVG_PERIOD)`: 32 ms in jiffies, rounded up.
     blocked_period: u64,
-    /// Bit per CPU (64 to a word): may have `removed_util`.
-    removed_on: Vec<u64>,
+    /// The CPUs that may have `removed_util`.
+    removed_on: CpuSet,
 }
 
 impl Balancer {
@@ -66,7 +67,7 @@ impl Balancer {
             jiffies: 0,
             next_blocked: 0,
             blocked_period: (32 * u64::from(hz)).div_ceil(1000),
-            removed_on: vec![0; (n as usize).div_ceil(64)],
+            removed_on: CpuSet::empty(n as usize),
         }
     }
 
@@ -138,7 +139,7 @@ impl Sim<'_> {
             return;
         }
         self.k.cpus[cpu as usize].removed_util += util;
-        self.lb.removed_on[cpu as usize / 64] |= 1 << (cpu % 64);
+        self.lb.removed_on.insert(cpu);
     }
 
     /// `update_cfs_rq_load_avg()` on `cpu`: what departed tasks left is
@@ -151,19 +152,13 @@ impl Sim<'_> {
     /// but `newly_idle` (a CPU that goes idle and runs it itself) updates
     /// its blocked averages; the next such update is due 32 ms later.
     fn nohz_stats(&mut self, newly_idle: Option<Cpu>) {
-        for (i, word) in self.lb.removed_on.iter_mut().enumerate() {
-            let mut bits = *word;
-            while bits != 0 {
-                let c = (i * 64) as Cpu + bits.trailing_zeros();
-                bits &= bits - 1;
-                if self.k.is_idle(c) && Some(c) != newly_idle {
-                    self.k.cpus[c as usize].removed_util = 0.0;
-                }
-                if self.k.cpus[c as usize].removed_util == 0.0 {
-                    *word &= !(1 << (c % 64));
-                }
+        let k = &mut self.k;
+        self.lb.removed_on.retain(|c| {
+            if k.is_idle(c) && Some(c) != newly_idle {
+                k.cpus[c as usize].removed_util = 0.0;
             }
-        }
+            k.cpus[c as usize].removed_util != 0.0
+        });
         self.lb.next_blocked = self.lb.jiffies + self.lb.blocked_period;
     }
 
