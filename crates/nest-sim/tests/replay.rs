@@ -121,8 +121,11 @@ fn a_recorded_shell_loop_replays_and_simulates() {
 /// A recorded pipe pair: `pp` (pid 10, CPU 0) forks its partner (pid 11)
 /// onto CPU 8, the other socket of the 2x4x2 guest, and they exchange 2000
 /// messages, each side running 20 us then waking the other (with
-/// `waker`'s flags) and blocking.
-fn recorded_pipe_pair(waker: impl Fn(Pid) -> Option<Waker>) -> Trace {
+/// `waker`'s flags) and blocking. `remote`: each wakeup completes on the
+/// wakee's CPU after the waker blocked (`sched_wakeup` after the
+/// `sched_waking` that named the waker, as in an emulated guest), else in
+/// the waker's burst.
+fn recorded_pipe_pair(waker: impl Fn(Pid) -> Option<Waker>, remote: bool) -> Trace {
     use EventKind::*;
     use PrevState::*;
     let us = 1000;
@@ -167,16 +170,18 @@ fn recorded_pipe_pair(waker: impl Fn(Pid) -> Option<Waker>) -> Trace {
     for _ in 0..2000 {
         for (me, my_cpu, other, other_cpu) in [(10, 0, 11, 8), (11, 8, 10, 0)] {
             t += 20 * us;
-            events.push(ev(
-                t,
-                my_cpu,
-                Wakeup {
-                    pid: other,
-                    target_cpu: other_cpu,
-                    waker: waker(me),
-                },
-            ));
-            events.push(ev(t + us, my_cpu, sw(me, Blocked, 0)));
+            let wakeup = Wakeup {
+                pid: other,
+                target_cpu: other_cpu,
+                waker: waker(me),
+            };
+            if remote {
+                events.push(ev(t + us, my_cpu, sw(me, Blocked, 0)));
+                events.push(ev(t + 3 * us, other_cpu, wakeup));
+            } else {
+                events.push(ev(t, my_cpu, wakeup));
+                events.push(ev(t + us, my_cpu, sw(me, Blocked, 0)));
+            }
             events.push(ev(t + 5 * us, other_cpu, sw(0, Runnable, other)));
             t += 5 * us;
         }
@@ -208,12 +213,13 @@ fn a_replayed_pipe_pair_carries_its_wakers_and_their_sync_flag() {
     // The kernel's sync rule (wake_affine_idle()) pulls a pipe pair forked
     // apart onto one socket; the replay has to say who woke whom, with
     // WF_SYNC, for the model to apply it.
-    let sync = recorded_pipe_pair(|pid| {
+    let sync_waker = |pid| {
         Some(Waker {
             pid,
             sync: Some(true),
         })
-    });
+    };
+    let sync = recorded_pipe_pair(sync_waker, false);
     let r = replay(&sync, &ReplayOptions::default()).unwrap();
     assert_eq!((r.woken, r.sleeps), (4000, 0));
     assert!(
@@ -222,16 +228,26 @@ fn a_replayed_pipe_pair_carries_its_wakers_and_their_sync_flag() {
     );
     let s = replayed_pair_sockets(&sync);
     assert!(s <= 1.2, "{s}");
+    // The same wakes completed on the wakee's CPU after the waker blocked
+    // are still the waker's, at the end of its burst.
+    let remote = recorded_pipe_pair(sync_waker, true);
+    let r = replay(&remote, &ReplayOptions::default()).unwrap();
+    assert_eq!((r.woken, r.sleeps), (4000, 0));
+    let s = replayed_pair_sockets(&remote);
+    assert!(s <= 1.2, "{s}");
     // Without the flag (a futex), or without wakers (sleeps of the
     // recorded length), the idle previous CPUs keep them apart.
-    let not_sync = recorded_pipe_pair(|pid| {
-        Some(Waker {
-            pid,
-            sync: Some(false),
-        })
-    });
+    let not_sync = recorded_pipe_pair(
+        |pid| {
+            Some(Waker {
+                pid,
+                sync: Some(false),
+            })
+        },
+        false,
+    );
     assert!(replayed_pair_sockets(&not_sync) > 1.9);
-    let no_wakers = recorded_pipe_pair(|_| None);
+    let no_wakers = recorded_pipe_pair(|_| None, false);
     assert_eq!(
         replay(&no_wakers, &ReplayOptions::default())
             .unwrap()

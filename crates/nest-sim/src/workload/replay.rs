@@ -25,10 +25,12 @@
 //!   shell waiting for its command).
 //! - **wake** and **wait for a wake**: a blocked period ended by a wakeup
 //!   whose [`Waker`](nest_trace::Waker) is another replayed task, running
-//!   then (a pipe write, a futex wake, a child's exec ending its parent's
-//!   vfork), except a child's exit, which ends a wait for children: the
-//!   waker `send`s (with `WF_SYNC`, when the trace says the wakeup had it)
-//!   or `resume`s (without) at that point of its run, and the wakee
+//!   then or since the wakee blocked (a pipe write, a futex wake, a child's
+//!   exec ending its parent's vfork; a wakeup is recorded where it
+//!   completes, which can be after the waker blocked), except a child's
+//!   exit, which ends a wait for children: the waker `send`s (with
+//!   `WF_SYNC`, when the trace says the wakeup had it) or `resume`s
+//!   (without) at that point of its run (or its last burst's end), and the wakee
 //!   `suspend`s on its own channel `wake-<name>`, counting, so a wake that
 //!   comes first in the simulation is not lost. The simulated scheduler
 //!   then sees the waker and the sync flag, as the kernel's `wake_affine()`
@@ -625,7 +627,8 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                         since, woken: None, ..
                     } = t.state
                 {
-                    let by_task = waker.is_some_and(|w| wake_by(&mut tasks, w, *pid, ts, &freqs));
+                    let by_task =
+                        waker.is_some_and(|w| wake_by(&mut tasks, w, *pid, since, ts, &freqs));
                     if let Some(t) = tasks.get_mut(pid) {
                         t.state = State::Blocked {
                             since,
@@ -717,28 +720,43 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     })
 }
 
-/// Gives the running replayed task `waker` the wake of `wakee` at `now`,
-/// and says whether it did: not when the waker is not replayed or not
-/// seen running, nor when it is the wakee's exited child (its exit ends a
+/// Gives the replayed task `waker` the wake of `wakee` (blocked since
+/// `wakee_since`) at `now`, and says whether it did: not when the waker is
+/// not replayed, nor when it is the wakee's exited child (its exit ends a
 /// wait for children).
+///
+/// The wakeup is recorded when it completes (`sched_wakeup`, on the
+/// wakee's CPU), its waker when it began (`sched_waking`, in the waker's
+/// context). A wakeup of a task on another CPU is queued to that CPU
+/// (`ttwu_queue_wakelist()`) and completes there after an interrupt, by
+/// which time the waker may have been preempted or may have blocked: 99%
+/// of a pipe pair's wakeups in an emulated guest. The waking then fired
+/// in the waker's last burst, which ran after the wakee blocked: the wake
+/// goes at that burst's end.
 fn wake_by(
     tasks: &mut BTreeMap<Pid, Builder>,
     waker: Waker,
     wakee: Pid,
+    wakee_since: u64,
     now: u64,
     freqs: &Freqs,
 ) -> bool {
     if tasks.get(&wakee).is_some_and(|t| t.exited_child(waker.pid)) {
         return false;
     }
-    match tasks.get_mut(&waker.pid) {
-        Some(w) if matches!(w.state, State::Running { .. }) => {
-            let sync = waker.sync.unwrap_or(false);
-            w.act(now, ReplayOp::Wake { pid: wakee, sync }, freqs);
-            true
-        }
-        _ => false,
+    let Some(w) = tasks.get_mut(&waker.pid) else {
+        return false;
+    };
+    let waking_in_last_burst = match w.state {
+        State::Running { .. } | State::Runnable => true,
+        State::Blocked { since, .. } => since >= wakee_since,
+        State::Dead => false,
+    };
+    if waking_in_last_burst {
+        let sync = waker.sync.unwrap_or(false);
+        w.act(now, ReplayOp::Wake { pid: wakee, sync }, freqs);
     }
+    waking_in_last_burst
 }
 
 #[cfg(test)]
