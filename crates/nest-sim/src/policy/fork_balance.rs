@@ -21,6 +21,7 @@
 
 use nest_trace::Cpu;
 
+use super::wakeup::runnable_load;
 use super::{Ctx, TaskId};
 
 /// Which generation of the fair scheduler's rules to follow where they
@@ -148,11 +149,12 @@ struct GroupStats {
 
 impl GroupStats {
     fn of(cx: &Ctx, cpus: &[Cpu], imbalance_pct: f64) -> Self {
-        let (mut idle_cpus, mut nr_running, mut util) = (0, 0, 0.0);
+        let (mut idle_cpus, mut nr_running, mut util, mut runnable) = (0, 0, 0.0, 0.0);
         for &c in cpus {
             nr_running += cx.nr_running(c);
             idle_cpus += u32::from(cx.is_idle(c));
             util += cx.util(c);
+            runnable += runnable_load(cx, c);
         }
         let weight = cpus.len() as f64;
         Self {
@@ -160,15 +162,18 @@ impl GroupStats {
             nr_running,
             util,
             avg_load: f64::from(nr_running) / weight,
-            kind: classify(nr_running, weight, util, util, imbalance_pct),
+            // `group_runnable` (`cpu_runnable_without()`), as load
+            // balancing estimates it: tasks waiting in a run queue make a
+            // group overloaded before its utilisation is high, as threads
+            // just forked onto busy CPUs do.
+            kind: classify(nr_running, weight, util, runnable, imbalance_pct),
         }
     }
 }
 
 /// `group_classify()`, with `group_is_overloaded()` and
 /// `group_has_capacity()`: `weight` CPUs of capacity 1 running
-/// `nr_running` tasks, with utilisation and runnable average in CPUs (the
-/// fork path passes the utilisation as the runnable average).
+/// `nr_running` tasks, with utilisation and runnable average in CPUs.
 pub(crate) fn classify(
     nr_running: u32,
     weight: f64,
@@ -290,7 +295,10 @@ fn find_idlest_group(
     let stay = match local.kind {
         GroupType::Overloaded | GroupType::FullyBusy | GroupType::SmtBalance => {
             let imbalance = (pct - 100.0) / 100.0;
-            idlest.avg_load >= local.avg_load + imbalance
+            // Across nodes the imbalance is added to the remote group's
+            // load: "consider staying local" (5.10 and 6.19 alike).
+            (level == Level::Numa && idlest.avg_load + imbalance >= local.avg_load)
+                || idlest.avg_load >= local.avg_load + imbalance
                 || 100.0 * local.avg_load <= pct * idlest.avg_load
         }
         GroupType::HasSpare => {
@@ -341,4 +349,28 @@ pub fn select_fork(cx: &Ctx, task: TaskId, parent: Cpu, version: LinuxVersion) -
         }
     }
     cpu
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::testkit::{guest_busy_but, waiting};
+
+    #[test]
+    fn a_fork_leaves_a_node_whose_run_queues_hold_waiting_tasks() {
+        // Every CPU runs a thread at half utilisation; socket 0's (CPUs
+        // 0-3, 8-11) also hold 6 threads waiting. Their runnable average
+        // makes socket 0 overloaded (group_is_overloaded()) although its
+        // utilisation is low, so the fork goes to socket 1, only busy.
+        for version in [LinuxVersion::Linux510, LinuxVersion::Linux7] {
+            let mut k = guest_busy_but(&[], 0.5);
+            for cpu in [0, 1, 2, 3, 8, 9] {
+                waiting(&mut k, cpu, 0.5, None);
+            }
+            let child = k.test_task(0, 0.0);
+            let cx = Ctx { k: &mut k };
+            let cpu = select_fork(&cx, child, 0, version);
+            assert_eq!(cx.socket(cpu), 1, "{version:?}: CPU {cpu}");
+        }
+    }
 }

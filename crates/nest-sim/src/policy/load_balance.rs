@@ -787,8 +787,8 @@ pub fn newidle_pulls_one(version: LinuxVersion) -> bool {
 mod tests {
     use super::*;
     use crate::Machine;
-    use crate::engine::{Kernel, TaskPhase};
-    use crate::policy::testkit::{busy, guest, kernel};
+    use crate::engine::Kernel;
+    use crate::policy::testkit::{busy, guest, kernel, waiting};
     use LinuxVersion::{Linux7, Linux510};
 
     const BOTH: [LinuxVersion; 2] = [Linux510, Linux7];
@@ -802,18 +802,6 @@ mod tests {
     fn domain(k: &mut Kernel, cpu: Cpu, level: Level) -> Domain {
         let domains = domains(k, cpu);
         domains.into_iter().find(|d| d.level == level).unwrap()
-    }
-
-    /// A task of utilisation `util` waiting on `cpu`, which last ran
-    /// `ran_ago` ns ago (`None`: never).
-    fn waiting(k: &mut Kernel, cpu: Cpu, util: f64, ran_ago: Option<u64>) -> TaskId {
-        let t = k.test_task(cpu, util);
-        let task = &mut k.tasks[t as usize];
-        task.phase = TaskPhase::Queued(cpu);
-        task.fair.exec_start = ran_ago.map(|ago| k.now - ago);
-        k.cpus[cpu as usize].queue.push_back(t);
-        k.nr_queued += 1;
-        t
     }
 
     #[test]

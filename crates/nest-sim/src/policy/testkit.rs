@@ -2,7 +2,8 @@
 
 use nest_trace::Cpu;
 
-use crate::engine::Kernel;
+use super::TaskId;
+use crate::engine::{Kernel, TaskPhase};
 use crate::workload::builtin;
 use crate::{Governor, Machine, SimConfig};
 
@@ -34,4 +35,16 @@ pub fn guest_busy_but(idle: &[Cpu], util: f64) -> Kernel {
     let cpus: Vec<Cpu> = (0..16).filter(|c| !idle.contains(c)).collect();
     busy(&mut k, &cpus, util);
     k
+}
+
+/// A task of utilisation `util` waiting on `cpu`, which last ran `ran_ago`
+/// ns ago (`None`: never).
+pub fn waiting(k: &mut Kernel, cpu: Cpu, util: f64, ran_ago: Option<u64>) -> TaskId {
+    let t = k.test_task(cpu, util);
+    let task = &mut k.tasks[t as usize];
+    task.phase = TaskPhase::Queued(cpu);
+    task.fair.exec_start = ran_ago.map(|ago| k.now - ago);
+    k.cpus[cpu as usize].queue.push_back(t);
+    k.nr_queued += 1;
+    t
 }
