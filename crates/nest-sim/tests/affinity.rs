@@ -373,3 +373,67 @@ fn pinned_cpus_are_numbered_as_the_target_machine_numbers_their_places() {
         "`kworker/2:1` is bound to CPU 2, which has no CPU at its place on the target machine"
     );
 }
+
+#[test]
+fn the_replayed_command_is_forked_from_its_parents_cpu() {
+    // The recorder (pid 9) forks the command on the guest's CPU 12
+    // (socket 1, core 6, first thread): the model's CPU 6.
+    let mut trace = trace_with_others();
+    trace.topology = nest_trace::Topology::siblings_adjacent(2, 4, 2);
+    trace.events.insert(
+        0,
+        ev(
+            MS,
+            12,
+            EventKind::NewTask {
+                parent: 9,
+                child: 10,
+                comm: "cmd".into(),
+            },
+        ),
+    );
+    let opts = ReplayOptions {
+        target: Some(guest().topology()),
+        ..ReplayOptions::default()
+    };
+    let r = replay(&trace, &opts).unwrap();
+    assert_eq!(r.tasks[0].parent_cpu, Some(6));
+    let json = r.to_json_string();
+    assert!(json.contains("\"parent_cpu\": 6"), "{json}");
+    // Placed as a fork from there: on an idle machine the fair scheduler
+    // keeps it on that node; without a parent CPU it is forked from CPU 0.
+    let w = rtapp::parse(&json, "cmd.json").unwrap();
+    let socket_1 = |cpus: &BTreeSet<Cpu>| cpus.iter().all(|&c| (4..8).contains(&(c % 8)));
+    for v in [LinuxVersion::Linux510, LinuxVersion::Linux7] {
+        let res = run_with(&w, v, &mut Baseline);
+        assert!(socket_1(&cpus_of(&res, "cmd-10")), "{v:?}");
+        let mut from_0 = w.clone();
+        from_0.programs[0].parent_cpu = None;
+        let res = run_with(&from_0, v, &mut Baseline);
+        assert!(!socket_1(&cpus_of(&res, "cmd-10")), "{v:?}");
+    }
+}
+
+#[test]
+fn bad_parent_cpus_are_refused_with_where_and_why() {
+    let err = |text: &str| format!("{:#}", rtapp::parse(text, "w.json").unwrap_err());
+    assert_eq!(
+        err(r#"{"tasks": {"a": {"parent_cpu": [3], "run": 1}}}"#),
+        "w.json: $.tasks.a.parent_cpu: expected a CPU number, e.g. 3"
+    );
+    assert!(
+        err(r#"{"tasks": {"a": {"fork": "b", "run": 1}, "b": {"instance": 0, "parent_cpu": 5, "run": 1}}}"#)
+            .contains("$.tasks.b.parent_cpu: only for tasks started at time 0")
+    );
+    let w = rtapp::parse(
+        r#"{"tasks": {"a": {"parent_cpu": 16, "run": 1}}}"#,
+        "w.json",
+    )
+    .unwrap();
+    let cfg = SimConfig::new(guest(), Governor::Performance, 1);
+    let e = nest_sim::run(cfg, &w, &mut Baseline).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "workload `w.json`: task `a`: parent_cpu: CPU 16 is not on the machine (CPUs 0-15)"
+    );
+}

@@ -50,10 +50,11 @@ struct ReplayArgs {
     /// per-CPU kernel thread (`ksoftirqd/3`) pinned to its CPU.
     #[arg(long)]
     others: bool,
-    /// With --others: number the pinned CPUs as this machine (a built-in
-    /// model name or a machine JSON file) numbers the CPUs at their places
-    /// (default: the trace's numbers).
-    #[arg(long, requires = "others", value_name = "MACHINE")]
+    /// Number the CPUs the workload names (the one the command was forked
+    /// on, and with --others the per-CPU kernel threads') as this machine
+    /// (a built-in model name or a machine JSON file) numbers the CPUs at
+    /// their places (default: the trace's numbers).
+    #[arg(long, value_name = "MACHINE")]
     machine: Option<String>,
 }
 

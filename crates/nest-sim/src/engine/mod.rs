@@ -224,7 +224,7 @@ impl<'p> Sim<'p> {
             let delay_ns = self.k.workload.programs[program].delay_ns;
             for _ in 0..instances {
                 if delay_ns == 0 {
-                    self.spawn(program, None, 0);
+                    self.spawn_initial(program);
                 } else {
                     self.k.unstarted += 1;
                     self.k.push(delay_ns, Ev::Start { program });
@@ -241,7 +241,7 @@ impl<'p> Sim<'p> {
             Ev::WakeTask { task } => self.wake(task, None, false),
             Ev::Start { program } => {
                 self.k.unstarted -= 1;
-                self.spawn(program, None, 0);
+                self.spawn_initial(program);
             }
             Ev::SpinEnd { cpu, epoch } if self.k.cpus[cpu as usize].epoch == epoch => {
                 self.end_spin(cpu, false);
@@ -292,18 +292,21 @@ impl<'p> Sim<'p> {
     }
 }
 
-/// Every CPU a program may run on (rt-app `cpus`) is one of the machine's
-/// `nr_cpus`.
+/// Every CPU a program may run on (rt-app `cpus`) or be forked from
+/// (`parent_cpu`) is one of the machine's `nr_cpus`.
 fn check_cpus(workload: &Workload, nr_cpus: usize) -> Result<()> {
     for p in &workload.programs {
-        let bad = p.cpus.iter().flatten().find(|&&c| c as usize >= nr_cpus);
-        if let Some(cpu) = bad {
-            bail!(
-                "workload `{}`: task `{}`: cpus: CPU {cpu} is not on the machine (CPUs 0-{})",
-                workload.name,
-                p.name,
-                nr_cpus.saturating_sub(1)
-            );
+        let bad_cpus = p.cpus.iter().flatten().find(|&&c| c as usize >= nr_cpus);
+        let bad_parent = p.parent_cpu.filter(|&c| c as usize >= nr_cpus);
+        for (key, cpu) in [("cpus", bad_cpus.copied()), ("parent_cpu", bad_parent)] {
+            if let Some(cpu) = cpu {
+                bail!(
+                    "workload `{}`: task `{}`: {key}: CPU {cpu} is not on the machine (CPUs 0-{})",
+                    workload.name,
+                    p.name,
+                    nr_cpus.saturating_sub(1)
+                );
+            }
         }
     }
     Ok(())

@@ -19,6 +19,12 @@ pub(crate) enum Outcome {
 }
 
 impl Sim<'_> {
+    /// Creates an initial task of `program`, forked from its `parent_cpu`.
+    pub(crate) fn spawn_initial(&mut self, program: usize) {
+        let cpu = self.k.workload.programs[program].parent_cpu.unwrap_or(0);
+        self.spawn(program, None, cpu);
+    }
+
     /// Creates a task running `program`, forked by `parent` on `cpu`.
     pub(crate) fn spawn(&mut self, program: usize, parent: Option<u32>, cpu: Cpu) {
         let k = &mut self.k;

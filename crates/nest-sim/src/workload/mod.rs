@@ -74,6 +74,10 @@ pub struct Program {
     /// Its initial instances start this long after time 0 (rt-app
     /// `delay`), ns.
     pub delay_ns: u64,
+    /// Its initial instances are forked from this CPU (`parent_cpu`, a
+    /// replayed command's parent's), placed as forks from there; CPU 0
+    /// when `None`.
+    pub parent_cpu: Option<u32>,
 }
 
 impl Program {
@@ -84,6 +88,7 @@ impl Program {
             ops,
             cpus: None,
             delay_ns: 0,
+            parent_cpu: None,
         }
     }
 }

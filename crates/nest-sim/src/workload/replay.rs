@@ -47,7 +47,9 @@
 //! - Tasks outside the root's tree (other processes, kernel threads, the
 //!   recorder) are not replayed unless asked ([`ReplayOptions::others`]),
 //!   nor is what the root did before the first event naming it; the root
-//!   starts at time 0 of the simulation.
+//!   starts at time 0 of the simulation, forked from the CPU its parent
+//!   forked it on (`parent_cpu`, when the trace has that fork; numbered as
+//!   [`ReplayOptions::target`] numbers the CPU at its place).
 //!
 //! **Other tasks** ([`ReplayOptions::others`]): every task outside the
 //! tree woken while the command runs (from the root's first event to the
@@ -96,10 +98,10 @@ pub struct ReplayOptions {
     /// Also replay the tasks outside the command's tree (see the module
     /// docs, "Other tasks").
     pub others: bool,
-    /// The machine the workload is for: the CPUs other tasks are pinned to
-    /// are its CPUs at the same places as the trace's (a guest may number
-    /// its CPUs otherwise than the simulator's model of it); `None`: the
-    /// trace's numbers.
+    /// The machine the workload is for: the CPUs the workload names (the
+    /// root's parent's, other tasks' pins) are its CPUs at the same places
+    /// as the trace's (a guest may number its CPUs otherwise than the
+    /// simulator's model of it); `None`: the trace's numbers.
     pub target: Option<Topology>,
 }
 
@@ -133,6 +135,8 @@ pub struct ReplayTask {
     pub delay_ns: Option<u64>,
     /// The one CPU a per-CPU kernel thread may run on.
     pub cpu: Option<Cpu>,
+    /// The CPU the root was forked on (its parent's), when recorded.
+    pub parent_cpu: Option<Cpu>,
     pub ops: Vec<ReplayOp>,
 }
 
@@ -248,6 +252,9 @@ impl Serialize for Replay {
                 if let Some(cpu) = t.cpu {
                     m.serialize_entry("cpus", &[cpu])?;
                 }
+                if let Some(cpu) = t.parent_cpu {
+                    m.serialize_entry("parent_cpu", &cpu)?;
+                }
                 for (i, op) in t.ops.iter().enumerate() {
                     match op {
                         ReplayOp::Run(ns) => m.serialize_entry(&format!("run{i}"), &us(*ns))?,
@@ -317,6 +324,7 @@ impl Builder {
                 parent,
                 delay_ns: None,
                 cpu: None,
+                parent_cpu: None,
                 ops: Vec::new(),
             },
             state: State::Runnable,
@@ -429,20 +437,23 @@ pub fn per_cpu_kthread_cpu(comm: &str, nr_cpus: usize) -> Option<Cpu> {
 }
 
 /// The CPU a task named `comm` is pinned to when it is a per-CPU kernel
-/// thread, numbered as `opts.target`'s; an error when that machine has no
-/// CPU at its place.
+/// thread, numbered as `opts.target`'s.
 fn pinned_cpu(trace: &Trace, opts: &ReplayOptions, comm: &str) -> Result<Option<Cpu>> {
-    let Some(cpu) = per_cpu_kthread_cpu(comm, trace.topology.nr_cpus()) else {
-        return Ok(None);
-    };
+    per_cpu_kthread_cpu(comm, trace.topology.nr_cpus())
+        .map(|cpu| target_cpu(trace, opts, cpu, &format!("`{comm}` is bound to")))
+        .transpose()
+}
+
+/// The trace's CPU `cpu` numbered as `opts.target` numbers the CPU at its
+/// place (socket, core, thread); an error saying what `what` the CPU when
+/// that machine has none.
+fn target_cpu(trace: &Trace, opts: &ReplayOptions, cpu: Cpu, what: &str) -> Result<Cpu> {
     let Some(target) = &opts.target else {
-        return Ok(Some(cpu));
+        return Ok(cpu);
     };
     match trace.topology.same_place_in(cpu, target) {
-        Some(c) => Ok(Some(c)),
-        None => bail!(
-            "`{comm}` is bound to CPU {cpu}, which has no CPU at its place on the target machine"
-        ),
+        Some(c) => Ok(c),
+        None => bail!("{what} CPU {cpu}, which has no CPU at its place on the target machine"),
     }
 }
 
@@ -582,6 +593,12 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 comms.insert(*child, comm.clone());
                 if let Some(t) = tasks.get_mut(child) {
                     t.task.comm = comm.clone();
+                }
+                if *child == root
+                    && let Some(t) = tasks.get_mut(child)
+                {
+                    t.task.parent_cpu =
+                        Some(target_cpu(trace, opts, e.cpu, "the command was forked on")?);
                 }
                 if *child != root
                     && let Some(p) = tasks.get_mut(parent)

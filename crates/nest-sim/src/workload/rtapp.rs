@@ -9,7 +9,9 @@
 //! templates have `"instance": 0`), `suspend`/`resume` (counting channels).
 //! Per task: `cpus` (the CPUs it may run on) and `delay` (us before its
 //! initial instances start; not for templates, which only `fork` starts).
-//! Extensions: `wait_children` (`true`: wait for every forked child), `send`
+//! Extensions: per task `parent_cpu` (the CPU its initial instances are
+//! forked from, CPU 0 by default; not for templates), and events
+//! `wait_children` (`true`: wait for every forked child), `send`
 //! and `recv` (`resume`/`suspend` with pipe semantics: a `send` wakes its
 //! receiver synchronously, `WF_SYNC`), and `[min, max]` for any
 //! duration (drawn uniformly per use from the task's seeded PRNG).
@@ -113,7 +115,7 @@ const IGNORED_KEYS: &[&str] = &[
 ];
 
 /// Keys of a task that are not events.
-const TASK_KEYS: &[&str] = &["instance", "loop", "phases", "cpus", "delay"];
+const TASK_KEYS: &[&str] = &["instance", "loop", "phases", "cpus", "delay", "parent_cpu"];
 
 /// Keys of a phase that are not events.
 const PHASE_KEYS: &[&str] = &["loop"];
@@ -211,6 +213,23 @@ fn delay(t: &[(String, Json)], path: &str, instances: i64) -> Result<u64> {
     Ok(ns)
 }
 
+/// `parent_cpu` of task `t` (an extension): the CPU its initial instances
+/// are forked from. Only for tasks started at time 0.
+fn parent_cpu(t: &[(String, Json)], path: &str, instances: i64) -> Result<Option<u32>> {
+    let Some(v) = get(t, "parent_cpu") else {
+        return Ok(None);
+    };
+    let path = format!("{path}.parent_cpu");
+    let cpu = match v {
+        Json::Num(n) if n.fract() == 0.0 && *n >= 0.0 && *n <= f64::from(u32::MAX) => *n as u32,
+        _ => bail!("{path}: expected a CPU number, e.g. 3"),
+    };
+    if instances == 0 {
+        bail!("{path}: only for tasks started at time 0 (\"instance\" >= 1), not templates");
+    }
+    Ok(Some(cpu))
+}
+
 fn intern(map: &mut BTreeMap<String, usize>, key: String) -> usize {
     let n = map.len();
     *map.entry(key).or_insert(n)
@@ -251,6 +270,7 @@ impl Builder {
                     .map(|v| cpus(v, &format!("{path}.cpus")))
                     .transpose()?,
                 delay_ns,
+                parent_cpu: parent_cpu(t, &path, instances)?,
             });
         }
         let barriers = barrier_participants(&programs, &initial, self.barriers.len());
