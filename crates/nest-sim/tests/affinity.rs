@@ -367,7 +367,8 @@ fn pinned_cpus_are_numbered_as_the_target_machine_numbers_their_places() {
     assert_eq!(pinned(&r), Some(2), "the trace's own numbers");
     let r = replay(&trace, &opts(Some(guest().topology()))).unwrap();
     assert_eq!(pinned(&r), Some(1), "the model's number of that place");
-    let e = replay(&trace, &opts(Some(nest_trace::Topology::regular(1, 1, 1)))).unwrap_err();
+    // One core of two threads: the command's CPU 1 has its place there, CPU 2 not.
+    let e = replay(&trace, &opts(Some(nest_trace::Topology::regular(1, 1, 2)))).unwrap_err();
     assert_eq!(
         e.to_string(),
         "`kworker/2:1` is bound to CPU 2, which has no CPU at its place on the target machine"
@@ -375,65 +376,68 @@ fn pinned_cpus_are_numbered_as_the_target_machine_numbers_their_places() {
 }
 
 #[test]
-fn the_replayed_command_is_forked_from_its_parents_cpu() {
-    // The recorder (pid 9) forks the command on the guest's CPU 12
-    // (socket 1, core 6, first thread): the model's CPU 6.
+fn the_replayed_command_starts_on_the_cpu_it_first_ran_on() {
+    // The command first runs on the guest's CPU 13 (socket 1, core 6,
+    // second thread): the model's CPU 14.
     let mut trace = trace_with_others();
     trace.topology = nest_trace::Topology::siblings_adjacent(2, 4, 2);
-    trace.events.insert(
-        0,
-        ev(
-            MS,
-            12,
-            EventKind::NewTask {
-                parent: 9,
-                child: 10,
-                comm: "cmd".into(),
-            },
-        ),
-    );
+    for e in &mut trace.events {
+        if e.cpu == 1 {
+            e.cpu = 13;
+        }
+    }
     let opts = ReplayOptions {
         target: Some(guest().topology()),
         ..ReplayOptions::default()
     };
     let r = replay(&trace, &opts).unwrap();
-    assert_eq!(r.tasks[0].parent_cpu, Some(6));
+    assert_eq!(r.tasks[0].start_cpu, Some(14));
     let json = r.to_json_string();
-    assert!(json.contains("\"parent_cpu\": 6"), "{json}");
-    // Placed as a fork from there: on an idle machine the fair scheduler
-    // keeps it on that node; without a parent CPU it is forked from CPU 0.
+    assert!(json.contains("\"start_cpu\": 14"), "{json}");
     let w = rtapp::parse(&json, "cmd.json").unwrap();
-    let socket_1 = |cpus: &BTreeSet<Cpu>| cpus.iter().all(|&c| (4..8).contains(&(c % 8)));
-    for v in [LinuxVersion::Linux510, LinuxVersion::Linux7] {
-        let res = run_with(&w, v, &mut Baseline);
-        assert!(socket_1(&cpus_of(&res, "cmd-10")), "{v:?}");
-        let mut from_0 = w.clone();
-        from_0.programs[0].parent_cpu = None;
-        let res = run_with(&from_0, v, &mut Baseline);
-        assert!(!socket_1(&cpus_of(&res, "cmd-10")), "{v:?}");
+    for (name, res) in runs(&w) {
+        assert_eq!(cpus_of(&res, "cmd-10"), BTreeSet::from([14]), "{name}");
     }
 }
 
 #[test]
-fn bad_parent_cpus_are_refused_with_where_and_why() {
-    let err = |text: &str| format!("{:#}", rtapp::parse(text, "w.json").unwrap_err());
-    assert_eq!(
-        err(r#"{"tasks": {"a": {"parent_cpu": [3], "run": 1}}}"#),
-        "w.json: $.tasks.a.parent_cpu: expected a CPU number, e.g. 3"
-    );
-    assert!(
-        err(r#"{"tasks": {"a": {"fork": "b", "run": 1}, "b": {"instance": 0, "parent_cpu": 5, "run": 1}}}"#)
-            .contains("$.tasks.b.parent_cpu: only for tasks started at time 0")
-    );
+fn a_task_leaves_its_start_cpu_when_its_own_cpus_allow() {
+    // `a` starts on CPU 5; a task bound to CPU 5 takes it while `a`
+    // sleeps, so `a` wakes elsewhere: it was placed on CPU 5, not bound.
     let w = rtapp::parse(
-        r#"{"tasks": {"a": {"parent_cpu": 16, "run": 1}}}"#,
-        "w.json",
+        r#"{ "tasks": {
+            "a": { "start_cpu": 5, "run": 1000, "sleep": 2000, "run1": 1000 },
+            "hog": { "cpus": [5], "delay": 1500, "run": 10000 }
+        } }"#,
+        "start.json",
     )
     .unwrap();
+    for (name, res) in runs(&w) {
+        let cpus = cpus_of(&res, "a");
+        assert!(cpus.contains(&5) && cpus.len() > 1, "{name}: {cpus:?}");
+    }
+}
+
+#[test]
+fn bad_start_cpus_are_refused_with_where_and_why() {
+    let err = |text: &str| format!("{:#}", rtapp::parse(text, "w.json").unwrap_err());
+    assert_eq!(
+        err(r#"{"tasks": {"a": {"start_cpu": [3], "run": 1}}}"#),
+        "w.json: $.tasks.a.start_cpu: expected a CPU number, e.g. 3"
+    );
+    assert!(
+        err(r#"{"tasks": {"a": {"fork": "b", "run": 1}, "b": {"instance": 0, "start_cpu": 5, "run": 1}}}"#)
+            .contains("$.tasks.b.start_cpu: only for tasks started at time 0")
+    );
+    assert_eq!(
+        err(r#"{"tasks": {"a": {"start_cpu": 3, "cpus": [0, 1], "run": 1}}}"#),
+        "w.json: $.tasks.a.start_cpu: CPU 3 is not one of its cpus [0, 1]"
+    );
+    let w = rtapp::parse(r#"{"tasks": {"a": {"start_cpu": 16, "run": 1}}}"#, "w.json").unwrap();
     let cfg = SimConfig::new(guest(), Governor::Performance, 1);
     let e = nest_sim::run(cfg, &w, &mut Baseline).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "workload `w.json`: task `a`: parent_cpu: CPU 16 is not on the machine (CPUs 0-15)"
+        "workload `w.json`: task `a`: start_cpu: CPU 16 is not on the machine (CPUs 0-15)"
     );
 }

@@ -50,7 +50,7 @@ struct ReplayArgs {
     /// per-CPU kernel thread (`ksoftirqd/3`) pinned to its CPU.
     #[arg(long)]
     others: bool,
-    /// Number the CPUs the workload names (the one the command was forked
+    /// Number the CPUs the workload names (the one the command first ran
     /// on, and with --others the per-CPU kernel threads') as this machine
     /// (a built-in model name or a machine JSON file) numbers the CPUs at
     /// their places (default: the trace's numbers).

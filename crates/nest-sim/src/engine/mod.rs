@@ -292,13 +292,13 @@ impl<'p> Sim<'p> {
     }
 }
 
-/// Every CPU a program may run on (rt-app `cpus`) or be forked from
-/// (`parent_cpu`) is one of the machine's `nr_cpus`.
+/// Every CPU a program may run on (rt-app `cpus`) or start on
+/// (`start_cpu`) is one of the machine's `nr_cpus`.
 fn check_cpus(workload: &Workload, nr_cpus: usize) -> Result<()> {
     for p in &workload.programs {
         let bad_cpus = p.cpus.iter().flatten().find(|&&c| c as usize >= nr_cpus);
-        let bad_parent = p.parent_cpu.filter(|&c| c as usize >= nr_cpus);
-        for (key, cpu) in [("cpus", bad_cpus.copied()), ("parent_cpu", bad_parent)] {
+        let bad_start = p.start_cpu.filter(|&c| c as usize >= nr_cpus);
+        for (key, cpu) in [("cpus", bad_cpus.copied()), ("start_cpu", bad_start)] {
             if let Some(cpu) = cpu {
                 bail!(
                     "workload `{}`: task `{}`: {key}: CPU {cpu} is not on the machine (CPUs 0-{})",

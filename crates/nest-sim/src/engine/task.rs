@@ -19,14 +19,24 @@ pub(crate) enum Outcome {
 }
 
 impl Sim<'_> {
-    /// Creates an initial task of `program`, forked from its `parent_cpu`.
+    /// Creates an initial task of `program`: on its `start_cpu`, else
+    /// forked from CPU 0.
     pub(crate) fn spawn_initial(&mut self, program: usize) {
-        let cpu = self.k.workload.programs[program].parent_cpu.unwrap_or(0);
-        self.spawn(program, None, cpu);
+        match self.k.workload.programs[program].start_cpu {
+            Some(cpu) => self.spawn_on(program, None, cpu, true),
+            None => self.spawn(program, None, 0),
+        }
     }
 
     /// Creates a task running `program`, forked by `parent` on `cpu`.
     pub(crate) fn spawn(&mut self, program: usize, parent: Option<u32>, cpu: Cpu) {
+        self.spawn_on(program, parent, cpu, false);
+    }
+
+    /// [`Self::spawn`]; `stay`: the task starts on `cpu` itself, placed as
+    /// a task allowed on that CPU alone is (`select_task_rq()` does not
+    /// ask the scheduler), its own CPUs applying from its first wakeup on.
+    fn spawn_on(&mut self, program: usize, parent: Option<u32>, cpu: Cpu, stay: bool) {
         let k = &mut self.k;
         let id = k.tasks.len() as u32;
         let comm = k.workload.programs[program].name.clone();
@@ -41,8 +51,13 @@ impl Sim<'_> {
             Some(cpus) => Some(CpuSet::of(cpus)),
             None => parent.and_then(|p| k.tasks[p as usize].cpus.clone()),
         };
+        let first_cpus = if stay {
+            Some(CpuSet::of(&[cpu]))
+        } else {
+            cpus.clone()
+        };
         k.tasks
-            .push(Task::new(program, parent, cpu, rng, cpus, stats));
+            .push(Task::new(program, parent, cpu, rng, first_cpus, stats));
         k.live_tasks += 1;
         k.live.push(id);
         if let Some(p) = parent {
@@ -58,6 +73,7 @@ impl Sim<'_> {
         // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
         let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
         let t = &mut self.k.tasks[id as usize];
+        t.cpus = cpus;
         t.util = spare / 2.0;
         t.cpu = target;
         self.k.cpus[target as usize].util += spare / 2.0;

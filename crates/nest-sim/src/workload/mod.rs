@@ -74,10 +74,10 @@ pub struct Program {
     /// Its initial instances start this long after time 0 (rt-app
     /// `delay`), ns.
     pub delay_ns: u64,
-    /// Its initial instances are forked from this CPU (`parent_cpu`, a
-    /// replayed command's parent's), placed as forks from there; CPU 0
-    /// when `None`.
-    pub parent_cpu: Option<u32>,
+    /// Its initial instances start on this CPU (`start_cpu`: a replayed
+    /// command's first CPU), without asking the policy; `None`: forked from
+    /// CPU 0 and placed by the policy.
+    pub start_cpu: Option<u32>,
 }
 
 impl Program {
@@ -88,7 +88,7 @@ impl Program {
             ops,
             cpus: None,
             delay_ns: 0,
-            parent_cpu: None,
+            start_cpu: None,
         }
     }
 }

@@ -47,9 +47,10 @@
 //! - Tasks outside the root's tree (other processes, kernel threads, the
 //!   recorder) are not replayed unless asked ([`ReplayOptions::others`]),
 //!   nor is what the root did before the first event naming it; the root
-//!   starts at time 0 of the simulation, forked from the CPU its parent
-//!   forked it on (`parent_cpu`, when the trace has that fork; numbered as
-//!   [`ReplayOptions::target`] numbers the CPU at its place).
+//!   starts at time 0 of the simulation on the CPU it first ran on
+//!   (`start_cpu`, numbered as [`ReplayOptions::target`] numbers the CPU
+//!   at its place): where the kernel placed the command is the
+//!   recording's starting point, not one of the decisions compared.
 //!
 //! **Other tasks** ([`ReplayOptions::others`]): every task outside the
 //! tree woken while the command runs (from the root's first event to the
@@ -135,8 +136,8 @@ pub struct ReplayTask {
     pub delay_ns: Option<u64>,
     /// The one CPU a per-CPU kernel thread may run on.
     pub cpu: Option<Cpu>,
-    /// The CPU the root was forked on (its parent's), when recorded.
-    pub parent_cpu: Option<Cpu>,
+    /// The CPU the root first ran on.
+    pub start_cpu: Option<Cpu>,
     pub ops: Vec<ReplayOp>,
 }
 
@@ -252,8 +253,8 @@ impl Serialize for Replay {
                 if let Some(cpu) = t.cpu {
                     m.serialize_entry("cpus", &[cpu])?;
                 }
-                if let Some(cpu) = t.parent_cpu {
-                    m.serialize_entry("parent_cpu", &cpu)?;
+                if let Some(cpu) = t.start_cpu {
+                    m.serialize_entry("start_cpu", &cpu)?;
                 }
                 for (i, op) in t.ops.iter().enumerate() {
                     match op {
@@ -324,7 +325,7 @@ impl Builder {
                 parent,
                 delay_ns: None,
                 cpu: None,
-                parent_cpu: None,
+                start_cpu: None,
                 ops: Vec::new(),
             },
             state: State::Runnable,
@@ -594,12 +595,6 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 if let Some(t) = tasks.get_mut(child) {
                     t.task.comm = comm.clone();
                 }
-                if *child == root
-                    && let Some(t) = tasks.get_mut(child)
-                {
-                    t.task.parent_cpu =
-                        Some(target_cpu(trace, opts, e.cpu, "the command was forked on")?);
-                }
                 if *child != root
                     && let Some(p) = tasks.get_mut(parent)
                 {
@@ -693,6 +688,12 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 }
             }
             _ => {}
+        }
+        if let Some(t) = tasks.get_mut(&root)
+            && t.task.start_cpu.is_none()
+            && let State::Running { cpu, .. } = t.state
+        {
+            t.task.start_cpu = Some(target_cpu(trace, opts, cpu, "the command first ran on")?);
         }
         if pids(e)
             .into_iter()

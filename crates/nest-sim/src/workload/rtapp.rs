@@ -9,8 +9,9 @@
 //! templates have `"instance": 0`), `suspend`/`resume` (counting channels).
 //! Per task: `cpus` (the CPUs it may run on) and `delay` (us before its
 //! initial instances start; not for templates, which only `fork` starts).
-//! Extensions: per task `parent_cpu` (the CPU its initial instances are
-//! forked from, CPU 0 by default; not for templates), and events
+//! Extensions: per task `start_cpu` (the CPU its initial instances start
+//! on; by default the policy places them as forks from CPU 0; not for
+//! templates), and events
 //! `wait_children` (`true`: wait for every forked child), `send`
 //! and `recv` (`resume`/`suspend` with pipe semantics: a `send` wakes its
 //! receiver synchronously, `WF_SYNC`), and `[min, max]` for any
@@ -115,7 +116,7 @@ const IGNORED_KEYS: &[&str] = &[
 ];
 
 /// Keys of a task that are not events.
-const TASK_KEYS: &[&str] = &["instance", "loop", "phases", "cpus", "delay", "parent_cpu"];
+const TASK_KEYS: &[&str] = &["instance", "loop", "phases", "cpus", "delay", "start_cpu"];
 
 /// Keys of a phase that are not events.
 const PHASE_KEYS: &[&str] = &["loop"];
@@ -213,13 +214,13 @@ fn delay(t: &[(String, Json)], path: &str, instances: i64) -> Result<u64> {
     Ok(ns)
 }
 
-/// `parent_cpu` of task `t` (an extension): the CPU its initial instances
-/// are forked from. Only for tasks started at time 0.
-fn parent_cpu(t: &[(String, Json)], path: &str, instances: i64) -> Result<Option<u32>> {
-    let Some(v) = get(t, "parent_cpu") else {
+/// `start_cpu` of task `t` (an extension): the CPU its initial instances
+/// start on. Only for tasks started at time 0.
+fn start_cpu(t: &[(String, Json)], path: &str, instances: i64) -> Result<Option<u32>> {
+    let Some(v) = get(t, "start_cpu") else {
         return Ok(None);
     };
-    let path = format!("{path}.parent_cpu");
+    let path = format!("{path}.start_cpu");
     let cpu = match v {
         Json::Num(n) if n.fract() == 0.0 && *n >= 0.0 && *n <= f64::from(u32::MAX) => *n as u32,
         _ => bail!("{path}: expected a CPU number, e.g. 3"),
@@ -263,14 +264,21 @@ impl Builder {
                 initial.push((i, instances as u32));
             }
             let delay_ns = delay(t, &path, instances)?;
+            let cpus = get(t, "cpus")
+                .map(|v| cpus(v, &format!("{path}.cpus")))
+                .transpose()?;
+            let start_cpu = start_cpu(t, &path, instances)?;
+            if let (Some(cpus), Some(cpu)) = (&cpus, start_cpu)
+                && !cpus.contains(&cpu)
+            {
+                bail!("{path}.start_cpu: CPU {cpu} is not one of its cpus {cpus:?}");
+            }
             programs.push(Program {
                 name: n.clone(),
                 ops: self.task_ops(t, &path)?,
-                cpus: get(t, "cpus")
-                    .map(|v| cpus(v, &format!("{path}.cpus")))
-                    .transpose()?,
+                cpus,
                 delay_ns,
-                parent_cpu: parent_cpu(t, &path, instances)?,
+                start_cpu,
             });
         }
         let barriers = barrier_participants(&programs, &initial, self.barriers.len());
