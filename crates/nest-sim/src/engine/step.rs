@@ -3,6 +3,7 @@
 
 use nest_trace::{Cpu, EventKind};
 
+use super::kernel::band_of;
 use super::{Ev, Interval, Sim};
 use crate::governor::{CoreActivity, Governor, pelt_update};
 use crate::policy::Ctx;
@@ -72,8 +73,7 @@ impl Sim<'_> {
         }
         let mhz = k.cores[core].freq.mhz();
         if run_ns > 0 {
-            let band = k.band_edges.iter().filter(|&&e| mhz >= e).count();
-            k.stats.residency_ns[band] += run_ns;
+            k.stats.residency_ns[k.cores[core].band] += run_ns;
         }
         // The busiest thread's shares. (One division: the largest quotient
         // is the quotient of the largest, as rounding is monotonic.)
@@ -174,9 +174,10 @@ impl Sim<'_> {
 
     /// `core` now runs at `mhz`: trace it, and re-time its CPUs' segments.
     fn frequency_moved(&mut self, core: usize, mhz: u32) {
-        let moved = &mut self.k.cores[core].freq_moved;
-        if !*moved {
-            *moved = true;
+        let state = &mut self.k.cores[core];
+        state.band = band_of(&self.k.band_edges, mhz);
+        if !state.freq_moved {
+            state.freq_moved = true;
             self.k.retick.push(core);
         }
         for i in 0..self.k.core_cpus[core].len() {
