@@ -226,18 +226,21 @@ impl CoreFreq {
     }
 }
 
-/// Relative height (in [0, 1]) of an idle core `s` ns into its settling
+/// Relative height (in [0, 1]) of an idle core `s_ns` into its settling
 /// oscillation: a triangle wave whose amplitude decays linearly to 0 over
 /// `settle_us`.
-fn settle_shape(m: &Machine, s: u64) -> f64 {
+fn settle_shape(m: &Machine, s_ns: u64) -> f64 {
     let d = &m.dynamics;
     let settle = d.settle_us as f64 * 1000.0;
-    let s = s as f64;
+    let s = s_ns as f64;
     if s >= settle || d.oscillation_period_us == 0 {
         return 0.0;
     }
-    let period = d.oscillation_period_us as f64 * 1000.0;
-    let phase = (s % period) / period;
+    let period_ns = d.oscillation_period_us * 1000;
+    let period = period_ns as f64;
+    // `s % period` without the libm call `fmod`: both are integers that
+    // f64 holds exactly, and fmod is exact, so the results are the same.
+    let phase = (s_ns % period_ns) as f64 / period;
     let tri = 1.0 - (2.0 * phase - 1.0).abs();
     // Starts at the top of the band (phase 0 => tri 0 would jump: shift).
     let tri = 1.0 - tri;

@@ -204,6 +204,15 @@ pub(crate) struct CoreState {
     pub socket: u32,
     /// The frequency changed since the last tick (listed in `Kernel::retick`).
     pub freq_moved: bool,
+    /// The residency band of its frequency ([`band_of`]), kept as the
+    /// frequency moves rather than looked up at every step.
+    pub band: usize,
+}
+
+/// The residency band of `mhz`: how many of the (ascending) `edges` it
+/// reaches.
+pub(crate) fn band_of(edges: &[u32], mhz: u32) -> usize {
+    edges.iter().take_while(|&&e| mhz >= e).count()
 }
 
 #[derive(Clone, Debug, Default)]
@@ -356,11 +365,16 @@ impl Kernel {
         };
         let llc_cpus = group(|p| p.llc);
         let socket_cpus = group(|p| p.socket);
+        let band_edges = machine.band_edges_mhz();
         let cores = (0..machine.nr_cores())
-            .map(|c| CoreState {
-                freq: CoreFreq::new(&machine, cfg.governor),
-                socket: c as u32 / machine.cores_per_socket,
-                freq_moved: false,
+            .map(|c| {
+                let freq = CoreFreq::new(&machine, cfg.governor);
+                CoreState {
+                    band: band_of(&band_edges, freq.mhz()),
+                    freq,
+                    socket: c as u32 / machine.cores_per_socket,
+                    freq_moved: false,
+                }
             })
             .collect();
         let cpu = CpuState {
@@ -372,7 +386,6 @@ impl Kernel {
         let llc_running = vec![0; llc_cpus.len()];
         let running_cpus = vec![0; topo.nr_cpus().div_ceil(64)];
         let core_idle = vec![CoreIdle::new(machine.power.deepest_idle_index()); nr_cores];
-        let band_edges = machine.band_edges_mhz();
         let per_socket = machine.cores_per_socket as usize;
         let cold_socket_w = [false, true].map(|on| socket_power_w(&machine, &[], per_socket, on));
         let stats = Stats {

@@ -3,6 +3,7 @@
 
 use nest_trace::{Cpu, EventKind};
 
+use super::kernel::band_of;
 use super::{Ev, Interval, Sim};
 use crate::governor::{CoreActivity, Governor, pelt_update};
 use crate::policy::Ctx;
@@ -72,8 +73,7 @@ impl Sim<'_> {
         }
         let mhz = k.cores[core].freq.mhz();
         if run_ns > 0 {
-            let band = k.band_edges.iter().filter(|&&e| mhz >= e).count();
-            k.stats.residency_ns[band] += run_ns;
+            k.stats.residency_ns[k.cores[core].band] += run_ns;
         }
         // The busiest thread's shares. (One division: the largest quotient
         // is the quotient of the largest, as rounding is monotonic.)
@@ -108,17 +108,10 @@ impl Sim<'_> {
         k.stats.energy_j += watts * dt as f64 * 1e-9;
     }
 
-    /// Drops from `hot` the cores that are idle and settled.
+    /// Drops from `hot` the cores that are idle and settled (as
+    /// [`Sim::move_frequencies`] found them).
     fn cool_down(&mut self, hot: &mut Vec<usize>) {
-        let k = &mut self.k;
-        hot.retain(|&core| {
-            let active = k.core_cpus[core]
-                .iter()
-                .any(|&c| k.cpus[c as usize].active_since.is_some());
-            let keep = active || !k.cores[core].freq.is_quiet();
-            k.hot[core] = keep;
-            keep
-        });
+        hot.retain(|&core| self.k.hot[core]);
     }
 
     /// Updates every live task's utilisation (frequency-invariant: running
@@ -161,10 +154,13 @@ impl Sim<'_> {
         }
         for (&core, sample) in hot.iter().zip(samples) {
             let ceiling_mhz = ceilings[self.k.cores[core].socket as usize];
-            let act = self.core_inputs(core, sample.active, ceiling_mhz, now);
+            let (act, active_now) = self.core_inputs(core, sample.active, ceiling_mhz, now);
             let k = &mut self.k;
             let before = k.cores[core].freq.mhz();
             let after = k.cores[core].freq.step(&k.machine, k.cfg.governor, dt, act);
+            // Stays hot unless idle and settled (re-timing segments below
+            // changes no CPU's activity).
+            k.hot[core] = active_now || !k.cores[core].freq.is_quiet();
             if after != before {
                 self.frequency_moved(core, after);
             }
@@ -174,9 +170,10 @@ impl Sim<'_> {
 
     /// `core` now runs at `mhz`: trace it, and re-time its CPUs' segments.
     fn frequency_moved(&mut self, core: usize, mhz: u32) {
-        let moved = &mut self.k.cores[core].freq_moved;
-        if !*moved {
-            *moved = true;
+        let state = &mut self.k.cores[core];
+        state.band = band_of(&self.k.band_edges, mhz);
+        if !state.freq_moved {
+            state.freq_moved = true;
             self.k.retick.push(core);
         }
         for i in 0..self.k.core_cpus[core].len() {
@@ -186,11 +183,18 @@ impl Sim<'_> {
         }
     }
 
-    /// What the governor of `core` sees at the end of a step. Under
-    /// `schedutil`, a policy that makes frequency requests (a sched_ext
-    /// scheduler) replaces the utilisation with its request, the highest
-    /// of the core's threads (SMT siblings share the frequency).
-    fn core_inputs(&self, core: usize, active: f64, ceiling_mhz: u32, now: u64) -> CoreActivity {
+    /// What the governor of `core` sees at the end of a step, and whether
+    /// a thread of it is active now. Under `schedutil`, a policy that makes
+    /// frequency requests (a sched_ext scheduler) replaces the utilisation
+    /// with its request, the highest of the core's threads (SMT siblings
+    /// share the frequency).
+    fn core_inputs(
+        &self,
+        core: usize,
+        active: f64,
+        ceiling_mhz: u32,
+        now: u64,
+    ) -> (CoreActivity, bool) {
         let mut any_active = false;
         let mut inactive_since = 0;
         let mut util: f64 = 0.0;
@@ -208,12 +212,13 @@ impl Sim<'_> {
         if let Some(target) = requested {
             util = f64::from(target) / f64::from(nest_policy::PERF_ONE);
         }
-        CoreActivity {
+        let act = CoreActivity {
             active,
             idle_for_ns: if any_active { 0 } else { now - inactive_since },
             util,
             ceiling_mhz,
-        }
+        };
+        (act, any_active)
     }
 
     /// The scheduler tick on every CPU.

@@ -90,36 +90,45 @@ impl Level {
     /// kernel's precomputed CPU lists: forks are frequent and must not
     /// allocate per CPU.
     pub(crate) fn groups<'a>(self, cx: &'a Ctx, cpu: Cpu) -> Vec<&'a [Cpu]> {
-        let first_of = |cpus: &[Cpu], c: Cpu| cpus.first() == Some(&c);
-        let mut groups: Vec<&[Cpu]> = match self {
-            Level::Numa => (0..cx.topology().nr_sockets() as u32)
-                .map(|s| cx.socket_cpus(s))
-                .collect(),
-            Level::Package => cx
-                .socket_cpus(cx.socket(cpu))
-                .iter()
-                .filter(|&&c| first_of(cx.llc_cpus(cx.llc(c)), c))
-                .map(|&c| cx.llc_cpus(cx.llc(c)))
-                .collect(),
-            Level::Cache => cx
-                .llc_cpus(cx.llc(cpu))
-                .iter()
-                .filter(|&&c| first_of(cx.smt_siblings(c), c))
-                .map(|&c| cx.smt_siblings(c))
-                .collect(),
-            Level::Smt => cx.smt_siblings(cpu).chunks(1).collect(),
-        };
         // How far after `cpu` the walk meets the group: its first CPU at or
         // after `cpu` (the CPU lists are ascending), else its first after
-        // wrapping.
+        // wrapping. Computed once per group, beside it.
         let nr_cpus = cx.nr_cpus();
-        let met_after = |g: &&[Cpu]| {
+        let met = |g: &'a [Cpu]| {
             let i = g.partition_point(|&c| c < cpu);
-            g.get(i).map_or(g[0] + nr_cpus - cpu, |&c| c - cpu)
+            (g.get(i).map_or(g[0] + nr_cpus - cpu, |&c| c - cpu), g)
         };
-        groups.sort_by_key(met_after);
-        groups
+        let mut groups: Vec<(Cpu, &[Cpu])> = match self {
+            Level::Numa => (0..cx.nr_sockets())
+                .map(|s| met(cx.socket_cpus(s)))
+                .collect(),
+            Level::Package => {
+                let llc = |c| cx.llc_cpus(cx.llc(c));
+                firsts(cx.socket_cpus(cx.socket(cpu)), llc, met)
+            }
+            Level::Cache => firsts(cx.llc_cpus(cx.llc(cpu)), |c| cx.smt_siblings(c), met),
+            Level::Smt => cx.smt_siblings(cpu).chunks(1).map(met).collect(),
+        };
+        // The keys are distinct: each CPU is in one group.
+        groups.sort_unstable_by_key(|&(after, _)| after);
+        groups.into_iter().map(|(_, g)| g).collect()
     }
+}
+
+/// The groups `group` puts the CPUs of `span` in, each once (where its
+/// first CPU is met), in `span`'s order, through `f`.
+fn firsts<'a, T>(
+    span: &'a [Cpu],
+    group: impl Fn(Cpu) -> &'a [Cpu],
+    f: impl Fn(&'a [Cpu]) -> T,
+) -> Vec<T> {
+    let mut groups = Vec::with_capacity(span.len());
+    groups.extend(
+        span.iter()
+            .filter(|&&c| group(c)[0] == c)
+            .map(|&c| f(group(c))),
+    );
+    groups
 }
 
 /// `enum group_type`, in the kernel's order: lower is less busy. The types

@@ -279,6 +279,11 @@ impl Ctx<'_> {
         &self.k.llc_cpus[llc as usize]
     }
 
+    /// Number of sockets.
+    pub fn nr_sockets(&self) -> u32 {
+        self.k.socket_cpus.len() as u32
+    }
+
     /// CPUs of socket `socket`, ascending.
     pub fn socket_cpus(&self, socket: u32) -> &[Cpu] {
         &self.k.socket_cpus[socket as usize]
