@@ -295,7 +295,8 @@ pub struct TasksPlacement {
     pub window_ns: u64,
     pub intervals: usize,
     /// Distinct CPUs that ran one of the tasks, per interval, averaged
-    /// over the intervals (those where none ran count as 0).
+    /// over the intervals weighted by their length in the window (the last
+    /// one may be shorter; intervals where none ran count as 0).
     pub mean_cpus: f64,
     /// Distinct sockets of those CPUs, per interval, averaged likewise.
     pub mean_sockets: f64,
@@ -485,13 +486,20 @@ pub fn tasks_placement(
             _ => {}
         }
     }
-    let n = count as f64;
+    // Each interval weighs its length in the window: the last one is cut
+    // where the window ends, and a short run's last few milliseconds (one
+    // thread finishing) would otherwise count as a whole interval.
+    let weight = |i: usize| (span - i as u64 * len).min(len).max(1) as f64;
+    let total: f64 = (0..count).map(weight).sum();
     let mean_distinct = |of: &dyn Fn(Cpu) -> u32| {
         per_interval
             .iter()
-            .map(|s| s.iter().map(|&c| of(c)).collect::<BTreeSet<_>>().len() as f64)
+            .enumerate()
+            .map(|(i, s)| {
+                weight(i) * s.iter().map(|&c| of(c)).collect::<BTreeSet<_>>().len() as f64
+            })
             .sum::<f64>()
-            / n
+            / total
     };
     TasksPlacement {
         window_ns: span,
@@ -863,6 +871,12 @@ mod tests {
         let early = tasks_placement(&trace, &tl, &pids, 0, 5 * MS, 0);
         assert_eq!((early.intervals, early.migrations), (1, 0));
         assert!((early.mean_cpus - 2.0).abs() < 1e-9, "{early:?}");
+        // A window ending 3 ms into the second interval: that interval
+        // (CPU 2) weighs 3 ms against the first's 10 ms, not as much.
+        let cut = tasks_placement(&trace, &tl, &pids, 0, 13 * MS, 10 * MS);
+        assert_eq!(cut.intervals, 2);
+        let weighted = (2.0 * 10.0 + 1.0 * 3.0) / 13.0;
+        assert!((cut.mean_cpus - weighted).abs() < 1e-9, "{cut:?}");
     }
 
     #[test]
