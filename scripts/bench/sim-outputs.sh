@@ -10,7 +10,8 @@
 #
 # Covers every built-in machine and workload family, the rt-app workloads
 # in workloads/, all policies and governors, two seeds, the JSON, CSV,
-# per-task and timeline outputs and the recorded traces; some engine knobs;
+# per-task and timeline outputs and the recorded traces; some engine knobs
+# and the linux-5.10 model;
 # and runs that end early (a deadlock, fractional rt-app durations).
 # Writes about 5 GB of temporary files (removed at the end).
 set -euo pipefail
@@ -66,6 +67,13 @@ for extra in --no-load-balance "--tick-hz 1000" "--tick-hz 100 --s-max 8ms --p-r
 	for w in configure barrier hackbench workloads/pipe-pairs.json; do
 		# shellcheck disable=SC2086 # $extra is several options
 		run xeon-e7-8870-v4-4s "$w" -p linux,nest,s-move -g powersave,schedutil $extra
+	done
+done
+# The linux-5.10 model (its fork, wakeup and load-balancing rules, and its
+# wakeup preemption) under every policy: Nest's runs must not depend on it.
+for m in xeon-e7-8870-v4-4s test-guest-2s; do
+	for w in configure barrier hackbench workloads/pipe-pairs.json; do
+		run "$m" "$w" --kernel linux-5.10 -p $all_policies -g powersave,schedutil
 	done
 done
 for w in "$tmp"/w/*.json; do

@@ -14,16 +14,18 @@
 //! "ev/s" is engine events per second of wall time, "useful ev/s" the same
 //! without the stale ones.
 //!
-//! `cargo run --release -p nest-sim --example bench [-- SECONDS [RUNS [FILTER]]]`
+//! `cargo run --release -p nest-sim --example bench [-- SECONDS [RUNS [FILTER [KERNEL]]]]`
 //! (defaults 10 s, 5 runs; FILTER keeps the rows whose "workload policy"
-//! contains it, e.g. `configure nest`). The wall time is the minimum and
-//! median over the runs; the rate uses the minimum.
+//! contains it, e.g. `configure nest`; KERNEL is the Linux model's
+//! generation, `linux-7` (the default) or `linux-5.10`). The wall time is
+//! the minimum and median over the runs; the rate uses the minimum.
 
 use std::time::Instant;
 
 use anyhow::Result;
 use nest_sim::policy::Policy;
 use nest_sim::policy::baseline::Baseline;
+use nest_sim::policy::fork_balance::LinuxVersion;
 use nest_sim::policy::nest::Nest;
 use nest_sim::{Governor, Machine, RunResult, SimConfig, workload};
 
@@ -37,10 +39,15 @@ fn main() -> Result<()> {
     let secs: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10);
     let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
     let filter = args.next().unwrap_or_default();
+    let kernel = match args.next().as_deref() {
+        None | Some("linux-7") => LinuxVersion::Linux7,
+        Some("linux-5.10") => LinuxVersion::Linux510,
+        Some(other) => anyhow::bail!("unknown kernel `{other}` (linux-7 or linux-5.10)"),
+    };
     let machine = Machine::builtin("xeon-e7-8870-v4-4s")?;
     println!(
         "machine {} ({} CPUs), governor powersave, seed 1, {secs} s simulated, \
-         wall time min/median of {runs} runs",
+         kernel {kernel:?}, wall time min/median of {runs} runs",
         machine.name,
         machine.nr_cpus()
     );
@@ -70,7 +77,7 @@ fn main() -> Result<()> {
             let mut walls = Vec::new();
             let mut result = None;
             for _ in 0..runs.max(1) {
-                let (r, wall) = run_once(&machine, &w, policy, secs)?;
+                let (r, wall) = run_once(&machine, &w, policy, secs, kernel)?;
                 walls.push(wall);
                 result = Some(r);
             }
@@ -101,6 +108,7 @@ fn run_once(
     w: &workload::Workload,
     policy: &str,
     secs: u64,
+    kernel: LinuxVersion,
 ) -> Result<(RunResult, f64)> {
     let mut policy: Box<dyn Policy> = match policy {
         "linux" => Box::new(Baseline),
@@ -108,6 +116,7 @@ fn run_once(
     };
     let mut cfg = SimConfig::new(machine.clone(), Governor::Powersave, 1);
     cfg.max_time_ns = secs * 1_000_000_000;
+    cfg.linux = kernel;
     let start = Instant::now();
     let r = nest_sim::run(cfg, w, policy.as_mut())?;
     Ok((r, start.elapsed().as_secs_f64()))

@@ -19,6 +19,9 @@ impl Sim<'_> {
             return self.enqueue_since(task, cpu, self.k.now);
         }
         self.hand_to_policy(task, cpu, Enqueue::Wakeup);
+        if self.k.cfs.is_some() {
+            self.check_preempt_wakeup(task);
+        }
     }
 
     /// Asks the policy where `task`, which cannot run at once on `cpu`,
@@ -51,6 +54,9 @@ impl Sim<'_> {
     pub(super) fn enqueue_since(&mut self, task: u32, cpu: Cpu, since: u64) {
         // enqueue_entity() updates the CPU's PELT averages.
         self.update_blocked(cpu);
+        if self.k.cfs.is_some() {
+            self.cfs_enqueue(task, cpu);
+        }
         let t = &mut self.k.tasks[task as usize];
         t.phase = TaskPhase::Queued(cpu);
         t.enqueued_at = since;
@@ -215,10 +221,25 @@ impl Sim<'_> {
     /// Continues `task` (current on `cpu`) from where it stands.
     fn resume(&mut self, cpu: Cpu, task: u32) {
         if self.k.tasks[task as usize].remaining == Remaining::Nothing {
-            match self.advance(task, cpu) {
+            let cfs = self.k.cfs.is_some();
+            if cfs {
+                self.k.cpus[cpu as usize].advancing = true;
+            }
+            let outcome = self.advance(task, cpu);
+            let resched = cfs && {
+                let c = &mut self.k.cpus[cpu as usize];
+                c.advancing = false;
+                std::mem::take(&mut c.need_resched)
+            };
+            match outcome {
                 Outcome::Compute => {}
                 Outcome::Block => return self.put_prev(cpu, PrevState::Blocked),
                 Outcome::Exit => return self.put_prev(cpu, PrevState::Dead),
+            }
+            if resched {
+                // A task it woke preempts it now (engine/fair.rs).
+                self.start_segment(cpu);
+                return self.preempt(cpu);
             }
         }
         self.start_segment(cpu);
@@ -284,6 +305,11 @@ impl Sim<'_> {
         let c = &mut self.k.cpus[cpu as usize];
         let Some(task) = c.curr else { return };
         c.epoch = c.epoch.wrapping_add(1);
+        if self.k.cfs.is_some() {
+            // dequeue_entity() / put_prev_entity(): update_curr().
+            self.k.update_min_vruntime(cpu);
+        }
+        let c = &mut self.k.cpus[cpu as usize];
         // Tasks woken meanwhile (e.g. the parent of an exiting task) queue up.
         c.switching = true;
         self.set_running(cpu, false);
@@ -483,6 +509,10 @@ impl Sim<'_> {
         );
         if !allowed {
             return;
+        }
+        if self.k.cfs.is_some() {
+            // dequeue_entity(): update_curr(), then the lag is kept.
+            self.k.update_min_vruntime(from);
         }
         let q = &mut self.k.cpus[from as usize].queue;
         let Some(i) = q.iter().position(|&t| t == task) else {

@@ -95,6 +95,11 @@ pub(crate) struct Task {
     pub run_in_step: u64,
     /// What the fair scheduler keeps per task for wakeups.
     pub fair: FairTask,
+    /// `se.vruntime` minus the task's running time (`sum_exec_runtime`),
+    /// on the timeline of CPU `vruntime_rq`, the run queue it last joined
+    /// (`linux-5.10` only; engine/fair.rs).
+    pub vruntime: i64,
+    pub vruntime_rq: Cpu,
     /// The CPUs it may run on (`p->cpus_ptr`); `None`: every CPU.
     pub cpus: Option<CpuSet>,
     pub stats: TaskStats,
@@ -129,6 +134,8 @@ impl Task {
             run_in_step: 0,
             // wake_up_new_task(): recent_used_cpu = the parent's CPU.
             fair: FairTask::new(cpu),
+            vruntime: 0,
+            vruntime_rq: cpu,
             cpus,
             stats,
         }
@@ -195,6 +202,15 @@ pub(crate) struct CpuState {
     pub last_tick_mhz: u32,
     /// Ran a task during the current accounting interval.
     pub used_in_interval: bool,
+    /// `cfs_rq->min_vruntime` as last updated (`linux-5.10` only;
+    /// engine/fair.rs).
+    pub min_vruntime: i64,
+    /// The current task is interpreting its program's operations (a wakeup
+    /// it causes cannot switch it out before it is done).
+    pub advancing: bool,
+    /// A wakeup preempts the current task once it is done with its
+    /// operations (`TIF_NEED_RESCHED`).
+    pub need_resched: bool,
 }
 
 /// One physical core (its SMT threads share the frequency).
@@ -337,6 +353,9 @@ pub struct Kernel {
     pub(crate) running_cpus: Vec<u64>,
     /// Per LLC, how many of its CPUs run a task (`nr_busy_cpus`).
     pub(crate) llc_running: Vec<u32>,
+    /// The fair scheduler's tunables when the engine models its wakeup
+    /// preemption (`linux-5.10`, a policy using the engine's run queues).
+    pub(crate) cfs: Option<super::fair::CfsTunables>,
 }
 
 impl Kernel {
@@ -436,6 +455,7 @@ impl Kernel {
             has_idle_cores,
             running_cpus,
             llc_running,
+            cfs: None,
             cfg,
         }
     }

@@ -7,11 +7,13 @@
 //! Split by concern: `kernel` holds the simulated machine and task state
 //! that policies may read; `task` interprets task programs; `cpu` does
 //! context switches, idling and warm spinning; `balance` the kernel's load
-//! balancing; `idle` the cores' idle states; `step` runs the periodic
-//! frequency step, tick and accounting.
+//! balancing; `fair` the fair scheduler's virtual runtime and wakeup
+//! preemption (`linux-5.10`); `idle` the cores' idle states; `step` runs
+//! the periodic frequency step, tick and accounting.
 
 mod balance;
 mod cpu;
+mod fair;
 mod idle;
 mod kernel;
 mod queue;
@@ -118,6 +120,10 @@ impl<'p> Sim<'p> {
         check_cpus(workload, cfg.machine.nr_cpus())?;
         let mut k = Kernel::new(cfg, workload);
         let owns_queues = policy.owns_queues();
+        // CFS's wakeup preemption, for the kernel's run queues under 5.10.
+        if k.cfg.linux == LinuxVersion::Linux510 && !owns_queues {
+            k.cfs = Some(fair::CfsTunables::for_cpus(k.cpus.len()));
+        }
         let lb = if k.cfg.load_balance && !owns_queues {
             let hz = k.cfg.tick_hz;
             Balancer::new(&Ctx { k: &mut k }, hz)

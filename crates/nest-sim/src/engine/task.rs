@@ -69,6 +69,8 @@ impl Sim<'_> {
             child: Kernel::pid(id),
             comm: k.tasks[id as usize].stats.comm.clone(),
         });
+        // sched_fork() -> task_fork_fair(), before the placement.
+        self.place_new(id, parent, cpu);
         let target = self.select(id, cpu, parent.map(|_| cpu), Wake::Fork);
         // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
         let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
@@ -101,6 +103,7 @@ impl Sim<'_> {
             self.remove_util(prev, self.k.tasks[task as usize].util);
         }
         self.k.update_avg_idle(target);
+        self.k.place_woken(task, target);
         let from = waker.unwrap_or(prev);
         let pid = Kernel::pid(task);
         self.k.emit(
