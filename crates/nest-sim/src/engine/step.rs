@@ -237,8 +237,12 @@ impl Sim<'_> {
         self.refresh_tick_mhz();
         self.tick_balance();
         for cpu in 0..self.k.cpus.len() as Cpu {
-            self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
-            self.apply_actions();
+            // A kick applied after one CPU's tick may switch another's
+            // task before its turn: `curr` is read at each.
+            if self.k.cpus[cpu as usize].curr.is_some() {
+                self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
+                self.apply_actions();
+            }
         }
         if self.k.tasks_remain() {
             let next = now + self.k.cfg.tick_ns();

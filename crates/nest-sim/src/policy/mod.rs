@@ -149,7 +149,8 @@ pub trait Policy {
     /// `task` exited on `cpu`.
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
 
-    /// The periodic scheduler tick, once per CPU.
+    /// The periodic scheduler tick, once per CPU running a task (in CPU
+    /// order; not on idle CPUs, where no policy has anything to do).
     fn tick(&mut self, _cx: &mut Ctx, _cpu: Cpu) {}
 
     /// A timer armed with [`Ctx::arm_timer`] fired.
