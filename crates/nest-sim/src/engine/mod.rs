@@ -105,6 +105,8 @@ pub struct Sim<'p> {
     pub(crate) policy: &'p mut dyn Policy,
     /// The policy keeps its own queues ([`Policy::owns_queues`]).
     pub(crate) owns_queues: bool,
+    /// The policy has a tick ([`Policy::ticks`]).
+    pub(crate) policy_ticks: bool,
     /// The kernel's load balancing state (empty when the engine does not
     /// balance).
     pub(crate) lb: Balancer,
@@ -118,6 +120,7 @@ impl<'p> Sim<'p> {
         check_cpus(workload, cfg.machine.nr_cpus())?;
         let mut k = Kernel::new(cfg, workload);
         let owns_queues = policy.owns_queues();
+        let policy_ticks = policy.ticks();
         let lb = if k.cfg.load_balance && !owns_queues {
             let hz = k.cfg.tick_hz;
             Balancer::new(&Ctx { k: &mut k }, hz)
@@ -127,6 +130,7 @@ impl<'p> Sim<'p> {
         Ok(Self {
             k,
             owns_queues,
+            policy_ticks,
             policy,
             lb,
         })

@@ -717,6 +717,10 @@ impl Policy for Nest {
         self.policy.task_exiting(cpu);
     }
 
+    fn ticks(&self) -> bool {
+        true
+    }
+
     /// `nest_tick()`, on CPUs running a task.
     fn tick(&mut self, cx: &mut Ctx, cpu: Cpu) {
         let Some(task) = self.curr[cpu as usize] else {
