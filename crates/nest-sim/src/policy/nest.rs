@@ -115,11 +115,18 @@ impl Nest {
         self.policy.stat(stat)
     }
 
-    /// Emits trace events for nest membership changes (only when tracing).
+    /// Emits trace events for nest membership changes (only when tracing:
+    /// inlined, the check costs a test where a call cost 17 instructions
+    /// at each placement and idle CPU).
+    #[inline]
     fn report_nests(&mut self, cx: &mut Ctx) {
-        if !cx.k.cfg.record_trace {
-            return;
+        if cx.k.cfg.record_trace {
+            self.report_nest_changes(cx);
         }
+    }
+
+    #[inline(never)]
+    fn report_nest_changes(&mut self, cx: &mut Ctx) {
         self.nests();
         for (cpu, (&new, old)) in self.nests.iter().zip(self.reported.iter_mut()).enumerate() {
             if new != *old {
