@@ -107,6 +107,8 @@ pub struct Sim<'p> {
     pub(crate) policy: &'p mut dyn Policy,
     /// The policy keeps its own queues ([`Policy::owns_queues`]).
     pub(crate) owns_queues: bool,
+    /// The policy has a tick ([`Policy::ticks`]).
+    pub(crate) policy_ticks: bool,
     /// The kernel's load balancing state (empty when the engine does not
     /// balance).
     pub(crate) lb: Balancer,
@@ -124,6 +126,7 @@ impl<'p> Sim<'p> {
         if k.cfg.linux == LinuxVersion::Linux510 && !owns_queues {
             k.cfs = Some(fair::CfsTunables::for_cpus(k.cpus.len()));
         }
+        let policy_ticks = policy.ticks();
         let lb = if k.cfg.load_balance && !owns_queues {
             let hz = k.cfg.tick_hz;
             Balancer::new(&Ctx { k: &mut k }, hz)
@@ -133,6 +136,7 @@ impl<'p> Sim<'p> {
         Ok(Self {
             k,
             owns_queues,
+            policy_ticks,
             policy,
             lb,
         })

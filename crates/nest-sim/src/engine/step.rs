@@ -236,13 +236,24 @@ impl Sim<'_> {
         }
         self.refresh_tick_mhz();
         self.tick_balance();
-        for cpu in 0..self.k.cpus.len() as Cpu {
-            self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
-            self.apply_actions();
+        if self.policy_ticks {
+            self.policy_tick();
         }
         if self.k.tasks_remain() {
             let next = now + self.k.cfg.tick_ns();
             self.k.push(next, Ev::Tick);
+        }
+    }
+
+    /// The policy's tick on each CPU running a task, in CPU order.
+    fn policy_tick(&mut self) {
+        for cpu in 0..self.k.cpus.len() as Cpu {
+            // A kick applied after one CPU's tick may switch another's
+            // task before its turn: `curr` is read at each.
+            if self.k.cpus[cpu as usize].curr.is_some() {
+                self.policy.tick(&mut Ctx { k: &mut self.k }, cpu);
+                self.apply_actions();
+            }
         }
     }
 

@@ -149,7 +149,15 @@ pub trait Policy {
     /// `task` exited on `cpu`.
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
 
-    /// The periodic scheduler tick, once per CPU.
+    /// Does the policy have a tick ([`Policy::tick`])? The engine calls
+    /// none otherwise. Asked once, when the simulation starts.
+    fn ticks(&self) -> bool {
+        false
+    }
+
+    /// The periodic scheduler tick, once per CPU running a task (in CPU
+    /// order; not on idle CPUs, where no policy has anything to do). Only
+    /// called if [`Policy::ticks`].
     fn tick(&mut self, _cx: &mut Ctx, _cpu: Cpu) {}
 
     /// A timer armed with [`Ctx::arm_timer`] fired.
