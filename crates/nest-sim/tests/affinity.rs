@@ -181,7 +181,7 @@ fn a_delayed_task_starts_after_its_delay() {
 }
 
 #[test]
-fn bad_cpus_and_delays_are_refused_with_where_and_why() {
+fn bad_cpus_start_cpus_and_delays_are_refused_with_where_and_why() {
     let err = |text: &str| format!("{:#}", rtapp::parse(text, "w.json").unwrap_err());
     assert_eq!(
         err(r#"{"tasks": {"a": {"cpus": 3, "run": 1}}}"#),
@@ -205,14 +205,29 @@ fn bad_cpus_and_delays_are_refused_with_where_and_why() {
         err(r#"{"tasks": {"a": {"phases": {"p": {"cpus": [1], "run": 1}}}}}"#)
             .contains("unknown event `cpus`")
     );
-    // CPUs the machine lacks: refused when the machine is known.
-    let w = rtapp::parse(r#"{"tasks": {"a": {"cpus": [1, 16], "run": 1}}}"#, "w.json").unwrap();
-    let cfg = SimConfig::new(guest(), Governor::Performance, 1);
-    let e = nest_sim::run(cfg, &w, &mut Baseline).unwrap_err();
     assert_eq!(
-        e.to_string(),
-        "workload `w.json`: task `a`: cpus: CPU 16 is not on the machine (CPUs 0-15)"
+        err(r#"{"tasks": {"a": {"start_cpu": [3], "run": 1}}}"#),
+        "w.json: $.tasks.a.start_cpu: expected a CPU number, e.g. 3"
     );
+    assert!(
+        err(r#"{"tasks": {"a": {"fork": "b", "run": 1}, "b": {"instance": 0, "start_cpu": 5, "run": 1}}}"#)
+            .contains("$.tasks.b.start_cpu: only for tasks started at time 0")
+    );
+    assert_eq!(
+        err(r#"{"tasks": {"a": {"start_cpu": 3, "cpus": [0, 1], "run": 1}}}"#),
+        "w.json: $.tasks.a.start_cpu: CPU 3 is not one of its cpus [0, 1]"
+    );
+    // CPUs the machine lacks: refused when the machine is known.
+    for (key, value) in [("cpus", "[1, 16]"), ("start_cpu", "16")] {
+        let text = format!(r#"{{"tasks": {{"a": {{"{key}": {value}, "run": 1}}}}}}"#);
+        let w = rtapp::parse(&text, "w.json").unwrap();
+        let cfg = SimConfig::new(guest(), Governor::Performance, 1);
+        let e = nest_sim::run(cfg, &w, &mut Baseline).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("workload `w.json`: task `a`: {key}: CPU 16 is not on the machine (CPUs 0-15)")
+        );
+    }
 }
 
 #[test]
@@ -416,28 +431,4 @@ fn a_task_leaves_its_start_cpu_when_its_own_cpus_allow() {
         let cpus = cpus_of(&res, "a");
         assert!(cpus.contains(&5) && cpus.len() > 1, "{name}: {cpus:?}");
     }
-}
-
-#[test]
-fn bad_start_cpus_are_refused_with_where_and_why() {
-    let err = |text: &str| format!("{:#}", rtapp::parse(text, "w.json").unwrap_err());
-    assert_eq!(
-        err(r#"{"tasks": {"a": {"start_cpu": [3], "run": 1}}}"#),
-        "w.json: $.tasks.a.start_cpu: expected a CPU number, e.g. 3"
-    );
-    assert!(
-        err(r#"{"tasks": {"a": {"fork": "b", "run": 1}, "b": {"instance": 0, "start_cpu": 5, "run": 1}}}"#)
-            .contains("$.tasks.b.start_cpu: only for tasks started at time 0")
-    );
-    assert_eq!(
-        err(r#"{"tasks": {"a": {"start_cpu": 3, "cpus": [0, 1], "run": 1}}}"#),
-        "w.json: $.tasks.a.start_cpu: CPU 3 is not one of its cpus [0, 1]"
-    );
-    let w = rtapp::parse(r#"{"tasks": {"a": {"start_cpu": 16, "run": 1}}}"#, "w.json").unwrap();
-    let cfg = SimConfig::new(guest(), Governor::Performance, 1);
-    let e = nest_sim::run(cfg, &w, &mut Baseline).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "workload `w.json`: task `a`: start_cpu: CPU 16 is not on the machine (CPUs 0-15)"
-    );
 }
