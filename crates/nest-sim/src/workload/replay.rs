@@ -314,6 +314,8 @@ struct Builder {
     work: f64,
     /// Forked children: pid and exit time once exited.
     children: Vec<(Pid, Option<u64>)>,
+    /// The CPU the task first ran on, numbered as the trace's.
+    first_cpu: Option<Cpu>,
 }
 
 impl Builder {
@@ -331,6 +333,7 @@ impl Builder {
             state: State::Runnable,
             work: 0.0,
             children: Vec::new(),
+            first_cpu: None,
         }
     }
 
@@ -373,6 +376,7 @@ impl Builder {
         }
         if self.state != State::Dead {
             self.state = State::Running { cpu, since };
+            self.first_cpu.get_or_insert(cpu);
         }
     }
 
@@ -689,12 +693,6 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
             }
             _ => {}
         }
-        if let Some(t) = tasks.get_mut(&root)
-            && t.task.start_cpu.is_none()
-            && let State::Running { cpu, .. } = t.state
-        {
-            t.task.start_cpu = Some(target_cpu(trace, opts, cpu, "the command first ran on")?);
-        }
         if pids(e)
             .into_iter()
             .flatten()
@@ -706,6 +704,10 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     let Some(start) = start else {
         bail!("task {root} does not appear in the trace");
     };
+    let root_task = tasks.get_mut(&root).expect("the root is replayed");
+    if let Some(cpu) = root_task.first_cpu {
+        root_task.task.start_cpu = Some(target_cpu(trace, opts, cpu, "the command first ran on")?);
+    }
     // Tasks running (or preempted) when the trace ends: their burst ends
     // there.
     let end = trace.end_ns();
