@@ -51,13 +51,9 @@ impl Sim<'_> {
             Some(cpus) => Some(CpuSet::of(cpus)),
             None => parent.and_then(|p| k.tasks[p as usize].cpus.clone()),
         };
-        let first_cpus = if stay {
-            Some(CpuSet::of(&[cpu]))
-        } else {
-            cpus.clone()
-        };
-        k.tasks
-            .push(Task::new(program, parent, cpu, rng, first_cpus, stats));
+        let mut task = Task::new(program, parent, cpu, rng, cpus, stats);
+        let own_cpus = stay.then(|| task.cpus.replace(CpuSet::of(&[cpu])));
+        k.tasks.push(task);
         k.live_tasks += 1;
         k.live.push(id);
         if let Some(p) = parent {
@@ -75,7 +71,9 @@ impl Sim<'_> {
         // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
         let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
         let t = &mut self.k.tasks[id as usize];
-        t.cpus = cpus;
+        if let Some(own) = own_cpus {
+            t.cpus = own;
+        }
         t.util = spare / 2.0;
         t.cpu = target;
         self.k.cpus[target as usize].util += spare / 2.0;
