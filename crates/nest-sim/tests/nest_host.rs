@@ -123,6 +123,55 @@ fn a_woken_task_preempts_hogs_that_have_run_longer() {
 }
 
 #[test]
+fn a_parent_woken_by_its_exiting_child_resumes_on_its_own_idle_cpu() {
+    // A fork/wait chain: the parent forks a 20 ms child, waits for it and
+    // runs 10 ms, ten times. The exiting child wakes the parent while it
+    // still runs on its CPU (exit_notify(), before its last schedule()):
+    // that CPU is not in sched_ext's idle mask, so the placement cannot
+    // claim it and the parent goes back to the CPU it slept on (from the
+    // reserve, where its wait of over P_remove left it), idle all along.
+    // When the engine's exiting CPU, already without its task, counted as
+    // idle, the placement claimed it, the parent was queued behind the
+    // exit instead and a kicked idle CPU of the LLC took it: 9 of its 10
+    // wakeups moved the parent.
+    let m = guest();
+    let text = r#"{"tasks": {
+        "parent": {"start_cpu": 2, "loop": 10, "fork": "child", "wait_children": true, "run": 10000},
+        "child": {"instance": 0, "run": 20000}
+    }}"#;
+    let w = rtapp::parse(text, "inline").unwrap();
+    for params in [
+        nest_policy::Params::default(),
+        nest_policy::Params::default().in_virtual_machine(),
+    ] {
+        let r = run(&m, &w, &mut nest(&m, params));
+        let parent = r.tasks.iter().find(|t| t.comm == "parent").unwrap();
+        assert_eq!(parent.migrations, 0, "the parent moved");
+        // Each wakeup ran where it was placed.
+        let mut placed = None;
+        for e in &r.trace.as_ref().unwrap().events {
+            match e.kind {
+                EventKind::Wakeup {
+                    pid, target_cpu, ..
+                } if pid == parent.pid => {
+                    placed = Some(target_cpu);
+                }
+                EventKind::Switch { next, .. } if next == parent.pid => {
+                    if let Some(cpu) = placed.take() {
+                        assert_eq!(
+                            cpu, e.cpu,
+                            "placed on {cpu}, ran on {} at {} ns",
+                            e.cpu, e.ts_ns
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[test]
 fn slices_are_the_c_policys_shorter_as_more_tasks_wait() {
     let m = guest();
     // 32 hogs on 16 CPUs, for long enough that slices decide the switches:

@@ -230,15 +230,33 @@ impl Claimed {
     }
 }
 
-/// Is `cpu` idle and not among the CPUs `claimed` by this placement?
-fn free_cpu(cx: &Ctx, claimed: &Claimed, cpu: u32) -> bool {
-    cpu < cx.nr_cpus() && cx.is_idle(cpu) && !claimed.contains(cpu)
+/// Is `cpu` idle and not among the CPUs `claimed` by this placement? For
+/// sched_ext (`sched_ext`: the host is `scx_nest`'s), idle as its idle
+/// mask says ([`idle_for_kick`]): not a CPU whose task is still being
+/// switched out. The engine has cleared such a CPU's current task when
+/// the task, exiting, wakes its parent; in the kernel the child still runs
+/// there then (`exit_notify()` wakes the parent before the child's last
+/// `schedule()`), so `scx_bpf_test_and_clear_cpu_idle()` fails on it.
+/// (Claimed, the CPU would have had the parent inserted into its local
+/// queue; the engine instead handed it to `ops.enqueue()`, which queued it
+/// and kicked whichever idle CPU of the LLC came next: 19 of the 40 waits
+/// of a guest chain replayed with the guest's other tasks.)
+fn free_cpu(cx: &Ctx, claimed: &Claimed, cpu: u32, sched_ext: bool) -> bool {
+    cpu < cx.nr_cpus()
+        && cx.is_idle(cpu)
+        && !(sched_ext && cx.switching(cpu))
+        && !claimed.contains(cpu)
 }
 
 impl SimPlatform<'_, '_> {
+    /// Does the placement follow sched_ext's idle mask (see [`free_cpu`])?
+    fn sched_ext(&self) -> bool {
+        matches!(self.default, DefaultPlacement::SchedExt(_))
+    }
+
     /// Is `cpu` idle and not claimed by this placement?
     fn free(&self, cpu: u32) -> bool {
-        free_cpu(self.cx, &self.claimed, cpu)
+        free_cpu(self.cx, &self.claimed, cpu, self.sched_ext())
     }
 
     /// Are all SMT threads of `cpu`'s core free?
@@ -283,9 +301,12 @@ impl Platform for SimPlatform<'_, '_> {
     /// for the others.
     fn default_cpu(&mut self, prev: u32, whole_core: bool) -> (u32, bool) {
         let caller = self.waker.unwrap_or(prev);
+        let idle_mask = self.sched_ext();
         let (cx, claimed, task) = (&*self.cx, &self.claimed, self.task);
         // `p->cpus_ptr` limits sched_ext's idle selection.
-        let free = |c: u32| free_cpu(cx, claimed, c) && task.is_none_or(|t| cx.task_allowed(t, c));
+        let free = |c: u32| {
+            free_cpu(cx, claimed, c, idle_mask) && task.is_none_or(|t| cx.task_allowed(t, c))
+        };
         let found = match &mut self.default {
             &mut DefaultPlacement::Linux(task) => {
                 return self.linux_default_cpu(task, prev, whole_core);
@@ -304,8 +325,11 @@ impl Platform for SimPlatform<'_, '_> {
     /// Nest; for the others a whole idle core, else any idle CPU, from CPU 0.
     fn pick_any_idle(&mut self) -> Option<u32> {
         let caller = self.waker.unwrap_or(0);
+        let idle_mask = self.sched_ext();
         let (cx, claimed, task) = (&*self.cx, &self.claimed, self.task);
-        let free = |c: u32| free_cpu(cx, claimed, c) && task.is_none_or(|t| cx.task_allowed(t, c));
+        let free = |c: u32| {
+            free_cpu(cx, claimed, c, idle_mask) && task.is_none_or(|t| cx.task_allowed(t, c))
+        };
         let found = match &mut self.default {
             DefaultPlacement::SchedExt(ext) => ext.pick_idle_cpu(cx, caller, free),
             DefaultPlacement::Linux(_) => {
