@@ -21,7 +21,7 @@
 
 use nest_trace::Cpu;
 
-use super::wakeup::runnable_load;
+use super::wakeup::runnable_of;
 use super::{Ctx, TaskId};
 
 /// Which generation of the fair scheduler's rules to follow where they
@@ -232,11 +232,14 @@ struct GroupStats {
 impl GroupStats {
     fn of(cx: &Ctx, cpus: &[Cpu], imbalance_pct: f64) -> Self {
         let (mut idle_cpus, mut nr_running, mut util, mut runnable) = (0, 0, 0.0, 0.0);
+        // Each CPU's state read once: forks are frequent and the NUMA
+        // level reads every CPU.
         for &c in cpus {
-            nr_running += cx.nr_running(c);
-            idle_cpus += u32::from(cx.is_idle(c));
-            util += cx.util(c);
-            runnable += runnable_load(cx, c);
+            let (nr, cpu_util) = (cx.nr_running(c), cx.util(c));
+            nr_running += nr;
+            idle_cpus += u32::from(nr == 0);
+            util += cpu_util;
+            runnable += runnable_of(cpu_util, nr);
         }
         let weight = cpus.len() as f64;
         Self {
