@@ -64,6 +64,11 @@ impl Governor {
         Governor::SchedutilHint,
     ];
 
+    /// Does it read the scheduler's utilisation (schedutil)?
+    fn uses_util(self) -> bool {
+        matches!(self, Governor::Schedutil | Governor::SchedutilHint)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Governor::Performance => "performance",
@@ -139,12 +144,26 @@ impl CoreFreq {
     }
 
     /// Advances the core by `dt_ns`; returns the new effective frequency.
+    /// Inlined for the idle steps that change nothing or only coast, most
+    /// steps of most cores; the others call [`CoreFreq::move_step`].
+    #[inline]
     pub fn step(&mut self, m: &Machine, gov: Governor, dt_ns: u64, act: CoreActivity) -> u32 {
-        let uses_util = matches!(gov, Governor::Schedutil | Governor::SchedutilHint);
-        let idle = act.active == 0.0 && (!uses_util || act.util < 1e-9);
+        let idle = act.active == 0.0 && (!gov.uses_util() || act.util < 1e-9);
         if idle && (self.quiet || self.coasting && self.coast(m, dt_ns, act)) {
             return self.effective_mhz;
         }
+        self.move_step(m, gov, dt_ns, act, idle)
+    }
+
+    #[inline(never)]
+    fn move_step(
+        &mut self,
+        m: &Machine,
+        gov: Governor,
+        dt_ns: u64,
+        act: CoreActivity,
+        idle: bool,
+    ) -> u32 {
         let floor = f64::from(floor_mhz(m, gov));
         if self.coasting {
             // Where the coasting steps would have left it.
@@ -179,7 +198,7 @@ impl CoreFreq {
         // so is every point of it (p_state() is monotonic).
         let min = f64::from(m.frequency.min_mhz);
         self.coasting = idle
-            && !uses_util
+            && !gov.uses_util()
             && self.settle_ns > 0
             && p_state(m, floor, min + self.settle_cap) <= p_state(m, floor, floor);
         self.effective_mhz
