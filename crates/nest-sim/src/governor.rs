@@ -64,6 +64,11 @@ impl Governor {
         Governor::SchedutilHint,
     ];
 
+    /// Does it read the scheduler's utilisation (schedutil)?
+    fn uses_util(self) -> bool {
+        matches!(self, Governor::Schedutil | Governor::SchedutilHint)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Governor::Performance => "performance",
@@ -105,6 +110,11 @@ pub struct CoreFreq {
     effective_mhz: u32,
     /// Idle and settled: further idle steps change nothing.
     quiet: bool,
+    /// Idle and settling under a hardware-managed governor, with an
+    /// amplitude too small to reach another P-state: further idle steps
+    /// only move `settle_ns` ([`CoreFreq::coast`]), and `mhz` is left
+    /// behind until a step needs it.
+    coasting: bool,
 }
 
 impl CoreFreq {
@@ -119,6 +129,7 @@ impl CoreFreq {
             request_mhz: 0.0,
             effective_mhz: floor,
             quiet: false,
+            coasting: false,
         }
     }
 
@@ -133,11 +144,32 @@ impl CoreFreq {
     }
 
     /// Advances the core by `dt_ns`; returns the new effective frequency.
+    /// Inlined for the idle steps that change nothing or only coast, most
+    /// steps of most cores; the others call [`CoreFreq::move_step`].
+    #[inline]
     pub fn step(&mut self, m: &Machine, gov: Governor, dt_ns: u64, act: CoreActivity) -> u32 {
-        let uses_util = matches!(gov, Governor::Schedutil | Governor::SchedutilHint);
-        let idle = act.active == 0.0 && (!uses_util || act.util < 1e-9);
-        if idle && self.quiet {
+        let idle = act.active == 0.0 && (!gov.uses_util() || act.util < 1e-9);
+        if idle && (self.quiet || self.coasting && self.coast(m, dt_ns, act)) {
             return self.effective_mhz;
+        }
+        self.move_step(m, gov, dt_ns, act, idle)
+    }
+
+    #[inline(never)]
+    fn move_step(
+        &mut self,
+        m: &Machine,
+        gov: Governor,
+        dt_ns: u64,
+        act: CoreActivity,
+        idle: bool,
+    ) -> u32 {
+        let floor = f64::from(floor_mhz(m, gov));
+        if self.coasting {
+            // Where the coasting steps would have left it.
+            self.mhz = self
+                .settling_mhz(m)
+                .clamp(floor, f64::from(m.frequency.max_mhz));
         }
         match gov {
             Governor::Performance | Governor::Powersave => self.hardware_step(m, dt_ns, act),
@@ -151,22 +183,43 @@ impl CoreFreq {
                 self.mhz = self.mhz.max(self.request_mhz);
             }
         }
-        let floor = f64::from(floor_mhz(m, gov));
         let ceiling = f64::from(act.ceiling_mhz.max(floor_mhz(m, gov)));
         self.mhz = self.mhz.clamp(floor, f64::from(m.frequency.max_mhz));
         let f = self.mhz.clamp(floor, ceiling);
-        // Rounded down to a P-state: f / step is positive, so the
-        // truncating cast is floor() (which is a libm call on x86-64).
-        let step = f64::from(m.frequency.step_mhz);
-        self.effective_mhz = (f / step) as u32 * m.frequency.step_mhz;
-        self.effective_mhz = self.effective_mhz.max(floor as u32);
+        self.effective_mhz = p_state(m, floor, f);
         let settled = match gov {
             Governor::Schedutil => self.mhz <= floor,
             Governor::SchedutilHint => self.request_mhz <= floor && self.hw_settled(m, floor),
             _ => self.hw_settled(m, floor),
         };
         self.quiet = idle && settled;
+        // The settling frequency stays within [min, min + settle_cap]
+        // (clamped to [floor, ..]): if its top is at the floor's P-state,
+        // so is every point of it (p_state() is monotonic).
+        let min = f64::from(m.frequency.min_mhz);
+        self.coasting = idle
+            && !gov.uses_util()
+            && self.settle_ns > 0
+            && p_state(m, floor, min + self.settle_cap) <= p_state(m, floor, floor);
         self.effective_mhz
+    }
+
+    /// One more idle step of a coasting core, if it is past the hold
+    /// period and does not end its settling: what [`CoreFreq::step`] would
+    /// do then but for `mhz` (the effective frequency stays). Returns false
+    /// (nothing done) otherwise.
+    fn coast(&mut self, m: &Machine, dt_ns: u64, act: CoreActivity) -> bool {
+        let settle_ns = self.settle_ns.saturating_add(dt_ns);
+        if idle_part(m, dt_ns, act) <= 0.0 || settle_ns >= m.dynamics.settle_us * 1000 {
+            return false;
+        }
+        self.settle_ns = settle_ns;
+        true
+    }
+
+    /// The internal frequency `settle_ns` into the settling oscillation.
+    fn settling_mhz(&self, m: &Machine) -> f64 {
+        f64::from(m.frequency.min_mhz) + self.settle_cap * settle_shape(m, self.settle_ns)
     }
 
     fn hardware_step(&mut self, m: &Machine, dt_ns: u64, act: CoreActivity) {
@@ -176,13 +229,7 @@ impl CoreFreq {
         let up = range / (d.ramp_up_us as f64 * 1000.0);
         let down = range / (d.ramp_down_us as f64 * 1000.0);
         let dt = dt_ns as f64;
-        let hold_ns = d.down_hold_us * 1000;
-        // Idle time of this step that lies beyond the hold period.
-        let idle_part = if hold_ns == 0 {
-            dt * (1.0 - act.active)
-        } else {
-            (act.idle_for_ns.saturating_sub(hold_ns) as f64).min(dt)
-        };
+        let idle_part = idle_part(m, dt_ns, act);
         if act.active > 0.0 {
             self.settle_ns = 0;
             // The hardware climbs only towards the ceiling it may reach.
@@ -207,7 +254,7 @@ impl CoreFreq {
             self.settle_cap = self.mhz - min;
         }
         self.settle_ns = self.settle_ns.saturating_add(dt_ns);
-        self.mhz = min + self.settle_cap * settle_shape(m, self.settle_ns);
+        self.mhz = self.settling_mhz(m);
     }
 
     /// Re-evaluates schedutil's request, at most once per rate limit.
@@ -224,6 +271,25 @@ impl CoreFreq {
     fn hw_settled(&self, m: &Machine, floor: f64) -> bool {
         self.settle_ns >= m.dynamics.settle_us * 1000 && self.mhz <= floor
     }
+}
+
+/// Idle time of a step of `dt_ns` that lies beyond the hold period, ns.
+fn idle_part(m: &Machine, dt_ns: u64, act: CoreActivity) -> f64 {
+    let dt = dt_ns as f64;
+    let hold_ns = m.dynamics.down_hold_us * 1000;
+    if hold_ns == 0 {
+        dt * (1.0 - act.active)
+    } else {
+        (act.idle_for_ns.saturating_sub(hold_ns) as f64).min(dt)
+    }
+}
+
+/// `f` MHz rounded down to a P-state, at least `floor`: f / step is
+/// positive, so the truncating cast is floor() (which is a libm call on
+/// x86-64).
+fn p_state(m: &Machine, floor: f64, f: f64) -> u32 {
+    let step = m.frequency.step_mhz;
+    ((f / f64::from(step)) as u32 * step).max(floor as u32)
 }
 
 /// Relative height (in [0, 1]) of an idle core `s_ns` into its settling
@@ -318,6 +384,38 @@ mod tests {
         }
         assert!(seen.len() > 2, "no oscillation: {seen:?}");
         assert_eq!(c.mhz(), m.frequency.min_mhz);
+    }
+
+    #[test]
+    fn a_coasting_core_steps_as_if_it_did_not_coast() {
+        // Runs of 1 ms every 60 ms leave an E7 core settling within its
+        // lowest P-state (it coasts), then woken mid-settling; then it
+        // settles. Stepped without coasting, a copy must agree on every
+        // effective frequency and, whenever the core runs or is settled,
+        // on its state.
+        let m = Machine::builtin("xeon-e7-8870-v4-4s").unwrap();
+        let gov = Governor::Powersave;
+        let mut c = CoreFreq::new(&m, gov);
+        let mut r = c.clone();
+        let (mut coasted, mut woken) = (0, 0);
+        for ms in 0..400u64 {
+            let runs = ms < 300 && ms % 60 == 0;
+            let a = act(if runs { 1.0 } else { 0.0 }, (ms % 60) * 1_000_000, 3000);
+            coasted += u32::from(c.coasting);
+            woken += u32::from(c.coasting && runs);
+            r.coasting = false;
+            let (mhz, reference) = (c.step(&m, gov, 1_000_000, a), r.step(&m, gov, 1_000_000, a));
+            assert_eq!(mhz, reference, "{ms} ms");
+            if runs || c.quiet {
+                assert_eq!(c.mhz.to_bits(), r.mhz.to_bits(), "{ms} ms");
+                assert_eq!(c.settle_ns, r.settle_ns, "{ms} ms");
+            }
+        }
+        assert!(
+            coasted > 200 && woken >= 4,
+            "coasted {coasted}, woken {woken}"
+        );
+        assert!(c.quiet && r.quiet);
     }
 
     #[test]

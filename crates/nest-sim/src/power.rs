@@ -60,7 +60,14 @@ pub fn socket_power_w(
         .unwrap_or(m.frequency.min_mhz);
     let v_ratio = voltage(m, socket_mhz) / voltage(m, m.frequency.nominal_mhz);
     let nominal = f64::from(m.frequency.nominal_mhz);
+    // A core idle all along draws its idle state's power: its other terms
+    // are exact zeros (0 times a finite power), not worth computing for
+    // the many idle cores a step visits.
+    let finite = v_ratio.is_finite();
     let core_w = |c: &CoreSample| {
+        if c.active == 0.0 && finite {
+            return c.idle_w;
+        }
         let dynamic = p.core_dynamic_w_at_nominal * f64::from(c.mhz) / nominal * v_ratio * v_ratio;
         let spinning = c.active - c.running;
         c.active * p.core_static_w

@@ -1,5 +1,6 @@
 //! State of the simulated kernel and machine.
 
+use std::cell::OnceCell;
 use std::collections::VecDeque;
 
 use nest_trace::{Cpu, Topology, Trace};
@@ -10,6 +11,7 @@ use super::{Ev, SimConfig};
 use crate::cpuset::CpuSet;
 use crate::governor::CoreFreq;
 use crate::machine::Machine;
+use crate::policy::fork_balance::ForkGroups;
 use crate::policy::wakeup::FairTask;
 use crate::power::socket_power_w;
 use crate::rng::Rng;
@@ -356,6 +358,8 @@ pub struct Kernel {
     /// The fair scheduler's tunables when the engine models its wakeup
     /// preemption (`linux-5.10`, a policy using the engine's run queues).
     pub(crate) cfs: Option<super::fair::CfsTunables>,
+    /// Every CPU's groups for fork balancing (built at the first fork).
+    pub(crate) fork_groups: OnceCell<ForkGroups>,
 }
 
 impl Kernel {
@@ -456,6 +460,7 @@ impl Kernel {
             running_cpus,
             llc_running,
             cfs: None,
+            fork_groups: OnceCell::new(),
             cfg,
         }
     }

@@ -95,7 +95,8 @@ impl Sim<'_> {
         let mut i = 0;
         for socket in 0..k.machine.sockets as usize {
             let first = i;
-            while i < hot.len() && hot[i] / per_socket == socket {
+            let end = (socket + 1) * per_socket;
+            while i < hot.len() && hot[i] < end {
                 i += 1;
             }
             watts += if first == i {

@@ -21,7 +21,7 @@
 
 use nest_trace::Cpu;
 
-use super::wakeup::runnable_load;
+use super::wakeup::runnable_of;
 use super::{Ctx, TaskId};
 
 /// Which generation of the fair scheduler's rules to follow where they
@@ -115,6 +115,79 @@ impl Level {
     }
 }
 
+/// Every CPU's groups at every level, as [`Level::groups`] orders them:
+/// computed once, as the kernel builds its domains at boot, since forks
+/// are frequent and the topology does not change.
+#[derive(Debug)]
+pub(crate) struct ForkGroups([LevelGroups; 4]);
+
+/// One level's groups, and their order around each CPU.
+#[derive(Debug)]
+struct LevelGroups {
+    /// The groups' CPUs (each CPU is in one group).
+    cpus: Vec<Vec<Cpu>>,
+    /// Per CPU, the indices in `cpus` of its groups, local first.
+    order: Vec<Vec<u32>>,
+}
+
+impl ForkGroups {
+    pub(crate) fn new(cx: &Ctx) -> Self {
+        Self(LEVELS.map(|level| LevelGroups::new(cx, level)))
+    }
+
+    /// `level.groups(cx, cpu)`.
+    fn around(&self, level: Level, cpu: Cpu) -> Groups<'_> {
+        let l = &self.0[level as usize];
+        Groups {
+            cpus: &l.cpus,
+            order: &l.order[cpu as usize],
+        }
+    }
+}
+
+impl LevelGroups {
+    fn new(cx: &Ctx, level: Level) -> Self {
+        // Each group's index, by its first CPU.
+        let mut index = vec![None; cx.nr_cpus() as usize];
+        let mut cpus = Vec::new();
+        let order = (0..cx.nr_cpus())
+            .map(|cpu| {
+                let mut id = |g: &[Cpu]| {
+                    *index[g[0] as usize].get_or_insert_with(|| {
+                        cpus.push(g.to_vec());
+                        cpus.len() as u32 - 1
+                    })
+                };
+                level.groups(cx, cpu).into_iter().map(&mut id).collect()
+            })
+            .collect();
+        Self { cpus, order }
+    }
+}
+
+/// One level's groups around a CPU, local first.
+#[derive(Clone, Copy)]
+struct Groups<'a> {
+    cpus: &'a [Vec<Cpu>],
+    order: &'a [u32],
+}
+
+impl<'a> Groups<'a> {
+    fn len(self) -> usize {
+        self.order.len()
+    }
+
+    fn get(self, i: usize) -> &'a [Cpu] {
+        &self.cpus[self.order[i] as usize]
+    }
+
+    fn iter(self) -> impl Iterator<Item = &'a [Cpu]> {
+        self.order
+            .iter()
+            .map(move |&g| self.cpus[g as usize].as_slice())
+    }
+}
+
 /// The groups `group` puts the CPUs of `span` in, each once (where its
 /// first CPU is met), in `span`'s order, through `f`.
 fn firsts<'a, T>(
@@ -159,11 +232,14 @@ struct GroupStats {
 impl GroupStats {
     fn of(cx: &Ctx, cpus: &[Cpu], imbalance_pct: f64) -> Self {
         let (mut idle_cpus, mut nr_running, mut util, mut runnable) = (0, 0, 0.0, 0.0);
+        // Each CPU's state read once: forks are frequent and the NUMA
+        // level reads every CPU.
         for &c in cpus {
-            nr_running += cx.nr_running(c);
-            idle_cpus += u32::from(cx.is_idle(c));
-            util += cx.util(c);
-            runnable += runnable_load(cx, c);
+            let (nr, cpu_util) = (cx.nr_running(c), cx.util(c));
+            nr_running += nr;
+            idle_cpus += u32::from(nr == 0);
+            util += cpu_util;
+            runnable += runnable_of(cpu_util, nr);
         }
         let weight = cpus.len() as f64;
         Self {
@@ -278,7 +354,7 @@ fn find_idlest_group(
     level: Level,
     cpu: Cpu,
     version: LinuxVersion,
-    groups: &[&[Cpu]],
+    groups: Groups,
 ) -> Option<usize> {
     let usable = |g: &[Cpu]| g.iter().any(|&c| cx.task_allowed(task, c));
     let pct = level.imbalance_pct();
@@ -294,10 +370,10 @@ fn find_idlest_group(
     }
     let (index, idlest) = idlest?;
     // "The local group has been skipped because of CPU affinity".
-    if !usable(groups[0]) {
+    if !usable(groups.get(0)) {
         return Some(index);
     }
-    let local = GroupStats::of(cx, groups[0], pct);
+    let local = GroupStats::of(cx, groups.get(0), pct);
     if local.kind != idlest.kind {
         return (local.kind > idlest.kind).then_some(index);
     }
@@ -345,16 +421,17 @@ fn find_idlest_group_cpu(cx: &Ctx, task: TaskId, group: &[Cpu]) -> Cpu {
 
 /// `find_idlest_cpu()`: the CPU `task`, forked on `parent`, starts on.
 pub fn select_fork(cx: &Ctx, task: TaskId, parent: Cpu, version: LinuxVersion) -> Cpu {
+    let all = cx.fork_groups();
     let mut cpu = parent;
     for level in LEVELS {
-        let groups = level.groups(cx, cpu);
+        let groups = all.around(level, cpu);
         if groups.len() <= 1 {
             continue;
         }
-        if let Some(index) = find_idlest_group(cx, task, level, cpu, version, &groups) {
+        if let Some(index) = find_idlest_group(cx, task, level, cpu, version, groups) {
             // The chosen CPU's own domains below this level decide next;
             // in a symmetric topology they are the next levels.
-            cpu = find_idlest_group_cpu(cx, task, groups[index]);
+            cpu = find_idlest_group_cpu(cx, task, groups.get(index));
         }
     }
     cpu
@@ -363,7 +440,22 @@ pub fn select_fork(cx: &Ctx, task: TaskId, parent: Cpu, version: LinuxVersion) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit::{guest_busy_but, waiting};
+    use crate::policy::testkit::{guest_busy_but, kernel, waiting};
+
+    #[test]
+    fn the_groups_kept_for_forks_are_each_levels_groups() {
+        for machine in crate::Machine::builtin_names() {
+            let mut k = kernel(machine);
+            let cx = Ctx { k: &mut k };
+            let all = ForkGroups::new(&cx);
+            for cpu in 0..cx.nr_cpus() {
+                for level in LEVELS {
+                    let kept: Vec<&[Cpu]> = all.around(level, cpu).iter().collect();
+                    assert_eq!(kept, level.groups(&cx, cpu), "{machine} {cpu} {level:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_fork_leaves_a_node_whose_run_queues_hold_waiting_tasks() {

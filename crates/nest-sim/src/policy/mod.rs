@@ -309,6 +309,13 @@ impl Ctx<'_> {
         self.k.topo.cpus[cpu as usize].core
     }
 
+    /// Every CPU's groups for fork balancing, computed at the first fork.
+    pub(crate) fn fork_groups(&self) -> &fork_balance::ForkGroups {
+        self.k
+            .fork_groups
+            .get_or_init(|| fork_balance::ForkGroups::new(self))
+    }
+
     /// Frequency of `cpu` observed at the last tick, MHz.
     pub fn last_tick_mhz(&self, cpu: Cpu) -> u32 {
         self.k.cpus[cpu as usize].last_tick_mhz

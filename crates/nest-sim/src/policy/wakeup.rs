@@ -163,8 +163,13 @@ const LOAD_SCALE: f64 = 1024.0;
 /// blocked tasks included) plus a full task's load for each task waiting
 /// in the run queue (runnable, not running).
 pub(crate) fn runnable_load(cx: &Ctx, cpu: Cpu) -> f64 {
-    let waiting = cx.nr_running(cpu).saturating_sub(1);
-    cx.util(cpu) + f64::from(waiting)
+    runnable_of(cx.util(cpu), cx.nr_running(cpu))
+}
+
+/// [`runnable_load`] of a CPU of utilisation `util` with `nr_running`
+/// tasks.
+pub(crate) fn runnable_of(util: f64, nr_running: u32) -> f64 {
+    util + f64::from(nr_running.saturating_sub(1))
 }
 
 /// `cpu_load()` in the kernel's fixed point.
