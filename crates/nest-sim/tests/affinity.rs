@@ -217,8 +217,16 @@ fn bad_cpus_start_cpus_and_delays_are_refused_with_where_and_why() {
         err(r#"{"tasks": {"a": {"start_cpu": 3, "cpus": [0, 1], "run": 1}}}"#),
         "w.json: $.tasks.a.start_cpu: CPU 3 is not one of its cpus [0, 1]"
     );
+    assert_eq!(
+        err(r#"{"tasks": {"a": {"prev_cpu": 3, "cpus": [0, 1], "run": 1}}}"#),
+        "w.json: $.tasks.a.prev_cpu: CPU 3 is not one of its cpus [0, 1]"
+    );
+    assert_eq!(
+        err(r#"{"tasks": {"a": {"prev_cpu": 3, "start_cpu": 3, "run": 1}}}"#),
+        "w.json: $.tasks.a: `start_cpu` and `prev_cpu` exclude each other"
+    );
     // CPUs the machine lacks: refused when the machine is known.
-    for (key, value) in [("cpus", "[1, 16]"), ("start_cpu", "16")] {
+    for (key, value) in [("cpus", "[1, 16]"), ("start_cpu", "16"), ("prev_cpu", "16")] {
         let text = format!(r#"{{"tasks": {{"a": {{"{key}": {value}, "run": 1}}}}}}"#);
         let w = rtapp::parse(&text, "w.json").unwrap();
         let cfg = SimConfig::new(guest(), Governor::Performance, 1);
@@ -412,6 +420,107 @@ fn the_replayed_command_starts_on_the_cpu_it_first_ran_on() {
     let w = rtapp::parse(&json, "cmd.json").unwrap();
     for (name, res) in runs(&w) {
         assert_eq!(cpus_of(&res, "cmd-10"), BTreeSet::from([14]), "{name}");
+    }
+}
+
+#[test]
+fn other_tasks_start_woken_from_their_previous_cpu_not_forked_from_cpu_0() {
+    // A chain's first fork in the guest (2x4x2, siblings adjacent), all on
+    // socket 1: the command runs on CPU 12 from 1 ms and forks a child at
+    // 20 ms, which runs on CPU 14; meanwhile `rcu_preempt` (unbound), last
+    // on CPU 12, is woken onto CPU 10 at 3 ms, the recorder on CPU 8 at 5
+    // ms, the per-CPU `kworker/0:1` on CPU 0 at 7 ms. Forked from the
+    // simulator's CPU 0 instead, Nest's fallback placed rcu_preempt on CPU
+    // 0 (joining the reserve), the recorder took it from there into the
+    // primary nest, and the child forked onto it, on the other socket (the
+    // replay of val-b3's scx_nest chain, 2026-11-28: half its forks
+    // crossed).
+    use PrevState::{Blocked, Dead};
+    let name = |pid, comm: &str| EventKind::TaskName {
+        pid,
+        comm: comm.into(),
+    };
+    let fork = |parent, child, comm: &str| EventKind::NewTask {
+        parent,
+        child,
+        comm: comm.into(),
+    };
+    let mut events = vec![
+        ev(0, 12, name(15, "rcu_preempt")),
+        ev(0, 8, name(1565, "nest")),
+        ev(0, 0, name(11, "kworker/0:1")),
+        ev(MS / 2, 12, wake(15, 12, None)),
+        ev(MS / 2, 12, sw(0, Blocked, 15)),
+        ev(MS * 3 / 4, 12, sw(15, Blocked, 0)),
+        ev(MS, 12, name(10, "cmd")),
+        ev(MS, 12, sw(0, Blocked, 10)),
+        ev(
+            3 * MS,
+            12,
+            EventKind::Migrate {
+                pid: 15,
+                from: 12,
+                to: 10,
+            },
+        ),
+        ev(3 * MS, 12, wake(15, 10, None)),
+        ev(3 * MS, 10, sw(0, Blocked, 15)),
+        ev(3 * MS + MS / 4, 10, sw(15, Blocked, 0)),
+        ev(5 * MS, 12, wake(1565, 8, None)),
+        ev(5 * MS, 8, sw(0, Blocked, 1565)),
+        ev(6 * MS, 8, sw(1565, Blocked, 0)),
+        ev(7 * MS, 0, wake(11, 0, None)),
+        ev(7 * MS, 0, sw(0, Blocked, 11)),
+        ev(7 * MS + MS / 4, 0, sw(11, Blocked, 0)),
+        ev(20 * MS, 12, fork(10, 20, "child")),
+        ev(20 * MS, 12, wake(20, 14, None)),
+        ev(20 * MS, 12, sw(10, Blocked, 0)),
+        ev(20 * MS, 14, sw(0, Blocked, 20)),
+        ev(30 * MS, 14, EventKind::Exit { pid: 20 }),
+        ev(30 * MS, 14, wake(10, 12, Some(20))),
+        ev(30 * MS, 14, sw(20, Dead, 0)),
+        ev(30 * MS, 12, sw(0, Blocked, 10)),
+        ev(31 * MS, 12, EventKind::Exit { pid: 10 }),
+        ev(31 * MS, 12, sw(10, Dead, 0)),
+    ];
+    events.sort_by_key(|e| e.ts_ns);
+    let trace = Trace {
+        topology: nest_trace::Topology::siblings_adjacent(2, 4, 2),
+        meta: vec![("command_pid".into(), "10".into())],
+        events,
+    };
+    let opts = ReplayOptions {
+        others: true,
+        target: Some(guest().topology()),
+        ..ReplayOptions::default()
+    };
+    let r = replay(&trace, &opts).unwrap();
+    let starts: Vec<(String, Option<Cpu>, Option<Cpu>)> = r
+        .tasks
+        .iter()
+        .map(|t| (t.name(), t.start_cpu, t.prev_cpu))
+        .collect();
+    // The guest's CPUs 12, 8 and 0 are the model's 6, 4 and 0.
+    assert_eq!(
+        starts,
+        [
+            ("cmd-10".into(), Some(6), None),
+            ("child-20".into(), None, None),
+            ("rcu_preempt-15".into(), None, Some(6)),
+            ("nest-1565".into(), None, Some(4)),
+            ("kworker/0:1-11".into(), None, Some(0)),
+        ]
+    );
+    let w = rtapp::parse(&r.to_json_string(), "others.json").unwrap();
+    for (name, res) in runs(&w) {
+        if !name.starts_with("nest") {
+            continue;
+        }
+        let socket1 = (4..8).chain(12..16).collect::<BTreeSet<Cpu>>();
+        for comm in ["child-20", "rcu_preempt-15", "nest-1565"] {
+            let on = cpus_of(&res, comm);
+            assert!(on.is_subset(&socket1), "{name}: {comm} ran on {on:?}");
+        }
     }
 }
 

@@ -303,12 +303,16 @@ impl<'p> Sim<'p> {
 }
 
 /// Every CPU a program may run on (rt-app `cpus`) or start on
-/// (`start_cpu`) is one of the machine's `nr_cpus`.
+/// (`start_cpu`, `prev_cpu`) is one of the machine's `nr_cpus`.
 fn check_cpus(workload: &Workload, nr_cpus: usize) -> Result<()> {
     for p in &workload.programs {
         let bad_cpus = p.cpus.iter().flatten().find(|&&c| c as usize >= nr_cpus);
-        let bad_start = p.start_cpu.filter(|&c| c as usize >= nr_cpus);
-        for (key, cpu) in [("cpus", bad_cpus.copied()), ("start_cpu", bad_start)] {
+        let bad = |c: Option<u32>| c.filter(|&c| c as usize >= nr_cpus);
+        for (key, cpu) in [
+            ("cpus", bad_cpus.copied()),
+            ("start_cpu", bad(p.start_cpu)),
+            ("prev_cpu", bad(p.prev_cpu)),
+        ] {
             if let Some(cpu) = cpu {
                 bail!(
                     "workload `{}`: task `{}`: {key}: CPU {cpu} is not on the machine (CPUs 0-{})",

@@ -9,6 +9,20 @@ use crate::policy::{Ctx, Wake};
 use crate::rng::Rng;
 use crate::workload::{Amount, Op};
 
+/// How a new task starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// Forked: placed by the policy as a fork.
+    Fork,
+    /// On the given CPU itself, placed as a task allowed on that CPU alone
+    /// is (`select_task_rq()` does not ask the scheduler), its own CPUs
+    /// applying from its first wakeup on.
+    Stay,
+    /// As a task that existed before, woken with the given CPU as its
+    /// previous one: placed by the policy as a wakeup.
+    Woken,
+}
+
 /// What the running task does after interpreting its next operations.
 pub(crate) enum Outcome {
     /// Computes or busy-waits: `remaining` is set.
@@ -19,24 +33,26 @@ pub(crate) enum Outcome {
 }
 
 impl Sim<'_> {
-    /// Creates an initial task of `program`: on its `start_cpu`, else
-    /// forked from CPU 0.
+    /// Creates an initial task of `program`: on its `start_cpu`, woken
+    /// from its `prev_cpu`, else forked from CPU 0.
     pub(crate) fn spawn_initial(&mut self, program: usize) {
-        match self.k.workload.programs[program].start_cpu {
-            Some(cpu) => self.spawn_on(program, None, cpu, true),
-            None => self.spawn(program, None, 0),
+        let p = &self.k.workload.programs[program];
+        match (p.start_cpu, p.prev_cpu) {
+            (Some(cpu), _) => self.spawn_on(program, None, cpu, Start::Stay),
+            (None, Some(prev)) => self.spawn_on(program, None, prev, Start::Woken),
+            (None, None) => self.spawn(program, None, 0),
         }
     }
 
     /// Creates a task running `program`, forked by `parent` on `cpu`.
     pub(crate) fn spawn(&mut self, program: usize, parent: Option<u32>, cpu: Cpu) {
-        self.spawn_on(program, parent, cpu, false);
+        self.spawn_on(program, parent, cpu, Start::Fork);
     }
 
-    /// [`Self::spawn`]; `stay`: the task starts on `cpu` itself, placed as
-    /// a task allowed on that CPU alone is (`select_task_rq()` does not
-    /// ask the scheduler), its own CPUs applying from its first wakeup on.
-    fn spawn_on(&mut self, program: usize, parent: Option<u32>, cpu: Cpu, stay: bool) {
+    /// [`Self::spawn`], started as `start` says ([`Start::Stay`], on `cpu`
+    /// itself; [`Start::Woken`], woken with `cpu` as its previous CPU).
+    fn spawn_on(&mut self, program: usize, parent: Option<u32>, cpu: Cpu, start: Start) {
+        let stay = start == Start::Stay;
         let k = &mut self.k;
         let id = k.tasks.len() as u32;
         let comm = k.workload.programs[program].name.clone();
@@ -67,7 +83,10 @@ impl Sim<'_> {
         });
         // sched_fork() -> task_fork_fair(), before the placement.
         self.place_new(id, parent, cpu);
-        let target = self.select(id, cpu, parent.map(|_| cpu), Wake::Fork);
+        let target = match start {
+            Start::Woken => self.select(id, cpu, None, Wake::Wakeup { sync: false }),
+            Start::Fork | Start::Stay => self.select(id, cpu, parent.map(|_| cpu), Wake::Fork),
+        };
         // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
         let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
         let t = &mut self.k.tasks[id as usize];

@@ -78,6 +78,11 @@ pub struct Program {
     /// command's first CPU), without asking the policy; `None`: forked from
     /// CPU 0 and placed by the policy.
     pub start_cpu: Option<u32>,
+    /// Its initial instances start as tasks woken from this CPU, their
+    /// previous one (`prev_cpu`: a replayed other task, which existed
+    /// before the workload), placed by the policy as a wakeup; `None`:
+    /// as `start_cpu` says.
+    pub prev_cpu: Option<u32>,
 }
 
 impl Program {
@@ -89,6 +94,7 @@ impl Program {
             cpus: None,
             delay_ns: 0,
             start_cpu: None,
+            prev_cpu: None,
         }
     }
 }

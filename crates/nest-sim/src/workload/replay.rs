@@ -55,9 +55,13 @@
 //! **Other tasks** ([`ReplayOptions::others`]): every task outside the
 //! tree woken while the command runs (from the root's first event to the
 //! tree's last) becomes a task of its own, started (`delay`) at its first
-//! wakeup after the root's first event, then running and blocking as
-//! recorded, with the same conversion (its wakes by replayed tasks
-//! included). A per-CPU kernel thread, named `name/N` or `name/N:M` with N
+//! wakeup after the root's first event, as a task woken from its previous
+//! CPU (`prev_cpu`: where that wakeup moved it from, else where it woke;
+//! numbered as the root's CPU) and placed by the simulated scheduler, then
+//! running and blocking as recorded, with the same conversion (its wakes
+//! by replayed tasks included). The task existed before the command:
+//! forked from the simulator's CPU 0 instead, its first placement searched
+//! from there, and Nest's fallback took CPU 0 into the nests. A per-CPU kernel thread, named `name/N` or `name/N:M` with N
 //! a CPU of the trace (`kworker/0:0`, `ksoftirqd/3`, `migration/2`; not
 //! the unbound `kworker/u16:1`), may run on CPU N only (`cpus`), as the
 //! kernel binds it (`kthread_bind()`); the others run anywhere.
@@ -138,6 +142,9 @@ pub struct ReplayTask {
     pub cpu: Option<Cpu>,
     /// The CPU the root first ran on.
     pub start_cpu: Option<Cpu>,
+    /// An other task's CPU before its first wakeup in the command's
+    /// window (a per-CPU kernel thread's: its own).
+    pub prev_cpu: Option<Cpu>,
     pub ops: Vec<ReplayOp>,
 }
 
@@ -256,6 +263,9 @@ impl Serialize for Replay {
                 if let Some(cpu) = t.start_cpu {
                     m.serialize_entry("start_cpu", &cpu)?;
                 }
+                if let Some(cpu) = t.prev_cpu {
+                    m.serialize_entry("prev_cpu", &cpu)?;
+                }
                 for (i, op) in t.ops.iter().enumerate() {
                     match op {
                         ReplayOp::Run(ns) => m.serialize_entry(&format!("run{i}"), &us(*ns))?,
@@ -328,6 +338,7 @@ impl Builder {
                 delay_ns: None,
                 cpu: None,
                 start_cpu: None,
+                prev_cpu: None,
                 ops: Vec::new(),
             },
             state: State::Runnable,
@@ -567,6 +578,9 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     let mut last = 0;
     // Tasks outside the tree, in the order they started.
     let mut others: Vec<Pid> = Vec::new();
+    // Where each task was since its last switch-in, when it has been
+    // moved since (by its wakeup, `set_task_cpu()`).
+    let mut moved_from: BTreeMap<Pid, Cpu> = BTreeMap::new();
 
     for e in &trace.events {
         let ts = e.ts_ns;
@@ -625,7 +639,11 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 }
                 freqs.khz.insert(e.cpu, *khz);
             }
-            EventKind::Wakeup { pid, waker, .. } => {
+            EventKind::Wakeup {
+                pid,
+                target_cpu: woken_cpu,
+                waker,
+            } => {
                 if opts.others
                     && let Some(start) = start
                     && *pid != 0
@@ -635,6 +653,10 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                     let mut t = Builder::new(*pid, comm, None);
                     t.task.delay_ns = Some(ts - start);
                     t.task.cpu = pinned_cpu(trace, opts, &t.task.comm)?;
+                    // Its previous CPU: where its wakeup moved it from,
+                    // else where it was woken (it stayed).
+                    let prev = moved_from.get(pid).copied().unwrap_or(*woken_cpu);
+                    t.task.prev_cpu = Some(prev);
                     tasks.insert(*pid, t);
                     others.push(*pid);
                 }
@@ -653,6 +675,9 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                         };
                     }
                 }
+            }
+            EventKind::Migrate { pid, from, .. } => {
+                moved_from.entry(*pid).or_insert(*from);
             }
             EventKind::Exit { pid } => {
                 let parent = tasks.get(pid).and_then(|t| t.task.parent);
@@ -687,6 +712,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                         }
                     };
                 }
+                moved_from.remove(next);
                 if let Some(t) = tasks.get_mut(next) {
                     t.switch_in(e.cpu, ts, ts, &mut counts);
                 }
@@ -707,6 +733,17 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     let root_task = tasks.get_mut(&root).expect("the root is replayed");
     if let Some(cpu) = root_task.first_cpu {
         root_task.task.start_cpu = Some(target_cpu(trace, opts, cpu, "the command first ran on")?);
+    }
+    // Other tasks existed before the command: their first placement in
+    // it is a wakeup from their previous CPU (a per-CPU kernel thread's:
+    // its own), not a fork from the simulator's CPU 0.
+    for pid in &others {
+        let t = tasks.get_mut(pid).expect("other tasks are replayed");
+        t.task.prev_cpu = match (t.task.cpu, t.task.prev_cpu) {
+            (Some(pin), _) => Some(pin),
+            (None, Some(cpu)) => Some(target_cpu(trace, opts, cpu, "an other task last ran on")?),
+            (None, None) => None,
+        };
     }
     // Tasks running (or preempted) when the trace ends: their burst ends
     // there.

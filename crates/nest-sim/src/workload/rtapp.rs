@@ -11,7 +11,8 @@
 //! initial instances start; not for templates, which only `fork` starts).
 //! Extensions: per task `start_cpu` (the CPU its initial instances start
 //! on; by default the policy places them as forks from CPU 0; not for
-//! templates), and events
+//! templates) or `prev_cpu` (they start as tasks woken with this previous
+//! CPU, placed by the policy as a wakeup; not for templates), and events
 //! `wait_children` (`true`: wait for every forked child), `send`
 //! and `recv` (`resume`/`suspend` with pipe semantics: a `send` wakes its
 //! receiver synchronously, `WF_SYNC`), and `[min, max]` for any
@@ -116,7 +117,15 @@ const IGNORED_KEYS: &[&str] = &[
 ];
 
 /// Keys of a task that are not events.
-const TASK_KEYS: &[&str] = &["instance", "loop", "phases", "cpus", "delay", "start_cpu"];
+const TASK_KEYS: &[&str] = &[
+    "instance",
+    "loop",
+    "phases",
+    "cpus",
+    "delay",
+    "start_cpu",
+    "prev_cpu",
+];
 
 /// Keys of a phase that are not events.
 const PHASE_KEYS: &[&str] = &["loop"];
@@ -214,13 +223,14 @@ fn delay(t: &[(String, Json)], path: &str, instances: i64) -> Result<u64> {
     Ok(ns)
 }
 
-/// `start_cpu` of task `t` (an extension): the CPU its initial instances
-/// start on. Only for tasks started at time 0.
-fn start_cpu(t: &[(String, Json)], path: &str, instances: i64) -> Result<Option<u32>> {
-    let Some(v) = get(t, "start_cpu") else {
+/// `start_cpu` or `prev_cpu` (`key`) of task `t` (extensions): the CPU its
+/// initial instances start on, or start woken from. Only for tasks started
+/// at time 0.
+fn start_cpu(t: &[(String, Json)], path: &str, instances: i64, key: &str) -> Result<Option<u32>> {
+    let Some(v) = get(t, key) else {
         return Ok(None);
     };
-    let path = format!("{path}.start_cpu");
+    let path = format!("{path}.{key}");
     let cpu = match v {
         Json::Num(n) if n.fract() == 0.0 && *n >= 0.0 && *n <= f64::from(u32::MAX) => *n as u32,
         _ => bail!("{path}: expected a CPU number, e.g. 3"),
@@ -267,18 +277,25 @@ impl Builder {
             let cpus = get(t, "cpus")
                 .map(|v| cpus(v, &format!("{path}.cpus")))
                 .transpose()?;
-            let start_cpu = start_cpu(t, &path, instances)?;
-            if let (Some(cpus), Some(cpu)) = (&cpus, start_cpu)
-                && !cpus.contains(&cpu)
-            {
-                bail!("{path}.start_cpu: CPU {cpu} is not one of its cpus {cpus:?}");
+            let start = start_cpu(t, &path, instances, "start_cpu")?;
+            let prev_cpu = start_cpu(t, &path, instances, "prev_cpu")?;
+            if start.is_some() && prev_cpu.is_some() {
+                bail!("{path}: `start_cpu` and `prev_cpu` exclude each other");
+            }
+            for (key, cpu) in [("start_cpu", start), ("prev_cpu", prev_cpu)] {
+                if let (Some(cpus), Some(cpu)) = (&cpus, cpu)
+                    && !cpus.contains(&cpu)
+                {
+                    bail!("{path}.{key}: CPU {cpu} is not one of its cpus {cpus:?}");
+                }
             }
             programs.push(Program {
                 name: n.clone(),
                 ops: self.task_ops(t, &path)?,
                 cpus,
                 delay_ns,
-                start_cpu,
+                start_cpu: start,
+                prev_cpu,
             });
         }
         let barriers = barrier_participants(&programs, &initial, self.barriers.len());
