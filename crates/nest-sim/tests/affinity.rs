@@ -270,6 +270,13 @@ fn sw(prev: Pid, prev_state: PrevState, next: Pid) -> EventKind {
     }
 }
 
+fn name(pid: Pid, comm: &str) -> EventKind {
+    EventKind::TaskName {
+        pid,
+        comm: comm.into(),
+    }
+}
+
 fn wake(pid: Pid, target_cpu: Cpu, waker: Option<Pid>) -> EventKind {
     EventKind::Wakeup {
         pid,
@@ -285,10 +292,6 @@ fn wake(pid: Pid, target_cpu: Cpu, waker: Option<Pid>) -> EventKind {
 /// 53) only after it.
 fn trace_with_others() -> Trace {
     use PrevState::{Blocked, Dead};
-    let name = |pid, comm: &str| EventKind::TaskName {
-        pid,
-        comm: comm.into(),
-    };
     let mut events = vec![
         ev(0, 0, name(50, "kworker/2:1")),
         ev(0, 0, name(51, "kworker/u16:1")),
@@ -436,10 +439,6 @@ fn other_tasks_start_woken_from_their_previous_cpu_not_forked_from_cpu_0() {
     // replay of val-b3's scx_nest chain, 2026-11-28: half its forks
     // crossed).
     use PrevState::{Blocked, Dead};
-    let name = |pid, comm: &str| EventKind::TaskName {
-        pid,
-        comm: comm.into(),
-    };
     let fork = |parent, child, comm: &str| EventKind::NewTask {
         parent,
         child,

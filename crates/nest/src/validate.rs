@@ -1042,23 +1042,21 @@ mod tests {
                 .map(verdict)
                 .unwrap()
         };
-        // One fork kept local against one sent away.
-        assert_eq!(
-            verdict_of(&placement(2.0, 0, 1), &placement(2.0, 1, 0)),
-            "agrees"
-        );
-        assert_eq!(
-            verdict_of(&placement(2.0, 0, 3), &placement(2.0, 3, 0)),
-            "agrees"
-        );
-        assert_eq!(
-            verdict_of(&placement(2.0, 0, 4), &placement(2.0, 3, 0)),
-            "OUTSIDE"
-        );
-        assert_eq!(
-            verdict_of(&placement(2.0, 0, 3), &placement(2.0, 4, 0)),
-            "OUTSIDE"
-        );
+        // (forks kept local, sent away) on each side, and the verdict: one
+        // fork kept local against one sent away agrees.
+        for (real, simulated, expected) in [
+            ((1, 0), (0, 1), "agrees"),
+            ((3, 0), (0, 3), "agrees"),
+            ((4, 0), (0, 3), "OUTSIDE"),
+            ((3, 0), (0, 4), "OUTSIDE"),
+        ] {
+            let side = |(local, away)| placement(2.0, away, local);
+            assert_eq!(
+                verdict_of(&side(real), &side(simulated)),
+                expected,
+                "{real:?} against {simulated:?}"
+            );
+        }
     }
 
     #[test]
