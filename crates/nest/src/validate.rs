@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -725,7 +726,17 @@ fn record_in_guest(
         guest.clock
     );
     // The guest runs its command with sh; the library is bash's.
-    let outcome = nest_vm::run(&spec, &format!("exec bash -c {}", shell_quote(&script)))?;
+    let traces: Vec<PathBuf> = recordings
+        .iter()
+        .flat_map(|r| workloads.iter().map(|&w| r.trace_path(out, w)))
+        .collect();
+    let finished = AtomicBool::new(false);
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| report_recordings(&traces, &finished));
+        let outcome = nest_vm::run(&spec, &format!("exec bash -c {}", shell_quote(&script)));
+        finished.store(true, Ordering::Relaxed);
+        outcome
+    })?;
     if let Some(failure) = outcome.failure() {
         bail!(
             "the {} guest failed: {failure}\n{}",
@@ -734,6 +745,47 @@ fn record_in_guest(
         );
     }
     Ok(())
+}
+
+/// Progress while the guest records: a line as each of `traces` is
+/// written (the recorder writes its trace when its command ends), until
+/// `finished`. A trace older than the guest's start is an earlier run's.
+fn report_recordings(traces: &[PathBuf], finished: &AtomicBool) {
+    let start = std::time::SystemTime::now();
+    let mut reported = vec![false; traces.len()];
+    while !finished.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(500));
+        for i in newly_written(traces, start, &mut reported) {
+            let name = traces[i].file_name().unwrap_or_default().to_string_lossy();
+            let done = reported.iter().filter(|&&r| r).count();
+            eprintln!(
+                "nest validate: recorded {name} ({done} of {}, {} s)",
+                traces.len(),
+                start.elapsed().unwrap_or_default().as_secs()
+            );
+        }
+    }
+}
+
+/// The indices of `traces` written since `start` and not yet `reported`,
+/// marked reported.
+fn newly_written(
+    traces: &[PathBuf],
+    start: std::time::SystemTime,
+    reported: &mut [bool],
+) -> Vec<usize> {
+    let written = |path: &PathBuf| {
+        std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t >= start)
+    };
+    let new: Vec<usize> = (0..traces.len())
+        .filter(|&i| !reported[i] && written(&traces[i]))
+        .collect();
+    for &i in &new {
+        reported[i] = true;
+    }
+    new
 }
 
 /// The guest scripts' shell library: `with_scx_nest` starts scx_nest,
@@ -1031,6 +1083,32 @@ mod tests {
         );
         let page = html(&table, &[]);
         assert!(page.contains("<td>OUTSIDE</td>"), "{page}");
+    }
+
+    #[test]
+    fn progress_reports_each_trace_written_since_the_start_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let traces: Vec<PathBuf> = ["a", "b", "old"]
+            .iter()
+            .map(|n| dir.path().join(format!("{n}.nest.jsonl")))
+            .collect();
+        std::fs::write(&traces[2], "an earlier run's").unwrap();
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&traces[2])
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let start = std::time::SystemTime::now() - Duration::from_secs(1);
+        let mut reported = vec![false; 3];
+        assert!(newly_written(&traces, start, &mut reported).is_empty());
+        std::fs::write(&traces[1], "b").unwrap();
+        assert_eq!(newly_written(&traces, start, &mut reported), [1]);
+        std::fs::write(&traces[0], "a").unwrap();
+        assert_eq!(newly_written(&traces, start, &mut reported), [0]);
+        assert!(newly_written(&traces, start, &mut reported).is_empty());
+        assert_eq!(reported, [true, true, false]);
     }
 
     #[test]
