@@ -62,10 +62,11 @@
 //! running and blocking as recorded, with the same conversion (its wakes
 //! by replayed tasks included). The task existed before the command:
 //! forked from the simulator's CPU 0 instead, its first placement searched
-//! from there, and Nest's fallback took CPU 0 into the nests. A per-CPU kernel thread, named `name/N` or `name/N:M` with N
-//! a CPU of the trace (`kworker/0:0`, `ksoftirqd/3`, `migration/2`; not
-//! the unbound `kworker/u16:1`), may run on CPU N only (`cpus`), as the
-//! kernel binds it (`kthread_bind()`); the others run anywhere.
+//! from there, and Nest's fallback took CPU 0 into the nests. A per-CPU
+//! kernel thread, named `name/N` or `name/N:M` with N a CPU of the trace
+//! (`kworker/0:0`, `ksoftirqd/3`, `migration/2`; not the unbound
+//! `kworker/u16:1`), may run on CPU N only (`cpus`), as the kernel binds
+//! it (`kthread_bind()`); the others run anywhere.
 //! - A task still blocked or running when the trace ends stops there.
 //! - Threads are tasks like processes (the trace has no thread groups);
 //!   exec only renames a task; priorities, scheduling classes and which
