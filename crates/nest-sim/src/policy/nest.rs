@@ -243,8 +243,11 @@ impl Claimed {
 /// of a guest chain replayed with the guest's other tasks.)
 fn free_cpu(cx: &Ctx, claimed: &Claimed, cpu: u32, sched_ext: bool) -> bool {
     cpu < cx.nr_cpus()
-        && cx.is_idle(cpu)
-        && !(sched_ext && cx.switching(cpu))
+        && if sched_ext {
+            idle_for_kick(cx, cpu)
+        } else {
+            cx.is_idle(cpu)
+        }
         && !claimed.contains(cpu)
 }
 
