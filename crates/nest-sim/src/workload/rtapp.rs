@@ -226,7 +226,7 @@ fn delay(t: &[(String, Json)], path: &str, instances: i64) -> Result<u64> {
 /// `start_cpu` or `prev_cpu` (`key`) of task `t` (extensions): the CPU its
 /// initial instances start on, or start woken from. Only for tasks started
 /// at time 0.
-fn start_cpu(t: &[(String, Json)], path: &str, instances: i64, key: &str) -> Result<Option<u32>> {
+fn initial_cpu(t: &[(String, Json)], path: &str, instances: i64, key: &str) -> Result<Option<u32>> {
     let Some(v) = get(t, key) else {
         return Ok(None);
     };
@@ -277,8 +277,8 @@ impl Builder {
             let cpus = get(t, "cpus")
                 .map(|v| cpus(v, &format!("{path}.cpus")))
                 .transpose()?;
-            let start = start_cpu(t, &path, instances, "start_cpu")?;
-            let prev_cpu = start_cpu(t, &path, instances, "prev_cpu")?;
+            let start = initial_cpu(t, &path, instances, "start_cpu")?;
+            let prev_cpu = initial_cpu(t, &path, instances, "prev_cpu")?;
             if start.is_some() && prev_cpu.is_some() {
                 bail!("{path}: `start_cpu` and `prev_cpu` exclude each other");
             }
