@@ -64,10 +64,27 @@ pub fn find_qemu() -> Result<PathBuf> {
 /// watchdog (30 s) still catches a task the scheduler leaves waiting.
 pub const RCU_STALL_TIMEOUT_S: u32 = 60;
 
+/// The soft-lockup detector's threshold in the guest, in seconds (the
+/// kernel's default `watchdog_thresh` is 10: a soft lockup is reported
+/// after twice that). For the same reason as the RCU timeout, and three
+/// times the hardware value as there: sched_ext ejects any BPF scheduler
+/// once a CPU has not rescheduled for three quarters of the soft-lockup
+/// time (`scx_softlockup()`, kernel/sched/ext.c), and a clean CI run of
+/// 2026-11-28 lost scx_nest that way, 15 s into a stress, with the CPU
+/// waiting for other vCPUs to answer an IPI (`smp_call_function_many_cond()`).
+pub const WATCHDOG_THRESH_S: u32 = 30;
+
 /// The kernel command line.
 pub fn kernel_cmdline(spec: &VmSpec) -> String {
     let rcu_stall = format!("rcupdate.rcu_cpu_stall_timeout={RCU_STALL_TIMEOUT_S}");
-    let mut args = vec!["console=ttyS0", "panic=-1", "rdinit=/init", &rcu_stall];
+    let watchdog = format!("watchdog_thresh={WATCHDOG_THRESH_S}");
+    let mut args = vec![
+        "console=ttyS0",
+        "panic=-1",
+        "rdinit=/init",
+        &rcu_stall,
+        &watchdog,
+    ];
     args.extend(spec.extra_cmdline.iter().map(String::as_str));
     args.join(" ")
 }
@@ -292,7 +309,8 @@ mod tests {
         };
         assert_eq!(
             kernel_cmdline(&spec),
-            "console=ttyS0 panic=-1 rdinit=/init rcupdate.rcu_cpu_stall_timeout=60 loglevel=4"
+            "console=ttyS0 panic=-1 rdinit=/init rcupdate.rcu_cpu_stall_timeout=60 \
+             watchdog_thresh=30 loglevel=4"
         );
     }
 }
