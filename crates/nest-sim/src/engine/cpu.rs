@@ -124,28 +124,45 @@ impl Sim<'_> {
     /// its run queue's next task runs; for a policy owning its queues,
     /// what its dispatch says.
     pub(crate) fn end_slice(&mut self, cpu: Cpu) {
-        let c = &self.k.cpus[cpu as usize];
-        let Some(prev) = c.curr else { return };
+        if self.k.cpus[cpu as usize].curr.is_none() {
+            return;
+        }
         if !self.owns_queues {
             return self.preempt(cpu);
         }
+        if let Some(why) = self.dispatch_at_slice_end(cpu) {
+            self.switch_out(cpu, why);
+        }
+        self.apply_actions();
+    }
+
+    /// For a policy owning its queues: what `cpu` runs once its current
+    /// task's slice ended, decided before that task goes back, as
+    /// `balance_one()` calls ops.dispatch() before `put_prev_task_scx()`
+    /// enqueues it. A task already in the run queue goes first; otherwise
+    /// the dispatched task is put at the run queue's front. Returns how the
+    /// current task goes back to the policy ([`Sim::switch_out`]), or None
+    /// when it keeps the CPU with a new slice.
+    pub(super) fn dispatch_at_slice_end(&mut self, cpu: Cpu) -> Option<Enqueue> {
+        let c = &self.k.cpus[cpu as usize];
+        let prev = c.curr?;
         if !c.queue.is_empty() {
-            // A task already in the run queue goes first.
-            self.switch_out(cpu, Enqueue::Preempted);
-            return self.apply_actions();
+            return Some(Enqueue::Preempted);
         }
         match self.ask_dispatch(cpu, Some(prev)) {
-            Dispatch::KeepPrev => self.new_slice(cpu),
+            Dispatch::KeepPrev => {
+                self.new_slice(cpu);
+                None
+            }
             Dispatch::Run(next) => {
                 let t = &mut self.k.tasks[next as usize];
                 t.phase = TaskPhase::Queued(cpu);
                 self.k.cpus[cpu as usize].queue.push_front(next);
                 self.k.nr_queued += 1;
-                self.switch_out(cpu, Enqueue::Preempted);
+                Some(Enqueue::Preempted)
             }
-            Dispatch::Nothing => self.switch_out(cpu, Enqueue::Last),
+            Dispatch::Nothing => Some(Enqueue::Last),
         }
-        self.apply_actions();
     }
 
     /// Starts a new slice for `cpu`'s current task.
@@ -158,7 +175,7 @@ impl Sim<'_> {
 
     /// Switches `cpu`'s current task out, still runnable: it goes back to
     /// the policy (`why`), and `cpu` runs its next task.
-    fn switch_out(&mut self, cpu: Cpu, why: Enqueue) {
+    pub(super) fn switch_out(&mut self, cpu: Cpu, why: Enqueue) {
         self.settle(cpu);
         self.k.cpus[cpu as usize].requeue = Some(why);
         self.put_prev(cpu, PrevState::Runnable);
