@@ -78,11 +78,37 @@ pub struct ValidateArgs {
     /// docs/vm.md, "Guest timing".
     #[arg(long, default_value = "host", value_name = "CLOCK")]
     guest_clock: GuestClock,
-    /// Replay the guest's other tasks (kernel threads, the recorder) beside
-    /// the recorded command's task tree (`nest trace replay --others`).
-    /// Figures are the tree's either way; docs/sim.md compares both.
-    #[arg(long)]
-    with_others: bool,
+    /// Which recordings are replayed with the guest's other tasks (kernel
+    /// threads, the recorder, scx_nest's own process) beside the recorded
+    /// command's task tree (`nest trace replay --others`): `scx_nest`'s
+    /// (Nest's nests are machine-wide, and those tasks move them), `all`
+    /// or `none`. Figures are the tree's either way; docs/sim.md compares
+    /// the choices.
+    #[arg(long, value_enum, default_value = "scx_nest", value_name = "WHICH")]
+    others: Others,
+}
+
+/// Which recordings `nest validate` replays with the guest's other tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Others {
+    /// None: the recorded command's tree alone.
+    None,
+    /// Those recorded under scx_nest.
+    #[value(name = "scx_nest")]
+    ScxNest,
+    /// All.
+    All,
+}
+
+impl Others {
+    /// Are the other tasks replayed for a recording under `scheduler`?
+    fn replayed_for(self, scheduler: Scheduler) -> bool {
+        match self {
+            Others::None => false,
+            Others::ScxNest => scheduler == Scheduler::ScxNest,
+            Others::All => true,
+        }
+    }
 }
 
 const ALL_KERNELS: [LinuxVersion; 2] = [LinuxVersion::Linux7, LinuxVersion::Linux510];
@@ -543,7 +569,7 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
         for &workload in &args.workloads {
             let sim = Simulation {
                 machine: &machine,
-                others: args.with_others,
+                others: args.others.replayed_for(recording.scheduler),
             };
             let (row, pair) = compare_recorded(&out, sim, recording, workload)?;
             rows.extend(row);
@@ -615,14 +641,16 @@ fn compare_recorded(
     let real = command_figures(&real, None)?;
     let simulated = command_figures(&simulated, Some(SIMULATED_ROOT))?;
     let title = format!(
-        "{}: {} (guest clock {clock})",
+        "{}: {} (guest clock {clock}, replay {})",
         recording.title(),
-        value_name(workload)
+        value_name(workload),
+        replay_name(sim.others)
     );
     eprintln!("nest validate: {title}: root {}", real.root);
     let rows = compare(
         recording,
         &clock,
+        sim.others,
         workload,
         &real.placement,
         &simulated.placement,
@@ -893,6 +921,8 @@ struct Row {
     recording: Recording,
     /// What the guest's time followed ([`GuestClock`]'s name).
     guest_clock: String,
+    /// The replay had the guest's other tasks beside the command's tree.
+    others: bool,
     workload: Workload,
     figure: &'static str,
     real: Option<f64>,
@@ -905,6 +935,7 @@ struct Row {
 fn compare(
     recording: Recording,
     guest_clock: &str,
+    others: bool,
     workload: Workload,
     real: &TasksPlacement,
     simulated: &TasksPlacement,
@@ -916,6 +947,7 @@ fn compare(
             Row {
                 recording,
                 guest_clock: guest_clock.to_string(),
+                others,
                 workload,
                 figure: f.name,
                 real: r,
@@ -928,6 +960,11 @@ fn compare(
             }
         })
         .collect()
+}
+
+/// What a replay contained, in figures.csv and the page's titles.
+fn replay_name(others: bool) -> &'static str {
+    if others { "tree+others" } else { "tree" }
 }
 
 fn verdict(row: &Row) -> &'static str {
@@ -943,7 +980,8 @@ fn verdict(row: &Row) -> &'static str {
 /// recorded under (`host`, `icount:N`), the simulator's model
 /// it is compared with (its name in `nest sim -p`: `linux`,
 /// `nest-nospin`), the workload, the figure, its real and simulated
-/// values, its band and the verdict.
+/// values, its band, the verdict, and what the replay contained (`tree`:
+/// the command's task tree; `tree+others`: with the guest's other tasks).
 fn figures_table(rows: &[Row]) -> Table {
     let columns = [
         "kernel",
@@ -956,6 +994,7 @@ fn figures_table(rows: &[Row]) -> Table {
         "simulated",
         "band",
         "verdict",
+        "replay",
     ];
     let mut table = Table::new("validate", &columns);
     let number = |v: Option<f64>| v.map_or_else(|| TableCell::from("-"), TableCell::from);
@@ -971,6 +1010,7 @@ fn figures_table(rows: &[Row]) -> Table {
             number(r.simulated),
             r.band.cell(),
             verdict(r).into(),
+            replay_name(r.others).into(),
         ]);
     }
     table
@@ -1035,6 +1075,7 @@ mod tests {
         let rows = compare(
             LINUX_7_DEFAULT,
             "host",
+            false,
             Workload::Chain,
             &real,
             &placement(1.9, 40, 0),
@@ -1054,6 +1095,7 @@ mod tests {
         let rows = compare(
             LINUX_7_DEFAULT,
             "host",
+            false,
             Workload::Chain,
             &real,
             &placement(1.9, 0, 40),
@@ -1063,21 +1105,20 @@ mod tests {
         let table = figures_table(&rows);
         let csv = table.to_csv();
         assert!(csv.starts_with(
-            "kernel,scheduler,guest_clock,model,workload,figure,real,simulated,band,verdict\n"
+            "kernel,scheduler,guest_clock,model,workload,figure,real,simulated,band,verdict,replay\n"
         ));
         assert!(
             csv.contains(
-                "linux-7,default,host,linux,chain,forks to another socket,0.975,0,0.25 or <= 3 events,OUTSIDE\n"
+                "linux-7,default,host,linux,chain,forks to another socket,0.975,0,0.25 or <= 3 events,OUTSIDE,tree\n"
             ),
             "{csv}"
         );
         let text = table.to_text();
         assert!(
             text.lines().any(|l| l.starts_with("linux-7")
-                && l.split_whitespace()
-                    .rev()
-                    .take(7)
-                    .eq(["OUTSIDE", "events", "3", "<=", "or", "0.25", "0.000"])
+                && l.split_whitespace().rev().take(8).eq([
+                    "tree", "OUTSIDE", "events", "3", "<=", "or", "0.25", "0.000"
+                ])
                 && l.contains("forks to another socket")),
             "{text}"
         );
@@ -1114,11 +1155,18 @@ mod tests {
     #[test]
     fn a_share_of_three_events_or_fewer_agrees_whatever_its_value() {
         let verdict_of = |real: &TasksPlacement, simulated: &TasksPlacement| {
-            compare(LINUX_7_DEFAULT, "host", Workload::Pingpong, real, simulated)
-                .iter()
-                .find(|r| r.figure == "forks to another socket")
-                .map(verdict)
-                .unwrap()
+            compare(
+                LINUX_7_DEFAULT,
+                "host",
+                false,
+                Workload::Pingpong,
+                real,
+                simulated,
+            )
+            .iter()
+            .find(|r| r.figure == "forks to another socket")
+            .map(verdict)
+            .unwrap()
         };
         // (forks kept local, sent away) on each side, and the verdict: one
         // fork kept local against one sent away agrees.
@@ -1158,6 +1206,7 @@ mod tests {
         let rows = compare(
             LINUX_7_DEFAULT,
             "host",
+            false,
             Workload::Chain,
             &TasksPlacement {
                 migrations: 10,
@@ -1173,7 +1222,7 @@ mod tests {
         let csv = figures_table(&rows).to_csv();
         assert!(
             csv.contains(
-                "linux-7,default,host,linux,chain,migrations / s,10,6,x2 or <= 5 events,agrees\n"
+                "linux-7,default,host,linux,chain,migrations / s,10,6,x2 or <= 5 events,agrees,tree\n"
             ),
             "{csv}"
         );
@@ -1264,6 +1313,7 @@ mod tests {
         let rows = compare(
             LINUX_7_SCX_NEST,
             "icount:0",
+            true,
             Workload::Batch,
             &placement(2.0, 1, 0),
             &placement(2.0, 1, 0),
@@ -1271,7 +1321,8 @@ mod tests {
         let csv = figures_table(&rows).to_csv();
         assert!(
             csv.contains(
-                "\nlinux-7,scx_nest,icount:0,nest-nospin,batch,CPUs / 100 ms,2,2,1,agrees\n"
+                "\nlinux-7,scx_nest,icount:0,nest-nospin,batch,CPUs / 100 ms,2,2,1,agrees,\
+                 tree+others\n"
             ),
             "{csv}"
         );
@@ -1476,10 +1527,15 @@ mod tests {
             .find(|r| r[1] == "default" && r[5] == "forks to another socket");
         assert_eq!(linux_forks.unwrap()[6..8], ["0", "1"], "{csv}");
         let page = std::fs::read_to_string(dir.path().join("validate.html")).unwrap();
-        assert!(page.contains("<h2>linux-7 default vs Linux model: chain (guest clock host)</h2>"));
-        assert!(
-            page.contains("<h2>linux-7 scx_nest vs Nest model: chain (guest clock icount:0)</h2>")
-        );
+        // The guest's other tasks are replayed for scx_nest's recordings.
+        assert!(page.contains(
+            "<h2>linux-7 default vs Linux model: chain (guest clock host, replay tree)</h2>"
+        ));
+        assert!(page.contains(
+            "<h2>linux-7 scx_nest vs Nest model: chain (guest clock icount:0, replay tree+others)</h2>"
+        ));
+        assert_eq!(rows[0][10], "tree");
+        assert_eq!(rows[BANDS.len()][10], "tree+others");
         // A recording without its trace: which file, and how to go on.
         let argv = ["--from-traces", "--workloads", "chain", "--out", out];
         let err = format!("{:#}", run(parse(&argv).unwrap()).unwrap_err());
@@ -1488,6 +1544,21 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("leave linux-5.10 default out"), "{err}");
+    }
+
+    #[test]
+    fn the_guest_s_other_tasks_are_replayed_for_scx_nest_unless_asked_otherwise() {
+        let replayed = |argv: &[&str]| {
+            let others = parse(argv).unwrap().others;
+            ALL_SCHEDULERS.map(|s| others.replayed_for(s))
+        };
+        // [default, scx_nest]
+        assert_eq!(replayed(&[]), [false, true]);
+        assert_eq!(replayed(&["--others", "all"]), [true, true]);
+        assert_eq!(replayed(&["--others", "none"]), [false, false]);
+        let err = parse(&["--others", "some"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(err.to_string().contains("scx_nest"), "{err}");
     }
 
     #[test]
