@@ -96,7 +96,7 @@ enum Others {
     /// Those recorded under scx_nest.
     #[value(name = "scx_nest")]
     ScxNest,
-    /// All.
+    /// Every recording, under either scheduler.
     All,
 }
 

@@ -292,7 +292,7 @@ impl Sim<'_> {
     /// (Ending slices only for waiting tasks, one CPU after the other, left
     /// every long-running CPU with a used-up slice whenever a task came to
     /// wait, and at the next tick each CPU in turn took the task the one
-    /// before had just preempted: 3 cascades of 5 migrations in a replayed
+    /// before had just preempted: cascades of 4-6 migrations in a replayed
     /// batch of 16 threads.)
     fn end_used_up_slices(&mut self) {
         let now = self.k.now;
