@@ -232,7 +232,9 @@ impl Sim<'_> {
             self.k.stop_at = Some(now);
             return;
         }
-        if self.owns_queues || self.k.nr_queued > 0 {
+        if self.owns_queues {
+            self.end_used_up_slices();
+        } else if self.k.nr_queued > 0 {
             self.tick_preempt();
         }
         self.refresh_tick_mhz();
@@ -263,9 +265,6 @@ impl Sim<'_> {
     /// observed as they go, since the policy hooks called on the way may
     /// read them.
     fn tick_preempt(&mut self) {
-        if self.owns_queues {
-            return self.end_used_up_slices();
-        }
         let now = self.k.now;
         for cpu in 0..self.k.cpus.len() as Cpu {
             let mhz = self.k.cpu_mhz(cpu);
