@@ -100,6 +100,49 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+/// The meta entry in which `nest trace record` lists the kernel threads
+/// (`PF_KTHREAD` in /proc/PID/stat) alive when it started or stopped:
+/// comma-separated pids.
+pub const KERNEL_THREADS_META: &str = "kernel_threads";
+
+/// The kernel threads of one trace ([`Trace::kernel_threads`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelThreads(Option<std::collections::BTreeSet<Pid>>);
+
+impl KernelThreads {
+    /// Is task `pid`, last named `comm`, a kernel thread?
+    pub fn contains(&self, pid: Pid, comm: &str) -> bool {
+        match &self.0 {
+            Some(pids) => pids.contains(&pid),
+            None => kernel_thread_name(comm),
+        }
+    }
+}
+
+/// Does `comm` look like the name of a kernel thread? Names with a `/`
+/// (`kworker/u16:1`, `ksoftirqd/3`, `jbd2/vda1-8`, `irq/24-virtio0`: a
+/// program's name is its file's, without one) and the kernel's own
+/// singletons (`rcu_preempt`, `kcompactd0`, `kswapd0`, `khugepaged`...).
+/// A user thread may still name itself so (`prctl(PR_SET_NAME)`): the
+/// recorder's /proc list, when a trace has it, is exact.
+pub fn kernel_thread_name(comm: &str) -> bool {
+    const SINGLETONS: &[&str] = &[
+        "kthreadd",
+        "rcu_",
+        "kcompactd",
+        "kswapd",
+        "khugepaged",
+        "khungtaskd",
+        "kdamond",
+        "ksmd",
+        "oom_reaper",
+        "kauditd",
+        "kdevtmpfs",
+        "watchdogd",
+    ];
+    comm.contains('/') || SINGLETONS.iter().any(|s| comm.starts_with(s))
+}
+
 /// A whole schedule: where it ran, what ran, and what happened.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
@@ -129,6 +172,30 @@ impl Trace {
     /// `command_pid`), if recorded and a number.
     pub fn command_pid(&self) -> Option<Pid> {
         self.meta_get("command_pid").and_then(|p| p.parse().ok())
+    }
+
+    /// Which tasks are kernel threads: those `nest trace record` found in
+    /// /proc (meta [`KERNEL_THREADS_META`]), else, in traces without that
+    /// entry (imported, or recorded before it existed), those with a name
+    /// the kernel gives its threads ([`kernel_thread_name`]). An error if
+    /// the entry is not a list of pids.
+    pub fn kernel_threads(&self) -> anyhow::Result<KernelThreads> {
+        let Some(list) = self.meta_get(KERNEL_THREADS_META) else {
+            return Ok(KernelThreads(None));
+        };
+        let pids = list
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                p.trim().parse().map_err(|_| {
+                    anyhow::anyhow!(
+                        "meta `{KERNEL_THREADS_META}`: `{p}` is not a pid \
+                         (expected comma-separated pids)"
+                    )
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(KernelThreads(Some(pids)))
     }
 
     /// Set meta entry `key` to `value`, replacing an existing entry.
@@ -202,5 +269,28 @@ mod tests {
             vec![2, 15]
         );
         assert_eq!(trace.descendants(99).len(), 1);
+    }
+
+    #[test]
+    fn kernel_threads_come_from_the_recorders_list_else_from_names() {
+        let mut trace = Trace::default();
+        let by_name = trace.kernel_threads().unwrap();
+        for comm in ["rcu_preempt", "kworker/u16:1", "ksoftirqd/3", "kcompactd0"] {
+            assert!(by_name.contains(1, comm), "{comm}");
+        }
+        for comm in ["bash", "cc1", "kworkerish", ""] {
+            assert!(!by_name.contains(1, comm), "{comm}");
+        }
+        // The recorder's list is exact: a user thread named like a kernel
+        // thread is not one, a kernel thread of any name is.
+        trace.meta_set(KERNEL_THREADS_META, "2,16");
+        let listed = trace.kernel_threads().unwrap();
+        assert!(listed.contains(16, "renamed"));
+        assert!(!listed.contains(300, "rcu_preempt"));
+        trace.meta_set(KERNEL_THREADS_META, "");
+        assert!(!trace.kernel_threads().unwrap().contains(16, "rcu_preempt"));
+        trace.meta_set(KERNEL_THREADS_META, "2,x");
+        let err = trace.kernel_threads().unwrap_err().to_string();
+        assert!(err.contains("`x` is not a pid"), "{err}");
     }
 }

@@ -17,6 +17,7 @@
 //! `cpufreq/scaling_cur_freq` where present and adds the changes as
 //! `Frequency` events (on the same monotonic clock).
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::model::{Cpu, Event, EventKind, Trace};
+use crate::model::{Cpu, Event, EventKind, KERNEL_THREADS_META, Pid, Trace};
 use crate::readers::{WAKE_FLAGS_EVENT, read_tracefs};
 use nest_topology::read_sysfs_topology;
 
@@ -106,11 +107,17 @@ pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace
     let interrupted = Arc::new(AtomicBool::new(false));
     let _signals = Signals::catch(&interrupted)?;
     let mut sampler = FreqSampler::new(&opts.sysfs_root);
+    let kernel_threads_at_start = kernel_thread_pids(&opts.sysfs_root);
     instance.write("tracing_on", "1")?;
     let started = mono_ns();
     let outcome = run_workload(workload, opts, &interrupted, &mut sampler);
     instance.write("tracing_on", "0")?;
     let outcome = outcome?;
+    // Those alive at either end: kworkers come and go.
+    let kernel_threads = kernel_threads_at_start.map(|mut pids| {
+        pids.extend(kernel_thread_pids(&opts.sysfs_root).unwrap_or_default());
+        pids
+    });
     let text = instance.read_trace()?;
     let overrun = instance.overrun();
     drop(instance);
@@ -131,7 +138,39 @@ pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace
         interrupted.load(Ordering::SeqCst),
     );
     trace.meta_set("wake_flags_probed", probed.to_string());
+    if let Some(pids) = kernel_threads {
+        let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+        trace.meta_set(KERNEL_THREADS_META, list.join(","));
+    }
     Ok(trace)
+}
+
+/// `PF_KTHREAD` (include/linux/sched.h): the task is a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// The pids of the kernel threads alive now, from `root`/proc/PID/stat
+/// (its ninth field, `flags`); `None` if /proc cannot be read. A task
+/// that exits while it is read is left out.
+fn kernel_thread_pids(root: &Path) -> Option<BTreeSet<Pid>> {
+    let entries = fs::read_dir(root.join("proc")).ok()?;
+    let pids = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<Pid>().ok())
+        .filter(|pid| {
+            fs::read_to_string(root.join(format!("proc/{pid}/stat")))
+                .ok()
+                .and_then(|stat| stat_flags(&stat))
+                .is_some_and(|flags| flags & PF_KTHREAD != 0)
+        })
+        .collect();
+    Some(pids)
+}
+
+/// The `flags` field of a /proc/PID/stat line: the seventh field after the
+/// `(comm)` (which may itself hold spaces and parentheses).
+fn stat_flags(stat: &str) -> Option<u64> {
+    let (_, after_comm) = stat.rsplit_once(')')?;
+    after_comm.split_whitespace().nth(6)?.parse().ok()
 }
 
 /// The tracefs mount point, or an error saying how to mount it.
@@ -544,6 +583,32 @@ mod tests {
             .collect();
         assert_eq!(got, vec![(0, 1_200_000), (1, 1_200_000), (1, 3_000_000)]);
         assert_eq!(trace.meta_get("cpufreq_samples"), Some("3"));
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn kernel_threads_are_found_by_their_pf_kthread_flag() {
+        let root = std::env::temp_dir().join(format!("nest-trace-kthreads-{}", std::process::id()));
+        let stats = [
+            // A user task whose name has spaces and a parenthesis.
+            (1, "1 (sh (x) y) S 0 1 1 0 -1 4194560 100 0 0 0"),
+            (2, "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0"),
+            (16, "16 (rcu_preempt) I 2 0 0 0 -1 2129984 0 0 0 0"),
+            (
+                17,
+                "17 (kworker/u16:1-events) I 2 0 0 0 -1 69238880 0 0 0 0",
+            ),
+        ];
+        for (pid, stat) in stats {
+            fs::create_dir_all(root.join(format!("proc/{pid}"))).unwrap();
+            fs::write(root.join(format!("proc/{pid}/stat")), stat).unwrap();
+        }
+        // Not a task's directory, and a task that exited mid-read.
+        fs::create_dir_all(root.join("proc/sys")).unwrap();
+        fs::create_dir_all(root.join("proc/99")).unwrap();
+        let pids = kernel_thread_pids(&root).unwrap();
+        assert_eq!(pids, BTreeSet::from([2, 16, 17]));
+        assert_eq!(kernel_thread_pids(&root.join("none")), None);
         fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -116,6 +116,20 @@ pub fn trace_problems(trace: &Trace, expect: Expect) -> Vec<String> {
         trace.events.len() > 100,
         trace.events.len().to_string(),
     );
+    // The recorder's list of kernel threads, read from the guest's /proc:
+    // kthreadd (pid 2) is one, the recorded command is not.
+    let listed = trace
+        .kernel_threads()
+        .ok()
+        .filter(|_| trace.meta_get(nest_trace::KERNEL_THREADS_META).is_some());
+    let command = trace.command_pid();
+    expect_that(
+        "kthreadd listed as a kernel thread, the command not",
+        listed
+            .as_ref()
+            .is_some_and(|k| k.contains(2, "") && command.is_some_and(|pid| !k.contains(pid, ""))),
+        meta(nest_trace::KERNEL_THREADS_META),
+    );
 
     let tl = Timeline::build(trace);
     let length = tl.end_ns;
@@ -593,6 +607,7 @@ mod tests {
                 ("exit_status".into(), "exit status: 0".into()),
                 ("lost_events".into(), "0".into()),
                 ("overrun_events".into(), "0".into()),
+                ("kernel_threads".into(), "2,3".into()),
             ],
             events,
         }
@@ -630,6 +645,22 @@ mod tests {
             assert!(
                 problems.iter().any(|p| p.contains(needle)),
                 "{needle}: {problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_or_wrong_kernel_thread_list_fails() {
+        for list in [None, Some("3"), Some("2,10")] {
+            let mut t = trace();
+            t.meta.retain(|(k, _)| k != "kernel_threads");
+            if let Some(list) = list {
+                t.meta_set("kernel_threads", list);
+            }
+            let problems = trace_problems(&t, EXPECT);
+            assert!(
+                problems.iter().any(|p| p.contains("kthreadd listed")),
+                "{list:?}: {problems:?}"
             );
         }
     }
