@@ -377,6 +377,39 @@ fn a_replay_with_others_adds_the_tasks_that_ran_beside_the_command() {
 }
 
 #[test]
+fn replayed_kernel_threads_are_marked_from_the_recorders_list_else_by_name() {
+    let mut trace = trace_with_others();
+    let opts = ReplayOptions {
+        others: true,
+        ..ReplayOptions::default()
+    };
+    let marked = |trace: &Trace| -> Vec<(String, bool)> {
+        let r = replay(trace, &opts).unwrap();
+        let w = rtapp::parse(&r.to_json_string(), "others.json").unwrap();
+        w.programs
+            .iter()
+            .map(|p| (p.name.clone(), p.kernel_thread))
+            .collect()
+    };
+    let both = |cmd, kworker| {
+        vec![
+            ("cmd-10".to_string(), cmd),
+            ("kworker/2:1-50".to_string(), kworker),
+            ("kworker/u16:1-51".to_string(), kworker),
+        ]
+    };
+    assert_eq!(marked(&trace), both(false, true), "by name");
+    // The recorder listed pid 50 only (51 exited before it looked, say).
+    trace.meta_set(nest_trace::KERNEL_THREADS_META, "2,50");
+    let mut listed = both(false, true);
+    listed[2].1 = false;
+    assert_eq!(marked(&trace), listed, "by the list");
+    trace.meta_set(nest_trace::KERNEL_THREADS_META, "2,fifty");
+    let e = replay(&trace, &opts).unwrap_err().to_string();
+    assert!(e.contains("`fifty` is not a pid"), "{e}");
+}
+
+#[test]
 fn pinned_cpus_are_numbered_as_the_target_machine_numbers_their_places() {
     // The guest numbers SMT siblings next to each other (CPU 2: socket 0,
     // second core, first thread); the model numbers them a socket apart

@@ -182,6 +182,66 @@ fn a_parent_woken_by_its_exiting_child_resumes_on_its_own_idle_cpu() {
 }
 
 #[test]
+fn a_kernel_thread_leaves_the_exit_cpu_to_the_next_fork() {
+    // A parent forks a 1 ms child, waits for it, runs 0.5 ms and forks
+    // again. Between the first child's exit and the second fork, a task
+    // last run on CPU 15 (the other socket) wakes, runs 0.1 ms and sleeps.
+    // A user task finds the exited child's CPU in the reserve and takes
+    // it; a kernel thread leaves it to the next fork (fork reuse) and goes
+    // to the default placement: its own idle CPU. scx_nest tells kernel
+    // threads by `PF_KTHREAD`, the simulator by the workload's
+    // `kernel_thread`.
+    let m = guest();
+    let workload = |kernel_thread: bool| {
+        let text = format!(
+            r#"{{"tasks": {{
+            "parent": {{"start_cpu": 0, "fork0": "child", "wait_children1": true,
+                        "runtime2": 500, "fork3": "child", "wait_children4": true}},
+            "child": {{"instance": 0, "runtime": 1000}},
+            "waker": {{"prev_cpu": 15, "delay": 1150, "kernel_thread": {kernel_thread},
+                      "runtime0": 100, "sleep1": 50000}}
+        }}}}"#
+        );
+        rtapp::parse(&text, "inline").unwrap()
+    };
+    // The CPUs the tasks named `comm` were switched in on, in order.
+    let ran_on = |r: &RunResult, comm: &str| -> Vec<u32> {
+        let pids: Vec<u32> = r
+            .tasks
+            .iter()
+            .filter(|t| t.comm == comm)
+            .map(|t| t.pid)
+            .collect();
+        let events = &r.trace.as_ref().unwrap().events;
+        events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Switch { next, .. } if pids.contains(&next) => Some(e.cpu),
+                _ => None,
+            })
+            .collect()
+    };
+    let r = run(&m, &workload(false), &mut nest(&m, Default::default()));
+    let exit_cpu = ran_on(&r, "child")[0];
+    // (Its wakeup after the sleep, to exit, does not matter here.)
+    assert_eq!(
+        ran_on(&r, "waker")[0],
+        exit_cpu,
+        "the user task takes the exit CPU"
+    );
+
+    let mut policy = nest(&m, Default::default());
+    let r = run(&m, &workload(true), &mut policy);
+    assert_eq!(
+        ran_on(&r, "waker")[0],
+        15,
+        "the kernel thread stays on its CPU"
+    );
+    assert_eq!(ran_on(&r, "child"), [exit_cpu, exit_cpu]);
+    assert_eq!(policy.stat(nest_policy::Stat::ForkReuse), 1);
+}
+
+#[test]
 fn slices_are_the_c_policys_shorter_as_more_tasks_wait() {
     let m = guest();
     // 32 hogs on 16 CPUs, for long enough that slices decide the switches:

@@ -227,6 +227,13 @@ impl Ctx<'_> {
         self.k.allowed(task, cpu)
     }
 
+    /// Is `task` a kernel thread (`PF_KTHREAD`; its program's
+    /// `kernel_thread`)?
+    pub fn task_kernel_thread(&self, task: TaskId) -> bool {
+        let program = self.k.tasks[task as usize].program;
+        self.k.workload.programs[program].kernel_thread
+    }
+
     /// Does `task` run on one CPU only (`p->nr_cpus_allowed == 1`)?
     pub fn task_pinned(&self, task: TaskId) -> bool {
         self.k.only_cpu(task).is_some()

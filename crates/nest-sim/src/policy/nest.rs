@@ -143,6 +143,13 @@ pub(super) fn task_state(tasks: &mut Vec<TaskState>, task: TaskId) -> &mut TaskS
     per_task(tasks, task, TaskState::new)
 }
 
+/// The traits of `task` that scx_nest's `nest_stopping()` reads from
+/// `p->flags` (a kernel thread) and its affinity (pinned) whenever it
+/// sleeps.
+fn set_traits(cx: &Ctx, task: TaskId, state: &mut TaskState) {
+    state.set_traits(cx.task_kernel_thread(task), cx.task_pinned(task));
+}
+
 /// `task`'s entry of a table indexed by task id, created with `new` (with
 /// those of the ids before it) on first use.
 fn per_task<T>(table: &mut Vec<T>, task: TaskId, new: impl FnMut() -> T) -> &mut T {
@@ -646,6 +653,11 @@ impl Policy for Nest {
         let mut plat =
             SimPlatform::new(cx, Some(task), waker, why, default).with_queues(&self.queues);
         let state = task_state(&mut self.tasks, task);
+        if why != Wake::Fork {
+            // A task woken has slept before, under scx_nest: a replayed
+            // other task too, which existed before the workload started.
+            set_traits(plat.cx, task, state);
+        }
         self.policy.select_cpu(&mut plat, state, prev).cpu
     }
 
@@ -739,9 +751,7 @@ impl Policy for Nest {
         self.policy
             .perf_stopping(state, cpu, cx.now(), perf_level(cx, cpu), exiting);
         if why == PrevState::Blocked {
-            // nest_stopping(): the traits scx_nest knows (no kernel
-            // threads in the simulator).
-            state.set_traits(false, cx.task_pinned(task));
+            set_traits(cx, task, state);
             self.policy.task_sleeping(state, cpu, cx.now());
         }
         self.curr[cpu as usize] = None;

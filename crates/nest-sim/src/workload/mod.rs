@@ -83,6 +83,9 @@ pub struct Program {
     /// before the workload), placed by the policy as a wakeup; `None`:
     /// as `start_cpu` says.
     pub prev_cpu: Option<u32>,
+    /// Its tasks are kernel threads (`kernel_thread`: a replayed kernel
+    /// thread, `PF_KTHREAD`), which Nest places by rules of their own.
+    pub kernel_thread: bool,
 }
 
 impl Program {
@@ -95,6 +98,7 @@ impl Program {
             delay_ns: 0,
             start_cpu: None,
             prev_cpu: None,
+            kernel_thread: false,
         }
     }
 }

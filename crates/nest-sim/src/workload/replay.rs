@@ -66,12 +66,15 @@
 //! kernel thread, named `name/N` or `name/N:M` with N a CPU of the trace
 //! (`kworker/0:0`, `ksoftirqd/3`, `migration/2`; not the unbound
 //! `kworker/u16:1`), may run on CPU N only (`cpus`), as the kernel binds
-//! it (`kthread_bind()`); the others run anywhere.
+//! it (`kthread_bind()`); the others run anywhere. Kernel threads are
+//! marked (`kernel_thread`, from [`Trace::kernel_threads`]: the recorder's
+//! /proc list, else their names), since scx_nest places them by rules of
+//! their own (`NEST_TASK_KTHREAD` in policy/nest_policy.c).
 //! - A task still blocked or running when the trace ends stops there.
 //! - Threads are tasks like processes (the trace has no thread groups);
-//!   exec only renames a task; priorities, scheduling classes and which
-//!   tasks are kernel threads are not recorded, nor affinities other than
-//!   the per-CPU kernel threads' (told by their names).
+//!   exec only renames a task; priorities and scheduling classes are not
+//!   recorded, nor affinities other than the per-CPU kernel threads' (told
+//!   by their names).
 
 use std::collections::BTreeMap;
 
@@ -147,6 +150,8 @@ pub struct ReplayTask {
     /// An other task's CPU before its first wakeup in the command's
     /// window (a per-CPU kernel thread's: its own).
     pub prev_cpu: Option<Cpu>,
+    /// An other task that is a kernel thread ([`Trace::kernel_threads`]).
+    pub kernel_thread: bool,
     pub ops: Vec<ReplayOp>,
 }
 
@@ -268,6 +273,9 @@ impl Serialize for Replay {
                 if let Some(cpu) = t.prev_cpu {
                     m.serialize_entry("prev_cpu", &cpu)?;
                 }
+                if t.kernel_thread {
+                    m.serialize_entry("kernel_thread", &true)?;
+                }
                 for (i, op) in t.ops.iter().enumerate() {
                     match op {
                         ReplayOp::Run(ns) => m.serialize_entry(&format!("run{i}"), &us(*ns))?,
@@ -341,6 +349,7 @@ impl Builder {
                 cpu: None,
                 start_cpu: None,
                 prev_cpu: None,
+                kernel_thread: false,
                 ops: Vec::new(),
             },
             state: State::Runnable,
@@ -775,8 +784,10 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     // Other tasks existed before the command: their first placement in
     // it is a wakeup from their previous CPU (a per-CPU kernel thread's:
     // its own), not a fork from the simulator's CPU 0.
+    let kernel_threads = trace.kernel_threads()?;
     for pid in &others {
         let t = tasks.get_mut(pid).expect("other tasks are replayed");
+        t.task.kernel_thread = kernel_threads.contains(*pid, &t.task.comm);
         t.task.prev_cpu = match (t.task.cpu, t.task.prev_cpu) {
             (Some(pin), _) => Some(pin),
             (None, Some(cpu)) => Some(target_cpu(trace, opts, cpu, "an other task last ran on")?),

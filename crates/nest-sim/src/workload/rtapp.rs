@@ -12,7 +12,8 @@
 //! Extensions: per task `start_cpu` (the CPU its initial instances start
 //! on; by default the policy places them as forks from CPU 0; not for
 //! templates) or `prev_cpu` (they start as tasks woken with this previous
-//! CPU, placed by the policy as a wakeup; not for templates), and events
+//! CPU, placed by the policy as a wakeup; not for templates),
+//! `kernel_thread` (`true`: its tasks are kernel threads), and events
 //! `wait_children` (`true`: wait for every forked child), `send`
 //! and `recv` (`resume`/`suspend` with pipe semantics: a `send` wakes its
 //! receiver synchronously, `WF_SYNC`), and `[min, max]` for any
@@ -125,6 +126,7 @@ const TASK_KEYS: &[&str] = &[
     "delay",
     "start_cpu",
     "prev_cpu",
+    "kernel_thread",
 ];
 
 /// Keys of a phase that are not events.
@@ -241,6 +243,15 @@ fn initial_cpu(t: &[(String, Json)], path: &str, instances: i64, key: &str) -> R
     Ok(Some(cpu))
 }
 
+/// `kernel_thread` of task `t` (extension): are its tasks kernel threads?
+fn kernel_thread(t: &[(String, Json)], path: &str) -> Result<bool> {
+    match get(t, "kernel_thread") {
+        None => Ok(false),
+        Some(Json::Bool(b)) => Ok(*b),
+        Some(_) => bail!("{path}.kernel_thread: expected true or false"),
+    }
+}
+
 fn intern(map: &mut BTreeMap<String, usize>, key: String) -> usize {
     let n = map.len();
     *map.entry(key).or_insert(n)
@@ -296,6 +307,7 @@ impl Builder {
                 delay_ns,
                 start_cpu: start,
                 prev_cpu,
+                kernel_thread: kernel_thread(t, &path)?,
             });
         }
         let barriers = barrier_participants(&programs, &initial, self.barriers.len());
@@ -530,6 +542,19 @@ mod tests {
 
     fn err(text: &str) -> String {
         format!("{:#}", parse(text, "w.json").unwrap_err())
+    }
+
+    #[test]
+    fn kernel_thread_marks_a_tasks_kind_and_must_be_a_boolean() {
+        let w = parse(
+            r#"{"tasks": {"k": {"kernel_thread": true, "run": 1}, "u": {"run": 1}}}"#,
+            "w.json",
+        )
+        .unwrap();
+        let kinds: Vec<bool> = w.programs.iter().map(|p| p.kernel_thread).collect();
+        assert_eq!(kinds, [true, false]);
+        let e = err(r#"{"tasks": {"k": {"kernel_thread": 1, "run": 1}}}"#);
+        assert_eq!(e, "w.json: $.tasks.k.kernel_thread: expected true or false");
     }
 
     #[test]
