@@ -46,8 +46,9 @@
  *
  * Fork reuse (NEST_MECH_FORK_REUSE, an addition to the published design):
  * a fork first takes the CPU that the last task to exit in its parent's LLC
- * left, if nothing ran there since and it has been idle for at most
- * P_remove; the CPU is promoted back to the primary nest. A shell or make
+ * left, if it is idle and went idle at most P_remove ago (other tasks may
+ * have run there since: the exit itself wakes the CPU's kernel workers);
+ * the CPU is promoted back to the primary nest. A shell or make
  * forks, waits for the child's exit and forks again: exit demotion alone
  * makes the next child take another primary CPU, then the reserve, so the
  * children rotate over five or six CPUs (measured in the 2x4x2 guest, see

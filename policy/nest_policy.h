@@ -96,7 +96,7 @@ enum nest_mechanism {
 	NEST_MECH_WHOLE_CORES = 1 << 7,
 	/*
 	 * Not in the published design: a fork first takes the CPU the last
-	 * task to exit in its parent's LLC left, while nothing ran there since
+	 * task to exit in its parent's LLC left, while it is idle and warm
 	 * (see nest_policy.c, "Fork reuse").
 	 */
 	NEST_MECH_FORK_REUSE = 1 << 8,

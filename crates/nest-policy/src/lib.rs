@@ -161,7 +161,8 @@ pub enum Mechanism {
     /// while the default placement can find a whole idle core.
     WholeCores = ffi::NEST_MECH_WHOLE_CORES,
     /// Not in the published design: a fork first takes the CPU the last
-    /// exiting task of its parent's LLC left, while nothing ran there since.
+    /// exiting task of its parent's LLC left, while it is idle and went
+    /// idle at most P_remove ago.
     ForkReuse = ffi::NEST_MECH_FORK_REUSE,
     /// Not in the published design: a woken task takes back its idle
     /// previous CPU, used within P_remove, even from outside the primary
