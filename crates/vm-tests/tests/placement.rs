@@ -23,7 +23,9 @@
 //!   with two host hogs, 2026-11-28: the share, then 1%, became 3%); the
 //!   spread control 13.3-16.0 CPUs and 483-500 migrations. Figures:
 //!   docs/scheduler.md, "Kept CPU";
-//! - as many CPU-bound threads as CPUs: every CPU used within a second,
+//! - as many CPU-bound threads as CPUs: every CPU used within a second
+//!   (or 3x the default scheduler's time in the same boot, on a slowed
+//!   emulator: `BATCH_EVERY_CPU_NS`),
 //!   and work conserved (below); the completion time is printed, not
 //!   judged (wall-clock time under emulation; see `batch_problems`);
 //! - an overload (three threads per CPU): no CPU idle for more than two
