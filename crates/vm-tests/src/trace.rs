@@ -218,14 +218,14 @@ fn exit_wakeup_problems(trace: &Trace, w: &Workload) -> Vec<String> {
         }
     }
     let mut problems = Vec::new();
-    let not_sync: Vec<_> = woke_by.iter().filter(|(_, s)| **s != Some(true)).collect();
-    if woke_by.is_empty() || !not_sync.is_empty() {
+    let not_sync = woke_by.values().filter(|&&sync| sync != Some(true)).count();
+    if woke_by.is_empty() || not_sync > 0 {
         problems.push(format!(
             "children's exits wake the workload (pid {}) with the child named as a \
              WF_SYNC waker (got {} such wakeups, {} of them not WF_SYNC)",
             w.pid,
             woke_by.len(),
-            not_sync.len()
+            not_sync
         ));
     }
     let missed = owed.iter().filter(|c| !woke_by.contains_key(c)).count();
@@ -735,7 +735,8 @@ mod tests {
                     next: 0,
                 },
             };
-            t.events.insert(4, block);
+            t.events.push(block);
+            t.events.sort_by_key(|e| e.ts_ns);
         }
         t
     }
