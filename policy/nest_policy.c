@@ -1036,11 +1036,8 @@ static bool nest_cpu_idle(const struct nest_ctx *ctx, s32 cpu)
 	/*
 	 * A CPU can still be in the primary nest when it goes offline (a
 	 * placement that checked the flag just before promoted it). It must
-	 * not spin: the host's spin kicks the CPU through a per-CPU irq_work
-	 * (scx_bpf_kick_cpu()), and one queued after the dying CPU flushed
-	 * its irq_works stays pending until that CPU next goes offline, so
-	 * disabling the scheduler (irq_work_sync() in free_kick_syncs())
-	 * would wait for it.
+	 * not spin: a spin is kept going by kicks, and sched_ext's host
+	 * drops the kicks of a CPU going offline (kick_cpu() in scx_nest).
 	 */
 	if (cpu_offline(ctx->st, cpu)) {
 		count(ctx, NEST_STAT_SPIN_OFFLINE);

@@ -122,10 +122,9 @@ verified_insns() {
 # Stop the scheduler process PID with SIGINT, waiting up to 180 s (a
 # deadline that only catches hangs), and report its exit status as KEY
 # (default sched_exit; still-running if it did not stop) and how long it
-# took as KEY_seconds. Under emulation on a busy host the kernel took more
-# than 60 s to switch every task back (state "disabling") after the
-# hotplug test's load; if it never finishes, the scheduler's kernel stack
-# and sched_ext's state are printed to show where it waits.
+# took as KEY_seconds. If it never finishes, the scheduler's kernel stack,
+# sched_ext's state and every CPU's backtrace are printed to show where it
+# waits (they found the hotplug test's disable hang: docs/scheduler.md).
 stop_scheduler() {
 	local pid=$1 key=${2:-sched_exit} start=$SECONDS
 	kill -INT "$pid" 2>/dev/null

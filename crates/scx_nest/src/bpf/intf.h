@@ -84,7 +84,8 @@ enum scx_nest_policy {
 	X(RESUMED, queue, "Tasks preempted by a pinned task, kept on their CPU to run right after it") \
 	X(TICK_KICKED, cpu, "Idle CPUs woken at a tick because tasks waited in the LLC queue") \
 	X(RELEASED, cpu, "CPUs taken by a higher scheduling class (tasks re-enqueued)") \
-	X(STARVED, queue, "Tasks run ahead of their virtual time after waiting over a second (starvation guard)")
+	X(STARVED, queue, "Tasks run ahead of their virtual time after waiting over a second (starvation guard)") \
+	X(KICK_DROPPED, cpu, "Kicks not sent because the calling CPU is going offline (see kick_cpu())")
 
 #define NEST_EV_ENUMERATOR(name, group, description) NEST_EV_##name,
 enum scx_nest_event {

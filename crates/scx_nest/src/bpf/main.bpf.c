@@ -292,6 +292,28 @@ static u64 slice_on(s32 cpu)
 
 	return nest_slice(&pctx, nest_queue_llc(&pctx, cpu));
 }
+
+/*
+ * Every kick goes through here. scx_bpf_kick_cpu() queues an irq_work on
+ * the calling CPU (kick_cpus_irq_work). A CPU going offline flushes its
+ * irq_works (smpcfd_dying_cpu()) and then still wakes tasks (its stopper
+ * completing stop_machine()); a kick queued then never runs, and its busy
+ * flag makes disabling the scheduler spin for ever in irq_work_sync()
+ * (free_kick_syncs(), 7.3). The hotplug VM test hung so, in state
+ * "disabling", once in CI and once in a loaded run (2026-11-28; every
+ * CPU's backtrace: irq_work_sync() spinning on an idle CPU's work). From
+ * ops.cpu_offline() to ops.cpu_online() the CPU kicks no one; the woken
+ * task's CPU is still sent an IPI by the kernel's own wakeup path, and
+ * queued work is taken at the next tick (nest_tick()).
+ */
+static void kick_cpu(s32 cpu, u64 flags)
+{
+	if (cpu_offline(&nest_state, bpf_get_smp_processor_id())) {
+		count_event(NEST_EV_KICK_DROPPED, 1);
+		return;
+	}
+	scx_bpf_kick_cpu(cpu, flags);
+}
 #include "perf.bpf.h"
 
 static bool is_stall_target(const struct task_struct *p)
@@ -374,7 +396,7 @@ static __always_inline void move_pending(struct bpf_iter_scx_dsq *it,
 	if (cpu < 0)
 		return;
 	if (scx_bpf_dsq_move(it, p, SCX_DSQ_LOCAL_ON | cpu, 0))
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		kick_cpu(cpu, SCX_KICK_IDLE);
 	else
 		count_event(NEST_EV_MOVE_FAILED, 1);
 }
@@ -454,8 +476,8 @@ static void defer_move(struct task_struct *p, const struct nest_choice *choice)
 			   slice_on(choice->cpu), 0);
 	if (pt)
 		arm_pending_timer(pt, choice->defer_ns);
-	scx_bpf_kick_cpu(choice->cpu, SCX_KICK_IDLE);
-	scx_bpf_kick_cpu(choice->defer_cpu, SCX_KICK_IDLE);
+	kick_cpu(choice->cpu, SCX_KICK_IDLE);
+	kick_cpu(choice->defer_cpu, SCX_KICK_IDLE);
 }
 
 static s32 select_cpu_smove(struct task_struct *p, struct task_ctx *t,
@@ -591,7 +613,7 @@ static void kick_idle_near(s32 cpu, struct task_struct *p)
 							 idle);
 	scx_bpf_put_idle_cpumask(idle);
 	if (target < nest_cfg.nr_cpus) {
-		scx_bpf_kick_cpu(target, SCX_KICK_IDLE);
+		kick_cpu(target, SCX_KICK_IDLE);
 		count_event(NEST_EV_KICKED, 1);
 	}
 }
@@ -681,7 +703,7 @@ static bool task_pinned(const struct task_struct *p)
 static void kick_pinned_cpu(s32 cpu)
 {
 	if (cpu != (s32)bpf_get_smp_processor_id())
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		kick_cpu(cpu, SCX_KICK_IDLE);
 }
 
 /*
@@ -729,7 +751,7 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 		return;
 	}
 	if (preempt) {
-		scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
+		kick_cpu(cpu, SCX_KICK_PREEMPT);
 		count_event(NEST_EV_PREEMPTED, 1);
 	} else if (pinned) {
 		kick_pinned_cpu(cpu);
@@ -791,7 +813,7 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 		if (idle >= 0) {
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | idle,
 					   slice_on(idle), enq_flags);
-			scx_bpf_kick_cpu(idle, SCX_KICK_IDLE);
+			kick_cpu(idle, SCX_KICK_IDLE);
 			count_event(NEST_EV_DIRECT, 1);
 			return;
 		}
@@ -975,7 +997,7 @@ static bool consume(s32 cpu, struct task_struct *prev)
  */
 static void keep_spinning(s32 cpu)
 {
-	scx_bpf_kick_cpu(cpu, 0);
+	kick_cpu(cpu, 0);
 }
 
 void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
