@@ -296,8 +296,9 @@ static u64 slice_on(s32 cpu)
 /*
  * Every kick goes through here. scx_bpf_kick_cpu() queues an irq_work on
  * the calling CPU (kick_cpus_irq_work). A CPU going offline flushes its
- * irq_works (smpcfd_dying_cpu()) and then still wakes tasks (its stopper
- * completing stop_machine()); a kick queued then never runs, and its busy
+ * irq_works (smpcfd_dying_cpu()), yet BPF code can still run on it after
+ * (read in the kernel, not traced: its stopper, completing stop_machine(),
+ * wakes a task); a kick queued then never runs, and its busy
  * flag makes disabling the scheduler spin for ever in irq_work_sync()
  * (free_kick_syncs(), 7.3). The hotplug VM test hung so, in state
  * "disabling", once in CI and once in a loaded run (2026-11-28; every
