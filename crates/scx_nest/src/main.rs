@@ -22,12 +22,12 @@ mod stats;
 use std::io::IsTerminal;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use crossbeam::channel::RecvTimeoutError;
+use crossbeam::channel::Receiver;
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use log::{info, warn};
@@ -147,20 +147,52 @@ impl<'a> Scheduler<'a> {
     /// wake-up of this thread is a task the machine's schedule did not ask
     /// for, and in an emulated guest, waking five times a second, it took
     /// the idle CPUs of the tasks being measured (24 and 38 times in two
-    /// runs of a configure script).
+    /// runs of a configure script). A signal or a statistics request wakes
+    /// it at once (`unpark()`).
+    ///
+    /// It sleeps in `park_timeout()`, not in the statistics channel's
+    /// `recv_timeout()`: crossbeam spins up to 127 `pause` instructions
+    /// and four `sched_yield()`s each time it looks at an empty channel,
+    /// twice a call. Under QEMU's emulation each `pause` hands the host
+    /// thread to the other vCPUs, so with every vCPU busy that spin took
+    /// 62% of a vCPU, in runs of up to 478 ms, and moved the tasks it
+    /// displaced to other CPUs (docs/scheduler.md, "The scheduler's own
+    /// process"). Requests are now waited for on a thread of their own,
+    /// which spins once per request and sleeps between them.
     fn run(&mut self, shutdown: &AtomicBool) -> Result<UserExitInfo> {
         let (res_ch, req_ch) = self.stats_server.channels();
+        let requests = wait_for_requests(req_ch, std::thread::current());
         while !shutdown.load(Ordering::Relaxed) && !self.exited() {
-            match req_ch.recv_timeout(Duration::from_secs(1)) {
-                Ok(()) => res_ch.send(self.metrics())?,
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(e) => Err(e)?,
+            std::thread::park_timeout(Duration::from_secs(1));
+            while take_request(&requests) {
+                res_ch.send(self.metrics())?;
             }
         }
         // Dropping the link detaches the scheduler.
         self.struct_ops.take();
         uei_report!(&self.skel, uei)
     }
+}
+
+/// Count the statistics requests that arrive on `req_ch`, waking `server`
+/// for each, on a thread of their own that ends with the channel.
+fn wait_for_requests(req_ch: Receiver<()>, server: std::thread::Thread) -> Arc<AtomicUsize> {
+    let pending = Arc::new(AtomicUsize::new(0));
+    let counted = pending.clone();
+    std::thread::spawn(move || {
+        for () in req_ch.iter() {
+            counted.fetch_add(1, Ordering::Release);
+            server.unpark();
+        }
+    });
+    pending
+}
+
+/// Take one pending request, if any.
+fn take_request(pending: &AtomicUsize) -> bool {
+    pending
+        .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
 }
 
 fn init_logging() -> Result<()> {
@@ -250,8 +282,12 @@ fn run(opts: Opts) -> Result<()> {
 
     let shutdown = Arc::new(AtomicBool::new(false));
     let on_signal = shutdown.clone();
-    ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed))
-        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let main_thread = std::thread::current();
+    ctrlc::set_handler(move || {
+        on_signal.store(true, Ordering::Relaxed);
+        main_thread.unpark();
+    })
+    .context("cannot install the SIGINT/SIGTERM handler")?;
 
     if let Some(interval) = opts.monitor {
         spawn_monitor(interval, shutdown.clone())
