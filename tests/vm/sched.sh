@@ -8,6 +8,7 @@
 #      cpu.weight 100 vs one with 400 (CPU 3); CPU time (ns, from
 #      /proc/PID/schedstat) each got over WEIGHT_S seconds after a warm-up;
 #   2. 32 hogs (nest-load hogs) for 5 s, recorded into OUT/NAME-hogs.nest.jsonl;
+#      how long that took and the CPU time scx_nest's own process used meanwhile;
 #   3. hackbench (rt-tests), 3 runs: the time each reports;
 #   4. cyclictest (SCHED_OTHER: no -p) beside a CPU hog on the same CPU,
 #      recorded into OUT/NAME-cyclic.nest.jsonl; its own summary line; a
@@ -103,10 +104,28 @@ record() {
 	sed "s/^/record $name: /" "/tmp/record-$name.out"
 }
 
+# CPU time (ms) of the attached scx_nest's process, all threads; 0 with
+# none attached.
+sched_cpu_ms() {
+	if [ -n "${sched:-}" ] && [ -r "/proc/$sched/stat" ]; then
+		# Fields 14 and 15: utime and stime, in clock ticks.
+		awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' \
+			"/proc/$sched/stat"
+	else
+		echo 0
+	fi
+}
+
+# Guest uptime in ms.
+uptime_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+
 phases() {
-	local name=$1
+	local name=$1 cpu_ms up_ms
 	weights "$name"
+	cpu_ms=$(sched_cpu_ms) up_ms=$(uptime_ms)
 	record "$name-hogs" "$bin/nest-load" hogs --threads 32 --seconds 5
+	fact "${name}_hogs_sched_cpu_ms" "$(($(sched_cpu_ms) - cpu_ms))"
+	fact "${name}_hogs_ms" "$(($(uptime_ms) - up_ms))"
 	for _ in 1 2 3; do
 		hackbench -g 2 -f 5 -l 200 >/tmp/hackbench.out 2>&1
 		fact "${name}_hackbench_exit" $?

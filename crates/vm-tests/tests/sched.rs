@@ -33,7 +33,10 @@
 //!   vCPU's wake-up, `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`, or 1.5x the default
 //!   scheduler's longest in the same boot, or twice that if such periods
 //!   add up to no more than the default's: `work_conservation_problems`)
-//!   while one of the hogs waited.
+//!   while one of the hogs waited; and scx_nest's own process used at
+//!   most 2% of a CPU meanwhile (`MAX_OWN_CPU_SHARE`: its loop spun in
+//!   crossbeam's channel and took 62% of a vCPU on a busy host, in runs
+//!   of up to 478 ms that displaced the hogs; fixed 2026-11-29).
 //!   Migrations over the whole run are printed: most of Nest's come when
 //!   the first hogs exit and the LLC's shared queue reshuffles the rest
 //!   (2026-11-22: 731 in all, 161 of 17142 preemptions in the steady
@@ -94,7 +97,7 @@ use vm_tests::placement::{BatchFigures, work_conservation_problems};
 use vm_tests::sched::{
     Latency, Weights, best_round, busiest_wakeups, hackbench_median, hackbench_problems,
     latency_problems, no_ejection_problems, overload_migration_problems,
-    overload_migration_regression, tree_of_comm, weight_problems,
+    overload_migration_regression, own_cpu_problem, tree_of_comm, weight_problems,
 };
 use vm_tests::trace::{Workload, columns};
 use vm_tests::{Report, kernel_problems, repo_root, run_ok};
@@ -243,6 +246,19 @@ fn nest_shares_by_weight_conserves_work_and_keeps_throughput_and_latency() {
             .into_iter()
             .map(|p| format!("nest: 32 hogs: {p}")),
     );
+    match (
+        report.get("nest_hogs_sched_cpu_ms").map(str::parse::<u64>),
+        report.get("nest_hogs_ms").map(str::parse::<u64>),
+    ) {
+        (Some(Ok(cpu_ms)), Some(Ok(phase_ms))) => {
+            eprintln!("scx_nest's own CPU time during the 32 hogs: {cpu_ms} ms in {phase_ms} ms");
+            problems
+                .extend(own_cpu_problem(cpu_ms, phase_ms).map(|p| format!("nest: 32 hogs: {p}")));
+        }
+        other => problems.push(format!(
+            "nest: 32 hogs: scx_nest's CPU time missing: {other:?}"
+        )),
+    }
 
     // hackbench.
     match (
