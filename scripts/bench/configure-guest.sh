@@ -9,7 +9,6 @@ set -u
 # shellcheck source=tests/vm/lib.sh
 . "$(dirname "$0")/../../tests/vm/lib.sh"
 out=$1 src=$2 run=$3 bin=$4 scx_args=$5
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 record() {
 	local name=$1 start

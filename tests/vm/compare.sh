@@ -36,10 +36,6 @@ if [ $# -eq 0 ]; then
 fi
 buffer_kb=${NEST_TRACE_BUFFER_KB:-8192}
 
-# Times sched_ext was enabled since boot: unchanged across the recording
-# and enabled at both ends means enabled during the whole recording.
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
 # record NAME COMMAND...: record the command into $out/NAME.nest.jsonl.
 record() {
 	local name=$1 start

@@ -14,6 +14,9 @@ enable_seq() { cat $sysfs/enable_seq 2>/dev/null || echo none; }
 # Print one fact for the host: KEY=VALUE.
 fact() { printf '%s=%s\n' "$1" "$2"; }
 
+# The time now, in ms.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
 # sched_ext's state (enabled, disabled, ...), or none.
 state() { cat $sysfs/state 2>/dev/null || echo none; }
 

@@ -109,23 +109,20 @@ record() {
 sched_cpu_ms() {
 	if [ -n "${sched:-}" ] && [ -r "/proc/$sched/stat" ]; then
 		# Fields 14 and 15: utime and stime, in clock ticks.
-		awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' \
+		awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", ($14 + $15) * 1000 / hz }' \
 			"/proc/$sched/stat"
 	else
 		echo 0
 	fi
 }
 
-# Guest uptime in ms.
-uptime_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
-
 phases() {
-	local name=$1 cpu_ms up_ms
+	local name=$1 cpu_ms start
 	weights "$name"
-	cpu_ms=$(sched_cpu_ms) up_ms=$(uptime_ms)
+	cpu_ms=$(sched_cpu_ms) start=$(now_ms)
 	record "$name-hogs" "$bin/nest-load" hogs --threads 32 --seconds 5
 	fact "${name}_hogs_sched_cpu_ms" "$(($(sched_cpu_ms) - cpu_ms))"
-	fact "${name}_hogs_ms" "$(($(uptime_ms) - up_ms))"
+	fact "${name}_hogs_ms" "$(($(now_ms) - start))"
 	for _ in 1 2 3; do
 		hackbench -g 2 -f 5 -l 200 >/tmp/hackbench.out 2>&1
 		fact "${name}_hackbench_exit" $?
