@@ -41,16 +41,21 @@ attach_scx_nest() {
 	fact "${prefix}_enable_seq_before" "$(enable_seq)"
 }
 
-# with_scx_nest COMMAND...: run COMMAND while scx_nest, with its default
-# options, is attached, then stop scx_nest. For guest scripts that judge
+# with_scx_nest [OPTION...] -- COMMAND...: run COMMAND while scx_nest,
+# with OPTIONS, is attached, then stop scx_nest. For guest scripts that judge
 # by themselves (nest validate's): fails, saying why on stderr, when
 # scx_nest does not attach, COMMAND fails, scx_nest does not stay
 # attached while COMMAND runs (ejected, or enable_seq moved) or sched_ext
 # is not disabled after scx_nest exits. scx_nest is stopped in every case.
 with_scx_nest() {
-	local seq status=0 log_from
+	local seq status=0 log_from opts=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		opts+=("$1")
+		shift
+	done
+	shift
 	log_from=$(($(cat /tmp/scx_nest.log 2>/dev/null | wc -l) + 1))
-	start_scx_nest
+	start_scx_nest "${opts[@]}"
 	if [ "$(state)" != enabled ] || ! kill -0 "$sched" 2>/dev/null; then
 		echo "scx_nest did not attach (sched_ext state $(state)); it said:" \
 			"$(tail -n +"$log_from" /tmp/scx_nest.log | tail -n 3)" >&2

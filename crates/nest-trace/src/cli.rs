@@ -371,6 +371,11 @@ fn run_tree(a: TreeArgs) -> anyhow::Result<()> {
         format!("cpus_per_interval={:.3}", p.mean_cpus),
         format!("sockets_per_interval={:.3}", p.mean_sockets),
         format!("cores_per_interval={:.3}", p.mean_cores),
+        format!(
+            "primary_nest_cpus={}",
+            p.mean_primary_cpus
+                .map_or_else(|| "n/a".to_string(), |n| format!("{n:.3}"))
+        ),
         format!("migrations={}", p.migrations),
         format!("cross_socket_migrations={}", p.cross_socket_migrations),
         format!("cpus_used={}", p.cpus_used),

@@ -308,6 +308,11 @@ pub struct TasksPlacement {
     pub migrations: u64,
     /// Those between CPUs of different sockets.
     pub cross_socket_migrations: u64,
+    /// Nest's primary nest: its mean size over the window (time-weighted),
+    /// from `NestChange` events; `None` without them. A recording of
+    /// `scx_nest --trace-nests` counts only from its first full report
+    /// ([`NESTS_COMPLETE_META`](crate::model::NESTS_COMPLETE_META)) on.
+    pub mean_primary_cpus: Option<f64>,
     /// Distinct CPUs that ran one of the tasks in the window.
     pub cpus_used: usize,
     /// Tasks of the set that ran in the window.
@@ -507,6 +512,7 @@ pub fn tasks_placement(
         mean_cpus: mean_distinct(&|c| c),
         mean_sockets: mean_distinct(&|c| tl.socket(c)),
         mean_cores: mean_distinct(&|c| tl.core(c)),
+        mean_primary_cpus: mean_primary_cpus(trace, tl, from, end),
         migrations,
         cross_socket_migrations,
         cpus_used: cpus.len(),
@@ -520,6 +526,39 @@ pub fn tasks_placement(
         exiting_wakeups_prev_free,
         exiting_wakeups_prev_free_on_prev_cpu: exiting_prev_free_on_prev,
     }
+}
+
+/// The primary nest's mean size over `from..to`, from the first moment the
+/// trace knows every CPU's nest; `None` when it has no nests, or knows them
+/// only after `to`.
+fn mean_primary_cpus(trace: &Trace, tl: &Timeline, from: u64, to: u64) -> Option<f64> {
+    if tl.nest.iter().all(Vec::is_empty) {
+        return None;
+    }
+    let complete = trace
+        .meta_get(crate::model::NESTS_COMPLETE_META)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let from = from.max(complete);
+    if from >= to {
+        return None;
+    }
+    let primary_ns: u64 = tl
+        .nest
+        .iter()
+        .map(|steps| {
+            let mut ns = 0;
+            for (i, step) in steps.iter().enumerate() {
+                let end = steps.get(i + 1).map_or(to, |next| next.ts).min(to);
+                let start = step.ts.max(from);
+                if step.value == 2 && end > start {
+                    ns += end - start;
+                }
+            }
+            ns
+        })
+        .sum();
+    Some(primary_ns as f64 / (to - from) as f64)
 }
 
 /// The [`TasksPlacement`] of `root`'s process tree over `root`'s
@@ -778,7 +817,7 @@ pub fn nest_activity(tl: &Timeline) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Event, Topology};
+    use crate::model::{Event, Nest, Topology};
 
     const MS: u64 = 1_000_000;
 
@@ -877,6 +916,44 @@ mod tests {
         assert_eq!(cut.intervals, 2);
         let weighted = (2.0 * 10.0 + 1.0 * 3.0) / 13.0;
         assert!((cut.mean_cpus - weighted).abs() < 1e-9, "{cut:?}");
+    }
+
+    #[test]
+    fn the_primary_nest_size_is_time_weighted_from_when_the_nests_are_known() {
+        let nest = |nest| EventKind::NestChange { nest };
+        let events = vec![
+            ev(0, 0, nest(Nest::Primary)),
+            ev(0, 0, sw(0, 10)),
+            ev(5, 1, nest(Nest::Primary)),
+            ev(6, 2, nest(Nest::Reserve)),
+            ev(10, 0, nest(Nest::None)),
+            ev(20, 0, sw(10, 0)),
+        ];
+        let mut trace = Trace {
+            topology: Topology::regular(1, 4, 1),
+            meta: Vec::new(),
+            events,
+        };
+        let tl = Timeline::build(&trace);
+        let pids = BTreeSet::from([10]);
+        let primary = |trace: &Trace, from, to| {
+            tasks_placement(trace, &tl, &pids, from * MS, to * MS, 10 * MS).mean_primary_cpus
+        };
+        // CPU 0 for 10 ms, CPU 1 for 15 ms, over 20 ms; the reserve does
+        // not count.
+        assert_eq!(primary(&trace, 0, 20), Some(25.0 / 20.0));
+        assert_eq!(primary(&trace, 5, 10), Some(10.0 / 5.0));
+        // Known in full from 4 ms on: CPU 0 for 6 ms, CPU 1 for 15 ms.
+        trace.meta_set(crate::model::NESTS_COMPLETE_META, (4 * MS).to_string());
+        assert_eq!(primary(&trace, 0, 20), Some(21.0 / 16.0));
+        assert_eq!(primary(&trace, 0, 3), None);
+        // No nests at all.
+        trace
+            .events
+            .retain(|e| !matches!(e.kind, EventKind::NestChange { .. }));
+        let tl = Timeline::build(&trace);
+        let p = tasks_placement(&trace, &tl, &pids, 0, 20 * MS, 10 * MS);
+        assert_eq!(p.mean_primary_cpus, None);
     }
 
     #[test]

@@ -100,6 +100,13 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+/// The meta entry saying from when (ns, on the trace's clock) a recording
+/// of `scx_nest --trace-nests` knows every CPU's nest: its first full
+/// report. Before that, CPUs whose nest did not change are not known.
+/// Traces without it know the nests from the start (`nest sim`'s), or
+/// have none.
+pub const NESTS_COMPLETE_META: &str = "nests_complete_from_ns";
+
 /// The meta entry in which `nest trace record` lists the kernel threads
 /// (`PF_KTHREAD` in /proc/PID/stat) alive when it started or stopped:
 /// comma-separated pids.

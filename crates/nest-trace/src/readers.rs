@@ -18,14 +18,17 @@
 //! interrupt; traces without that column get no wakers), with the wake
 //! flags' `WF_SYNC` when the trace has `nest trace record`'s probe on
 //! `try_to_wake_up()` ([`WAKE_FLAGS_EVENT`]) just before it on the same
-//! CPU. Times are rebased
+//! CPU. `bpf_trace_printk` lines of `scx_nest --trace-nests` (`nest cpu=C
+//! in=N`) become `NestChange` events when they change the CPU's nest. Times are rebased
 //! so the earliest event is at 0; the original origin goes to the
 //! `time_origin_ns` meta entry.
 
 use std::collections::HashMap;
 
 use crate::error::ParseError;
-use crate::model::{Cpu, Event, EventKind, Pid, PrevState, Topology, Trace, Waker};
+use crate::model::{
+    Cpu, Event, EventKind, NESTS_COMPLETE_META, Nest, Pid, PrevState, Topology, Trace, Waker,
+};
 
 /// The event `nest trace record` names its probe on `try_to_wake_up()`'s
 /// entry, which prints the caller's wake flags in decimal, `wake_flags=16`.
@@ -137,6 +140,10 @@ struct Reader {
     /// Per CPU, the wake flags of the last `try_to_wake_up()` entered there
     /// and not yet matched with its `sched_waking`.
     wake_flags: HashMap<Cpu, u64>,
+    /// Per CPU, its nest as last reported by `scx_nest --trace-nests`.
+    nests: HashMap<Cpu, Nest>,
+    /// When it first reported every CPU's nest ("nest sync").
+    nests_synced_ns: Option<u64>,
     /// Per task, the waker its last `sched_waking` named, until the
     /// `sched_wakeup` that completes it.
     wakers: HashMap<Pid, Option<Waker>>,
@@ -181,6 +188,7 @@ impl Reader {
             "sched_process_exit" => self.exit(l),
             "cpu_frequency" => self.power(l, true),
             "cpu_idle" => self.power(l, false),
+            "bpf_trace_printk" => self.bpf_print(l),
             _ => {
                 self.ignored += 1;
                 Ok(())
@@ -320,6 +328,25 @@ impl Reader {
     /// `sched_waking` stands in for `sched_wakeup` only when the input has
     /// no `sched_wakeup` (`perf sched record` records only `sched_waking`
     /// on kernels that have it).
+    /// A BPF program's `bpf_printk()`: `scx_nest --trace-nests` reports a
+    /// CPU's nest when it changes, and every member after each "nest
+    /// sync"; only changes become events.
+    fn bpf_print(&mut self, l: &Line) -> Result<(), String> {
+        if l.body.trim_end() == "nest sync" {
+            self.nests_synced_ns.get_or_insert(l.ts_ns);
+            return Ok(());
+        }
+        let Some((cpu, nest)) = parse_nest_report(l.body)? else {
+            self.ignored += 1;
+            return Ok(());
+        };
+        let last = self.nests.insert(cpu, nest).unwrap_or(Nest::None);
+        if last != nest {
+            self.push(l, cpu, EventKind::NestChange { nest });
+        }
+        Ok(())
+    }
+
     fn drop_duplicate_wakings(&mut self) {
         if !self.saw_wakeup {
             return;
@@ -355,6 +382,12 @@ impl Reader {
         trace.meta_set("time_origin_ns", origin.to_string());
         trace.meta_set("ignored_events", self.ignored.to_string());
         trace.meta_set("lost_events", self.lost.to_string());
+        if let Some(synced) = self.nests_synced_ns {
+            trace.meta_set(
+                NESTS_COMPLETE_META,
+                synced.saturating_sub(origin).to_string(),
+            );
+        }
         trace
     }
 }
@@ -618,6 +651,29 @@ fn parse_prev_state(s: &str) -> Result<PrevState, String> {
 
 /// The task name after exec: the file's base name, cut to the kernel's 15
 /// bytes.
+/// `nest cpu=C in=N` (N: 0 no nest, 1 reserve, 2 primary), as
+/// `scx_nest --trace-nests` prints it; `None` for other programs' prints.
+fn parse_nest_report(body: &str) -> Result<Option<(Cpu, Nest)>, String> {
+    let Some(fields) = body.strip_prefix("nest ") else {
+        return Ok(None);
+    };
+    let bad = || format!("expected \"nest cpu=C in=0|1|2\", found \"{body}\"");
+    let mut words = fields.split_whitespace();
+    let cpu = words.next().and_then(|w| w.strip_prefix("cpu="));
+    let nest = words.next().and_then(|w| w.strip_prefix("in="));
+    let (Some(cpu), Some(nest), None) = (cpu, nest, words.next()) else {
+        return Err(bad());
+    };
+    let cpu = cpu.parse().map_err(|_| bad())?;
+    let nest = match nest {
+        "0" => Nest::None,
+        "1" => Nest::Reserve,
+        "2" => Nest::Primary,
+        _ => return Err(bad()),
+    };
+    Ok(Some((cpu, nest)))
+}
+
 fn exec_comm(filename: &str) -> String {
     let base = filename.rsplit('/').next().unwrap_or(filename);
     let mut end = base.len().min(15);
@@ -680,6 +736,42 @@ mod tests {
         assert_eq!(err.to_string(), "line 1: expected a [CPU] column");
         let err = read_tracefs("sh-1 [000] 1.5 sched_switch: x\n").unwrap_err();
         assert!(err.to_string().contains("expected \"1.5:\""), "{err}");
+    }
+
+    #[test]
+    fn scx_nest_nest_reports_become_nest_changes_when_they_change_something() {
+        let text = "\
+  worker-6 [000] d..2. 1.000001: bpf_trace_printk: nest cpu=3 in=2
+  worker-6 [000] d..2. 1.000002: bpf_trace_printk: nest cpu=5 in=0
+  worker-6 [001] d..2. 1.000003: bpf_trace_printk: nest sync
+  worker-6 [001] d..2. 1.000003: bpf_trace_printk: nest cpu=3 in=2
+  worker-6 [001] d..2. 1.000004: bpf_trace_printk: hello from another program
+  worker-6 [001] d..2. 1.000005: bpf_trace_printk: nest cpu=3 in=1
+";
+        let trace = read_tracefs(text).unwrap();
+        let changes: Vec<(u64, Cpu, Nest)> = trace
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::NestChange { nest } => Some((e.ts_ns, e.cpu, nest)),
+                _ => None,
+            })
+            .collect();
+        // Times are rebased to the first event; CPU 5 was in no nest
+        // already, and the repeat of CPU 3's primary changes nothing.
+        assert_eq!(changes, [(0, 3, Nest::Primary), (4000, 3, Nest::Reserve)]);
+        assert_eq!(trace.meta_get("ignored_events"), Some("1"));
+        assert_eq!(trace.meta_get(NESTS_COMPLETE_META), Some("2000"));
+        for bad in [
+            "nest cpu=x in=2",
+            "nest cpu=1 in=3",
+            "nest cpu=1",
+            "nest cpu=1 in=2 more",
+        ] {
+            let line = format!("  w-6 [000] d..2. 1.0: bpf_trace_printk: {bad}\n");
+            let err = read_tracefs(&line).unwrap_err().to_string();
+            assert!(err.contains("expected \"nest cpu=C in=0|1|2\""), "{err}");
+        }
     }
 
     /// The wakeups of `text`: (pid, waker).

@@ -10,7 +10,8 @@
 //! sched_process_exit) and, where the kernel has them, sched_waking (who
 //! woke whom), a kprobe on `try_to_wake_up()` for the wake flags (whether
 //! a wakeup was `WF_SYNC`; removed afterwards), power:cpu_frequency and
-//! power:cpu_idle; sets the per-CPU buffer size and the `mono` trace
+//! power:cpu_idle, and bpf_trace:bpf_trace_printk (where `scx_nest
+//! --trace-nests` reports its nests); sets the per-CPU buffer size and the `mono` trace
 //! clock; runs a command (or waits a duration, system-wide: all tasks of the
 //! machine are recorded either way); then reads the instance's `trace` text
 //! with the tracefs reader. Meanwhile it samples each CPU's
@@ -47,6 +48,9 @@ pub const POWER_EVENTS: &[&str] = &["cpu_frequency", "cpu_idle"];
 /// Fired in the waker's context, so it names who woke whom (`sched_wakeup`
 /// may fire on the wakee's CPU instead).
 pub const WAKER_EVENT: &str = "sched_waking";
+/// BPF programs' `bpf_printk()`: `scx_nest --trace-nests` reports its
+/// nests there.
+pub const BPF_PRINT_EVENT: (&str, &str) = ("bpf_trace", "bpf_trace_printk");
 
 /// What to record.
 #[derive(Clone, Debug)]
@@ -235,6 +239,8 @@ impl Instance {
         for event in POWER_EVENTS {
             self.enable_if_present("power", event, &mut missing)?;
         }
+        let (system, event) = BPF_PRINT_EVENT;
+        self.enable_if_present(system, event, &mut missing)?;
         Ok(missing)
     }
 

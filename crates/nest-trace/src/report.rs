@@ -45,8 +45,8 @@ const NO_MIGRATE: &str =
     "no sched_migrate_task events in this trace (record sched:sched_migrate_task)";
 const NO_FREQUENCY: &str = "no cpu_frequency events in this trace (record on a machine with \
      cpufreq: nest trace record samples it every --freq-period; QEMU guests have none)";
-const NO_NEST: &str =
-    "no NestChange or WarmSpin events in this trace (only `nest sim` traces have them)";
+const NO_NEST: &str = "no NestChange or WarmSpin events in this trace (`nest sim` traces have \
+     them; a recording has the nests when `scx_nest --trace-nests` ran)";
 
 /// Everything a report shows about one trace.
 pub struct Analysis {

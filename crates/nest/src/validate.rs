@@ -4,7 +4,8 @@
 //! Debian 11's for `linux-5.10`), boots the 2x4x2 NUMA guest and records
 //! each workload with `nest trace record` under each scheduler asked for:
 //! the kernel's default scheduler, and `scx_nest` (its default options,
-//! attached system-wide; `linux-7` only, 5.10 has no sched_ext). Replays
+//! attached system-wide, reporting its nests to the trace with
+//! `--trace-nests`; `linux-7` only, 5.10 has no sched_ext). Replays
 //! every recorded command in the simulator on the guest's model
 //! (`test-guest-2s`) under the scheduler's model ([`Model`]): the Linux
 //! model of the same generation for the default scheduler, the
@@ -122,6 +123,10 @@ enum Scheduler {
     #[value(name = "scx_nest")]
     ScxNest,
 }
+
+/// scx_nest's options in the guest: its defaults, and its nests written to
+/// the trace, for the primary nest's size.
+const SCX_NEST_OPTIONS: &str = "--trace-nests";
 
 const ALL_SCHEDULERS: [Scheduler; 2] = [Scheduler::Default, Scheduler::ScxNest];
 
@@ -420,6 +425,8 @@ const SIMULATED_ROOT: u32 = 1;
 /// One figure of the recorded command's placement.
 struct Figure {
     name: &'static str,
+    /// Compared for scx_nest's recordings only (the nests).
+    nest_only: bool,
     value: fn(&TasksPlacement) -> Option<f64>,
     /// How many events the figure counts (for the bands' floors).
     events: fn(&TasksPlacement) -> u64,
@@ -485,33 +492,46 @@ fn share(part: u64, whole: u64) -> Option<f64> {
 /// factor of 2, or when neither run counts more than 5: the runs last
 /// 0.3-50 s and a handful of migrations decide the rate of a short one.
 /// (Until 2026-11-28 the floor was a rate, 5 a second: 1.5 migrations in
-/// a 0.3 s run, 250 in a 50 s configure.)
+/// a 0.3 s run, 250 in a 50 s configure.) The primary nest's mean size
+/// (scx_nest only, from its `--trace-nests` reports) gets a whole CPU, as
+/// CPUs per 100 ms: the guest's other tasks share the nests.
 const SHARE: Band = Band::Share {
     band: 0.25,
     rare: 3,
 };
 
-const BANDS: [Figure; 6] = [
+const BANDS: [Figure; 7] = [
     Figure {
         name: "CPUs / 100 ms",
+        nest_only: false,
         value: |p| Some(p.mean_cpus),
         events: |p| p.intervals as u64,
         band: Band::Absolute(1.0),
     },
     Figure {
+        name: "primary nest CPUs",
+        nest_only: true,
+        value: |p| p.mean_primary_cpus,
+        events: |p| p.intervals as u64,
+        band: Band::Absolute(1.0),
+    },
+    Figure {
         name: "sockets / 100 ms",
+        nest_only: false,
         value: |p| Some(p.mean_sockets),
         events: |p| p.intervals as u64,
         band: Band::Absolute(0.35),
     },
     Figure {
         name: "forks to another socket",
+        nest_only: false,
         value: |p| share(p.forks.other_socket, p.forks.total()),
         events: |p| p.forks.total(),
         band: SHARE,
     },
     Figure {
         name: "forks to the parent's LLC",
+        nest_only: false,
         value: |p| {
             share(
                 p.forks.same_cpu + p.forks.same_core + p.forks.same_llc,
@@ -523,12 +543,14 @@ const BANDS: [Figure; 6] = [
     },
     Figure {
         name: "wakeups on the previous CPU",
+        nest_only: false,
         value: |p| share(p.wakeups_on_prev_cpu, p.wakeups),
         events: |p| p.wakeups,
         band: SHARE,
     },
     Figure {
         name: "migrations / s",
+        nest_only: false,
         value: |p| (p.window_ns > 0).then(|| p.migrations as f64 * 1e9 / p.window_ns as f64),
         events: |p| p.migrations,
         band: Band::Factor {
@@ -860,7 +882,7 @@ fn guest_script(
                 // a function with_scx_nest calls once scx_nest is attached.
                 script.push_str(&format!(
                     "record_under_scx_nest() {{\n{}\n}}\n\
-                     with_scx_nest record_under_scx_nest || exit 1\n",
+                     with_scx_nest {SCX_NEST_OPTIONS} -- record_under_scx_nest || exit 1\n",
                     records.join(" &&\n")
                 ));
             }
@@ -942,6 +964,7 @@ fn compare(
 ) -> Vec<Row> {
     BANDS
         .iter()
+        .filter(|f| !f.nest_only || recording.scheduler == Scheduler::ScxNest)
         .map(|f| {
             let (r, s) = ((f.value)(real), (f.value)(simulated));
             Row {
@@ -1080,7 +1103,9 @@ mod tests {
             &real,
             &placement(1.9, 40, 0),
         );
-        assert_eq!(rows.len(), BANDS.len());
+        // The nest's size is compared for scx_nest only.
+        assert_eq!(rows.len(), BANDS.len() - 1);
+        assert!(rows.iter().all(|r| r.figure != "primary nest CPUs"));
         let verdict_of = |rows: &[Row], figure: &str| {
             rows.iter()
                 .find(|r| r.figure == figure)
@@ -1433,7 +1458,7 @@ mod tests {
             "set -u\nbin=/b\n# tests/vm/lib.sh\nwith_scx_nest() {{ :; }}\n\
              {} || exit 1\n{} || exit 1\n\
              record_under_scx_nest() {{\n{} &&\n{}\n}}\n\
-             with_scx_nest record_under_scx_nest || exit 1\n",
+             with_scx_nest --trace-nests -- record_under_scx_nest || exit 1\n",
             record("linux-7-chain", chain),
             record("linux-7-batch", batch),
             record("linux-7-scx_nest-chain", chain),
@@ -1505,23 +1530,28 @@ mod tests {
             .skip(1)
             .map(|l| l.split(',').collect())
             .collect();
-        assert_eq!(rows.len(), 2 * BANDS.len(), "{csv}");
+        // The default scheduler's rows leave out the nest's size.
+        let nest_rows = BANDS.len() - 1;
+        assert_eq!(rows.len(), nest_rows + BANDS.len(), "{csv}");
         assert!(
-            rows[..BANDS.len()]
+            rows[..nest_rows]
                 .iter()
                 .all(|r| r[..5] == ["linux-7", "default", "host", "linux", "chain"])
         );
         assert!(
-            rows[BANDS.len()..]
+            rows[nest_rows..]
                 .iter()
                 .all(|r| r[..5] == ["linux-7", "scx_nest", "icount:0", "nest-nospin", "chain"])
         );
-        // Nest's own schedule, replayed under Nest, agrees with itself;
-        // under the Linux model of 7.x the chain's forks go to the other
-        // socket: each recording was replayed under its own model.
-        for r in &rows[BANDS.len()..] {
+        // Nest's own schedule, replayed under Nest, agrees with itself
+        // (its nests included); under the Linux model of 7.x the chain's
+        // forks go to the other socket: each recording was replayed under
+        // its own model.
+        for r in &rows[nest_rows..] {
             assert_eq!(r[9], "agrees", "{r:?}");
         }
+        let primary = rows.iter().find(|r| r[5] == "primary nest CPUs").unwrap();
+        assert!(primary[6].parse::<f64>().unwrap() >= 1.0, "{primary:?}");
         let linux_forks = rows
             .iter()
             .find(|r| r[1] == "default" && r[5] == "forks to another socket");
@@ -1535,7 +1565,7 @@ mod tests {
             "<h2>linux-7 scx_nest vs Nest model: chain (guest clock icount:0, replay tree+others)</h2>"
         ));
         assert_eq!(rows[0][10], "tree");
-        assert_eq!(rows[BANDS.len()][10], "tree+others");
+        assert_eq!(rows[nest_rows][10], "tree+others");
         // A recording without its trace: which file, and how to go on.
         let argv = ["--from-traces", "--workloads", "chain", "--out", out];
         let err = format!("{:#}", run(parse(&argv).unwrap()).unwrap_err());

@@ -81,6 +81,12 @@ pub struct Opts {
     #[arg(long, help_heading = STATISTICS)]
     pub help_stats: bool,
 
+    /// Write each change of a CPU's nest to the kernel's trace
+    /// (`bpf_printk()`, tracepoint bpf_trace:bpf_trace_printk), where `nest
+    /// trace record` reads it: recorded schedules then show the nests.
+    #[arg(long, help_heading = STATISTICS)]
+    pub trace_nests: bool,
+
     /// Measure each BPF callback's run time (kernel BPF statistics) and
     /// print the totals at exit as `prog-stats:` lines.
     #[arg(long, help_heading = STATISTICS)]
@@ -155,6 +161,7 @@ pub struct SchedConfig {
     exit_dump_len: u32,
     stall_comm: Option<Vec<u8>>,
     smove_at_min: bool,
+    trace_nests: bool,
     /// Warm spinning was switched off because this is a virtual machine.
     spin_off_in_vm: bool,
 }
@@ -195,6 +202,7 @@ impl SchedConfig {
                 .as_ref()
                 .map(|c| c.as_bytes().to_vec()),
             smove_at_min: opts.debug_smove_at_min,
+            trace_nests: opts.trace_nests,
         }
     }
 
@@ -311,6 +319,7 @@ impl SchedConfig {
             .as_mut()
             .context("the BPF object has no .rodata")?;
         rodata.switch_partial = self.partial;
+        rodata.trace_nests = self.trace_nests;
         rodata.policy_kind = self.policy.bpf_value();
         if let Some(comm) = &self.stall_comm {
             for (dst, &src) in rodata.stall_comm.iter_mut().zip(comm) {

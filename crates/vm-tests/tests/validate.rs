@@ -44,9 +44,10 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
     );
     let (real, verdict) = (column("real"), column("verdict"));
     let rows: Vec<Vec<&str>> = lines.collect();
-    // Six figures for each of linux-7 default, linux-7 scx_nest and
-    // linux-5.10 default, all under the host's clock (the default).
-    assert_eq!(rows.len(), 18, "{csv}");
+    // Six figures for each of linux-7 default and linux-5.10 default, and
+    // seven (the primary nest's size too) for linux-7 scx_nest, all under
+    // the host's clock (the default).
+    assert_eq!(rows.len(), 19, "{csv}");
     let clock = column("guest_clock");
     assert!(rows.iter().all(|r| r[clock] == "host"), "{csv}");
     let page = std::fs::read_to_string(out.path().join("validate.html")).expect("validate.html");
@@ -114,4 +115,12 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
         "scx_nest kept {nest} of the chain's forks in the parent's LLC, the default \
          scheduler {default}: was scx_nest attached?"
     );
+    // scx_nest reported its nests to the recording (--trace-nests, read
+    // from bpf_trace_printk): while the chain ran, its primary nest held at
+    // least the CPU running it, and never more than the guest's 16.
+    let primary = row("linux-7", "scx_nest", "primary nest CPUs")[real];
+    let primary: f64 = primary.parse().unwrap_or_else(|_| {
+        panic!("no real primary nest size ({primary}): were the nests traced?")
+    });
+    assert!((1.0..=16.0).contains(&primary), "primary nest {primary}");
 }

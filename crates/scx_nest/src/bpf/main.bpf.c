@@ -84,6 +84,82 @@ const volatile char stall_comm[COMM_LEN];
 /* The nests. Read by user space for statistics. */
 struct nest_state nest_state;
 
+/*
+ * --trace-nests: each change of a CPU's nest is written to the trace
+ * (bpf_printk(), tracepoint bpf_trace:bpf_trace_printk) as
+ * "nest cpu=C in=N" (N: 0 none, 1 reserve, 2 primary), for `nest trace
+ * record`. Every NEST_SYNC_NS, "nest sync" and then every member are
+ * written again, so that a recording started meanwhile knows the whole
+ * nests from its first "nest sync" on.
+ */
+const volatile bool trace_nests;
+/*
+ * Short, as a recording's first events come right after it starts; a sync
+ * costs one line per member.
+ */
+#define NEST_SYNC_NS (10 * 1000 * 1000ULL)
+/* The nests as last reported, and when they were last reported in full. */
+u64 reported_primary[NEST_MASK_WORDS];
+u64 reported_reserve[NEST_MASK_WORDS];
+u64 nests_synced_at;
+
+/*
+ * Report the CPUs of mask word @w whose nest changed since the last report.
+ * The exchange makes each change reported by exactly one caller, with the
+ * nests that caller installed as reported.
+ */
+static void report_nest_word(u32 w)
+{
+	u64 primary = READ_ONCE(nest_state.primary[w]);
+	u64 reserve = READ_ONCE(nest_state.reserve[w]);
+	u64 changed = (__sync_lock_test_and_set(&reported_primary[w], primary) ^ primary) |
+		      (__sync_lock_test_and_set(&reported_reserve[w], reserve) ^ reserve);
+	u32 bit;
+
+	if (!changed)
+		return;
+	bpf_for(bit, 0, 64) {
+		u64 mask = 1ULL << bit;
+
+		if (changed & mask)
+			bpf_printk("nest cpu=%u in=%u", w * 64 + bit,
+				   primary & mask ? 2 : reserve & mask ? 1 : 0);
+	}
+}
+
+/*
+ * Forget what was reported, once every NEST_SYNC_NS (one caller wins the
+ * exchange), so that the next report lists every member.
+ */
+static void sync_nest_reports(u32 words)
+{
+	u64 now = scx_bpf_now();
+	u64 last = READ_ONCE(nests_synced_at);
+	u32 w;
+
+	if (now - last < NEST_SYNC_NS ||
+	    !__sync_bool_compare_and_swap(&nests_synced_at, last, now))
+		return;
+	bpf_printk("nest sync");
+	bpf_for(w, 0, words) {
+		WRITE_ONCE(reported_primary[w & (NEST_MASK_WORDS - 1)], 0);
+		WRITE_ONCE(reported_reserve[w & (NEST_MASK_WORDS - 1)], 0);
+	}
+}
+
+/* Called after every policy call that may change the nests. */
+static void report_nest_changes(void)
+{
+	u32 words = (nest_cfg.nr_cpus + 63) / 64;
+	u32 w;
+
+	if (!trace_nests)
+		return;
+	sync_nest_reports(words);
+	bpf_for(w, 0, words)
+		report_nest_word(w & (NEST_MASK_WORDS - 1));
+}
+
 /* What a policy call made at time @now about @env works with. */
 static struct nest_ctx policy_ctx_at(struct nest_bpf_env *env, u64 now)
 {
@@ -564,6 +640,7 @@ s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 		return select_cpu_smove(p, t, prev_cpu, wake_flags);
 
 	nest_select_cpu(&pctx, &t->nest, prev_cpu, &choice);
+	report_nest_changes();
 	if (choice.idle) {
 		t->placed_ns = pctx.now;
 		t->placed_on_spinning = nest_cpu_spinning(&nest_state, choice.cpu);
@@ -633,6 +710,7 @@ static s32 claim_cpu_for_queued(struct task_struct *p, struct task_ctx *t)
 
 	if (t && policy_kind == POLICY_NEST)
 		cpu = nest_claim_for_queued(&pctx, &t->nest, scx_bpf_task_cpu(p));
+	report_nest_changes();
 	if (cpu < 0)
 		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 	return cpu;
@@ -682,6 +760,7 @@ void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
 		kick_idle_near(cpu, NULL);
 		count_event(NEST_EV_TICK_KICKED, 1);
 	}
+	report_nest_changes();
 }
 
 /* May @p run on one CPU only (its current one)? */
@@ -1027,6 +1106,7 @@ void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 	pctx = policy_ctx(&env);
 	if (nest_spin_continue(&pctx, cpu))
 		keep_spinning(cpu);
+	report_nest_changes();
 }
 
 /* Account the delay between placing @t on a claimed CPU and it running. */
@@ -1063,6 +1143,7 @@ void BPF_STRUCT_OPS(nest_running, struct task_struct *p)
 	if (t->placed_ns)
 		account_wake_delay(t, pctx.now);
 	nest_task_running(&pctx, &t->nest, cpu);
+	report_nest_changes();
 }
 
 void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
@@ -1084,6 +1165,7 @@ void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 				 (task_pinned(p) ? NEST_TASK_PINNED : 0);
 		nest_task_sleeping(&pctx, &t->nest, cpu);
 	}
+	report_nest_changes();
 }
 
 /*
@@ -1104,10 +1186,10 @@ void BPF_STRUCT_OPS(nest_update_idle, s32 cpu, bool idle)
 	if (!idle) {
 		if (switch_partial && !nest_cpu_spinning(&nest_state, cpu))
 			nest_cpu_busy(&pctx, cpu);
-		return;
-	}
-	if (nest_cpu_idle(&pctx, cpu))
+	} else if (nest_cpu_idle(&pctx, cpu)) {
 		keep_spinning(cpu);
+	}
+	report_nest_changes();
 }
 
 /*
@@ -1122,6 +1204,7 @@ void BPF_STRUCT_OPS(nest_cpu_release, s32 cpu,
 	struct nest_ctx pctx = policy_ctx(&env);
 
 	nest_cpu_busy(&pctx, cpu);
+	report_nest_changes();
 	scx_bpf_reenqueue_local();
 	count_event(NEST_EV_RELEASED, 1);
 }
@@ -1133,11 +1216,13 @@ void BPF_STRUCT_OPS(nest_cpu_release, s32 cpu,
 void BPF_STRUCT_OPS(nest_cpu_online_op, s32 cpu)
 {
 	nest_cpu_online(&nest_state, cpu);
+	report_nest_changes();
 }
 
 void BPF_STRUCT_OPS(nest_cpu_offline_op, s32 cpu)
 {
 	nest_cpu_offline(&nest_state, cpu);
+	report_nest_changes();
 }
 
 s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
