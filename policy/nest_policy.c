@@ -1135,6 +1135,35 @@ static void nest_cpu_offline(struct nest_state *st, s32 cpu)
 }
 
 /*
+ * Start with idle @cpu in the primary nest (@primary) or the reserve, idle
+ * from ctx->now on: a simulation that replays a recorded schedule from the
+ * nests scx_nest had when the recording started. It had been idle for
+ * @idle_ns then: a primary CPU idle for longer than P_remove is compacted
+ * at once, as the next scan visiting it would. The reserve keeps its bound
+ * (R_max). Not in scx_nest, whose nests start empty.
+ */
+#ifndef __BPF__
+static void nest_seed_cpu(const struct nest_ctx *ctx, s32 cpu, bool primary,
+			  u64 idle_ns)
+{
+	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+
+	if (!c || !cpu_valid(ctx->cfg, cpu) || cpu_offline(ctx->st, cpu))
+		return;
+	if (primary && idle_ns > ctx->cfg->p_remove_ns &&
+	    mech_on(ctx->cfg, NEST_MECH_COMPACTION))
+		primary = false;
+	if (primary) {
+		reserve_remove(ctx->st, cpu);
+		mask_set(ctx->st->primary, cpu);
+	} else if (!mask_test(ctx->st->primary, cpu)) {
+		reserve_add(ctx, cpu);
+	}
+	WRITE_ONCE(c->idle_since, ctx->now ? ctx->now : 1);
+}
+#endif
+
+/*
  * @cpu came (back) online: usable again, in no nest until it is found. What
  * it was doing when it went down (idle, spinning, running) is forgotten.
  */

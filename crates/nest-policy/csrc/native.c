@@ -127,6 +127,14 @@ void nest_native_cpu_online(struct nest_state *st, s32 cpu)
 	nest_cpu_online(st, cpu);
 }
 
+void nest_native_seed_cpu(struct nest_state *st, const struct nest_config *cfg,
+			  u64 now, s32 cpu, bool primary, u64 idle_ns)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .now = now };
+
+	nest_seed_cpu(&ctx, cpu, primary, idle_ns);
+}
+
 void nest_native_slocal_select(struct nest_state *st,
 			       const struct nest_config *cfg, nest_env_t env,
 			       s32 waker_cpu, s32 prev_cpu,

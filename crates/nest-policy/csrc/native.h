@@ -47,6 +47,8 @@ bool nest_native_tick_unpair(struct nest_state *st,
 bool nest_native_cpu_spinning(struct nest_state *st, s32 cpu);
 void nest_native_cpu_offline(struct nest_state *st, s32 cpu);
 void nest_native_cpu_online(struct nest_state *st, s32 cpu);
+void nest_native_seed_cpu(struct nest_state *st, const struct nest_config *cfg,
+			  u64 now, s32 cpu, bool primary, u64 idle_ns);
 void nest_native_slocal_select(struct nest_state *st,
 			       const struct nest_config *cfg, nest_env_t env,
 			       s32 waker_cpu, s32 prev_cpu,

@@ -750,6 +750,24 @@ impl NestPolicy {
         unsafe { ffi::nest_native_cpu_online(self.state_ptr(), cpu as i32) };
     }
 
+    /// Start with idle `cpu` in the primary nest (`primary`) or the
+    /// reserve, idle from `now_ns` on, after `idle_ns` of idleness (a
+    /// primary CPU idle over P_remove is compacted at once): a replay
+    /// starting from the nests a recording had.
+    pub fn seed_cpu(&self, now_ns: u64, cpu: u32, primary: bool, idle_ns: u64) {
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_seed_cpu(
+                self.state_ptr(),
+                &*self.cfg,
+                now_ns,
+                cpu as i32,
+                primary,
+                idle_ns,
+            )
+        };
+    }
+
     fn env_ptr(env: &mut Env) -> *mut c_void {
         env as *mut Env as *mut c_void
     }

@@ -11,7 +11,7 @@ use nest_sim::policy::nest::Nest;
 use nest_sim::workload::replay::{ReplayOptions, per_cpu_kthread_cpu, replay};
 use nest_sim::workload::{Workload, rtapp};
 use nest_sim::{Governor, Machine, RunResult, SimConfig};
-use nest_trace::{Cpu, Event, EventKind, Pid, PrevState, Trace, Waker};
+use nest_trace::{Cpu, Event, EventKind, Nest as NestKind, Pid, PrevState, Trace, Waker};
 
 const MS: u64 = 1_000_000;
 
@@ -224,6 +224,37 @@ fn bad_cpus_start_cpus_and_delays_are_refused_with_where_and_why() {
     assert_eq!(
         err(r#"{"tasks": {"a": {"prev_cpu": 3, "start_cpu": 3, "run": 1}}}"#),
         "w.json: $.tasks.a: `start_cpu` and `prev_cpu` exclude each other"
+    );
+    // The nests at time 0 (extension `global.nests`).
+    let nests = |nests: &str| {
+        err(&format!(
+            r#"{{"global": {{"nests": {nests}}}, "tasks": {{"a": {{"run": 1}}}}}}"#
+        ))
+    };
+    assert_eq!(
+        nests(r#"{"primary": [1, 2], "reserve": [2]}"#),
+        "w.json: $.global.nests: CPU 2 is in both the primary nest and the reserve"
+    );
+    assert_eq!(
+        nests(r#"{"primary": [1], "spare": [2]}"#),
+        "w.json: $.global.nests.spare: expected only \"primary\", \"reserve\" and \"idle_us\""
+    );
+    assert_eq!(
+        nests(r#"{"primary": 1}"#),
+        "w.json: $.global.nests.primary: expected a non-empty list of CPU numbers, e.g. [0, 2]"
+    );
+    assert_eq!(nests("[1]"), "w.json: $.global.nests: expected an object");
+    assert_eq!(
+        nests(r#"{"primary": [1], "idle_us": {"2": 10}}"#),
+        "w.json: $.global.nests.idle_us.2: CPU 2 is in neither nest"
+    );
+    assert_eq!(
+        nests(r#"{"primary": [1], "idle_us": {"one": 10}}"#),
+        "w.json: $.global.nests.idle_us.one: expected a CPU number as the key"
+    );
+    assert!(
+        nests(r#"{"primary": [1], "idle_us": {"1": -1}}"#)
+            .starts_with("w.json: $.global.nests.idle_us.1: expected")
     );
     // CPUs the machine lacks: refused when the machine is known.
     for (key, value) in [("cpus", "[1, 16]"), ("start_cpu", "16"), ("prev_cpu", "16")] {
@@ -572,4 +603,61 @@ fn a_task_leaves_its_start_cpu_when_its_own_cpus_allow() {
         let cpus = cpus_of(&res, "a");
         assert!(cpus.contains(&5) && cpus.len() > 1, "{name}: {cpus:?}");
     }
+}
+
+#[test]
+fn a_replay_starts_from_the_nests_the_recording_had_when_the_command_started() {
+    // A recording of `scx_nest --trace-nests` in the guest (2x4x2,
+    // siblings adjacent): CPU 12 joined the primary nest at 1 ms, CPU 2
+    // the reserve at 2 ms, CPU 4 the primary at 3 ms and left it at 4 ms;
+    // the command starts at 5 ms; CPU 8 joins after it started.
+    let nest = |nest| EventKind::NestChange { nest };
+    let events = vec![
+        ev(MS, 12, nest(NestKind::Primary)),
+        ev(2 * MS, 2, nest(NestKind::Reserve)),
+        ev(3 * MS, 4, nest(NestKind::Primary)),
+        ev(4 * MS, 4, nest(NestKind::None)),
+        ev(5 * MS, 12, name(10, "cmd")),
+        ev(5 * MS, 12, sw(0, PrevState::Blocked, 10)),
+        ev(6 * MS, 8, nest(NestKind::Primary)),
+        ev(7 * MS, 12, EventKind::Exit { pid: 10 }),
+        ev(7 * MS, 12, sw(10, PrevState::Dead, 0)),
+    ];
+    let mut trace = Trace {
+        topology: nest_trace::Topology::siblings_adjacent(2, 4, 2),
+        meta: vec![("command_pid".into(), "10".into())],
+        events,
+    };
+    let opts = ReplayOptions {
+        target: Some(guest().topology()),
+        ..ReplayOptions::default()
+    };
+    let nests = |trace: &Trace| {
+        let r = replay(trace, &opts).unwrap();
+        let w = rtapp::parse(&r.to_json_string(), "nests.json").unwrap();
+        assert_eq!(w.initial_nests, r.nests);
+        w.initial_nests.map(|n| {
+            (
+                n.primary,
+                n.reserve,
+                n.idle_ns.into_iter().collect::<Vec<_>>(),
+            )
+        })
+    };
+    // The guest's CPUs 12 and 2 are the model's 6 and 1. CPU 12 runs the
+    // command; CPU 2 ran nothing since the trace started, 5 ms before.
+    assert_eq!(nests(&trace), Some((vec![6], vec![1], vec![(1, 5 * MS)])));
+    // Known in full only from 6 ms on: the nests as they were then.
+    trace
+        .meta
+        .push(("nests_complete_from_ns".into(), (6 * MS).to_string()));
+    assert_eq!(
+        nests(&trace),
+        Some((vec![4, 6], vec![1], vec![(1, 5 * MS), (4, 5 * MS)]))
+    );
+    // No nest reports (the default scheduler's recordings): no nests.
+    trace
+        .events
+        .retain(|e| !matches!(e.kind, EventKind::NestChange { .. }));
+    assert_eq!(nests(&trace), None);
 }

@@ -279,3 +279,86 @@ fn the_linux_model_keeps_its_per_cpu_queues_and_balancing() {
     assert_eq!(end_times(&r, "hog").len(), 48);
     assert!(r.total_wait_ns() > 0);
 }
+
+/// The CPU the task named `comm` first ran on.
+fn first_cpu(r: &RunResult, comm: &str) -> u32 {
+    let pid = r.tasks.iter().find(|t| t.comm == comm).unwrap().pid;
+    let trace = r.trace.as_ref().unwrap();
+    trace
+        .events
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::Switch { next, .. } if next == pid))
+        .map(|e| e.cpu)
+        .unwrap()
+}
+
+#[test]
+fn a_workload_started_from_recorded_nests_places_its_first_task_in_them() {
+    // A replay of a recording of `scx_nest --trace-nests` starts with the
+    // guest's nests: here CPU 13 in the primary nest and CPU 3 in the
+    // reserve. The first task, forked from CPU 0, takes the primary
+    // nest's idle CPU; started with empty nests it stays on CPU 0, its
+    // idle previous CPU, which the fallback finds first.
+    let m = guest();
+    let workload = |global: &str| {
+        let text = format!(r#"{{ {global} "tasks": {{ "a": {{ "run": 1000 }} }} }}"#);
+        rtapp::parse(&text, "nests.json").unwrap()
+    };
+    let seeded = workload(r#""global": { "nests": { "primary": [13], "reserve": [3] } },"#);
+    let params = nest_policy::Params::default().in_virtual_machine();
+    let r = run(&m, &seeded, &mut nest(&m, params.clone()));
+    assert_eq!(first_cpu(&r, "a"), 13);
+    // The trace shows the nests from time 0.
+    let at_start: Vec<(u32, nest_trace::Nest)> = r
+        .trace
+        .as_ref()
+        .unwrap()
+        .events
+        .iter()
+        .filter(|e| e.ts_ns == 0)
+        .filter_map(|e| match e.kind {
+            EventKind::NestChange { nest } => Some((e.cpu, nest)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        at_start,
+        [
+            (3, nest_trace::Nest::Reserve),
+            (13, nest_trace::Nest::Primary)
+        ]
+    );
+    // Idle for longer than P_remove when the recording's command started:
+    // compacted at once, into the reserve, as the next scan would.
+    let stale = workload(r#""global": { "nests": { "primary": [13], "idle_us": {"13": 9000} } },"#);
+    let r = run(&m, &stale, &mut nest(&m, params.clone()));
+    let first = r
+        .trace
+        .as_ref()
+        .unwrap()
+        .events
+        .iter()
+        .find_map(|e| match e.kind {
+            EventKind::NestChange { nest } => Some((e.ts_ns, e.cpu, nest)),
+            _ => None,
+        });
+    assert_eq!(first, Some((0, 13, nest_trace::Nest::Reserve)));
+    let empty = run(&m, &workload(""), &mut nest(&m, params));
+    assert_eq!(first_cpu(&empty, "a"), 0);
+    // The Linux model has no nests and ignores them.
+    let linux = run(&m, &seeded, &mut Baseline);
+    assert_eq!(
+        first_cpu(&linux, "a"),
+        first_cpu(&run(&m, &workload(""), &mut Baseline), "a")
+    );
+    // A nest CPU the machine lacks is refused.
+    let bad = workload(r#""global": { "nests": { "primary": [16] } },"#);
+    let cfg = SimConfig::new(m.clone(), Governor::Performance, 1);
+    let err = nest_sim::run(cfg, &bad, &mut Baseline)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nests: CPU 16 is not on the machine (CPUs 0-15)"),
+        "{err}"
+    );
+}

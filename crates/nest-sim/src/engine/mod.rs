@@ -229,6 +229,9 @@ impl<'p> Sim<'p> {
         k.push(k.cfg.dvfs_step_ns, Ev::Step);
         let tick = k.cfg.tick_ns();
         k.push(tick, Ev::Tick);
+        if let Some(nests) = self.k.workload.initial_nests.clone() {
+            self.policy.seed_nests(&mut Ctx { k: &mut self.k }, &nests);
+        }
         let initial = self.k.workload.initial.clone();
         for (program, instances) in initial {
             let delay_ns = self.k.workload.programs[program].delay_ns;
@@ -322,6 +325,17 @@ fn check_cpus(workload: &Workload, nr_cpus: usize) -> Result<()> {
                 );
             }
         }
+    }
+    let nests = workload.initial_nests.iter();
+    if let Some(cpu) = nests
+        .flat_map(|n| n.primary.iter().chain(&n.reserve))
+        .find(|&&c| c as usize >= nr_cpus)
+    {
+        bail!(
+            "workload `{}`: nests: CPU {cpu} is not on the machine (CPUs 0-{})",
+            workload.name,
+            nr_cpus.saturating_sub(1)
+        );
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ use nest_trace::{Cpu, Nest, PrevState, Topology};
 
 use crate::engine::{Action, Kernel, TaskPhase};
 use crate::machine::Machine;
+use crate::workload::Nests;
 
 /// A task id; equal to the task's pid in traces.
 pub type TaskId = u32;
@@ -106,6 +107,10 @@ pub trait Policy {
     /// without it for a task that may run on `cpu` only): sched_ext's
     /// `ops.runnable()`.
     fn runnable(&mut self, _cx: &mut Ctx, _task: TaskId, _cpu: Cpu) {}
+
+    /// The workload starts with these nests (a replay of a recording's),
+    /// before its first task; policies without nests ignore them.
+    fn seed_nests(&mut self, _cx: &mut Ctx, _nests: &Nests) {}
 
     /// Whether the policy keeps its own queues (see the trait's
     /// documentation). Asked once, at the start of a run.

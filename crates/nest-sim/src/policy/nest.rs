@@ -27,6 +27,7 @@ use super::baseline;
 use super::dsq::LlcQueues;
 use super::ext_idle::{ExtIdle, core_free};
 use super::{Ctx, Dispatch, Enqueue, Policy, Queued, Spin, TaskId, Wake};
+use crate::workload::Nests;
 
 /// The Nest policy, driven by the shared C code.
 pub struct Nest {
@@ -759,6 +760,18 @@ impl Policy for Nest {
 
     fn task_exit(&mut self, _cx: &mut Ctx, _task: TaskId, cpu: Cpu) {
         self.policy.task_exiting(cpu);
+    }
+
+    fn seed_nests(&mut self, cx: &mut Ctx, nests: &Nests) {
+        let now = cx.now();
+        for (cpus, primary) in [(&nests.primary, true), (&nests.reserve, false)] {
+            for &cpu in cpus {
+                self.policy.seed_cpu(now, cpu, primary, nests.idle_ns(cpu));
+            }
+        }
+        // Seeding counts no membership change: re-read the nests.
+        self.version = None;
+        self.report_nests(cx);
     }
 
     fn ticks(&self) -> bool {

@@ -129,6 +129,7 @@ fn workload(programs: Vec<Program>, initial: Vec<(usize, u32)>) -> Workload {
         nr_locks: 0,
         nr_channels,
         duration_ns: None,
+        initial_nests: None,
     }
 }
 

@@ -103,6 +103,25 @@ impl Program {
     }
 }
 
+/// The CPUs in Nest's nests when a workload starts (rt-app extension
+/// `global.nests`: a replay of a recording of `scx_nest --trace-nests`
+/// starts from the nests the guest had). Policies without nests ignore it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Nests {
+    pub primary: Vec<u32>,
+    pub reserve: Vec<u32>,
+    /// How long each CPU had been idle at time 0, ns (`idle_us`); CPUs
+    /// left out had just gone idle (or were running).
+    pub idle_ns: std::collections::BTreeMap<u32, u64>,
+}
+
+impl Nests {
+    /// How long `cpu` had been idle at time 0.
+    pub fn idle_ns(&self, cpu: u32) -> u64 {
+        self.idle_ns.get(&cpu).copied().unwrap_or(0)
+    }
+}
+
 /// A complete workload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Workload {
@@ -116,6 +135,8 @@ pub struct Workload {
     pub nr_channels: usize,
     /// Stop the run after this long even if tasks remain.
     pub duration_ns: Option<u64>,
+    /// Nest's nests at time 0; `None`: empty.
+    pub initial_nests: Option<Nests>,
 }
 
 impl Workload {

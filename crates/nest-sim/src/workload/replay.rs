@@ -70,6 +70,16 @@
 //! marked (`kernel_thread`, from [`Trace::kernel_threads`]: the recorder's
 //! /proc list, else their names), since scx_nest places them by rules of
 //! their own (`NEST_TASK_KTHREAD` in policy/nest_policy.c).
+//!
+//! **Nests**: when the trace has `NestChange` events (a recording of
+//! `scx_nest --trace-nests`, or a simulated Nest's trace), the workload
+//! starts with the nests the trace had when the command started
+//! (`global.nests`, numbered as the root's CPU), so the simulated Nest
+//! does not start empty where scx_nest had the CPUs of the guest's other
+//! tasks in its nests. A recording knows every CPU's nest only from its
+//! first full report (meta `nests_complete_from_ns`); a command that
+//! started before it starts from the nests as they were then. Seeded CPUs
+//! are idle from time 0 (their idle time before it is not known).
 //! - A task still blocked or running when the trace ends stops there.
 //! - Threads are tasks like processes (the trace has no thread groups);
 //!   exec only renames a task; priorities and scheduling classes are not
@@ -79,8 +89,10 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
-use nest_trace::{Cpu, EventKind, Pid, PrevState, Topology, Trace, Waker};
+use nest_trace::{Cpu, EventKind, Nest, Pid, PrevState, Topology, Trace, Waker};
 use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use super::Nests;
 
 /// Nominal frequency assumed when neither the options nor the trace give
 /// one: 2.3 GHz, the simulator's default machine (`xeon-gold-5218-2s`).
@@ -185,6 +197,9 @@ pub struct Replay {
     pub sleeps: usize,
     /// Tasks outside the tree replayed ([`ReplayOptions::others`]).
     pub others: usize,
+    /// The nests when the command started, from the trace's `NestChange`
+    /// events (see the module docs, "Nests"); `None` without them.
+    pub nests: Option<Nests>,
 }
 
 impl Replay {
@@ -300,8 +315,21 @@ impl Serialize for Replay {
                 m.end()
             }
         }
-        let mut m = s.serialize_map(Some(2))?;
+        let mut m = s.serialize_map(None)?;
         m.serialize_entry("replay", &Facts(self))?;
+        if let Some(nests) = &self.nests {
+            let idle_us: BTreeMap<String, f64> = nests
+                .idle_ns
+                .iter()
+                .map(|(cpu, &ns)| (cpu.to_string(), us(ns)))
+                .collect();
+            let nests = serde_json::json!({
+                "primary": nests.primary,
+                "reserve": nests.reserve,
+                "idle_us": idle_us,
+            });
+            m.serialize_entry("global", &serde_json::json!({ "nests": nests }))?;
+        }
         m.serialize_entry("tasks", &Tasks(self))?;
         m.end()
     }
@@ -469,6 +497,62 @@ fn pinned_cpu(trace: &Trace, opts: &ReplayOptions, comm: &str) -> Result<Option<
     per_cpu_kthread_cpu(comm, trace.topology.nr_cpus())
         .map(|cpu| target_cpu(trace, opts, cpu, &format!("`{comm}` is bound to")))
         .transpose()
+}
+
+/// The nests when the command started (`start`), numbered as `opts.target`
+/// numbers the CPUs, with how long each of their CPUs had been idle then
+/// (since its last switch to idle; one idle since the trace's start counts
+/// from there); `None` when the trace has no `NestChange` events. A
+/// recording that knows the nests in full only later (meta
+/// `nests_complete_from_ns`) gives them as they were then.
+fn nests_at_start(trace: &Trace, opts: &ReplayOptions, start: u64) -> Result<Option<Nests>> {
+    let complete = trace
+        .meta_get(nest_trace::model::NESTS_COMPLETE_META)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let at = start.max(complete);
+    let mut nests: BTreeMap<Cpu, Nest> = BTreeMap::new();
+    // When each CPU last went idle (None: running), up to `start`.
+    let mut idle_since: BTreeMap<Cpu, Option<u64>> = BTreeMap::new();
+    let mut any = false;
+    for e in &trace.events {
+        match e.kind {
+            EventKind::NestChange { nest } => {
+                any = true;
+                if e.ts_ns <= at {
+                    nests.insert(e.cpu, nest);
+                }
+            }
+            EventKind::Switch { next, .. } if e.ts_ns <= start => {
+                idle_since.insert(e.cpu, (next == 0).then_some(e.ts_ns));
+            }
+            _ => {}
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    let mut out = Nests::default();
+    for (cpu, nest) in nests {
+        let list = match nest {
+            Nest::Primary => &mut out.primary,
+            Nest::Reserve => &mut out.reserve,
+            Nest::None => continue,
+        };
+        let target = target_cpu(trace, opts, cpu, "the nests held")?;
+        list.push(target);
+        let idle_ns = match idle_since.get(&cpu) {
+            Some(Some(since)) => start - since,
+            Some(None) => 0,
+            None => start,
+        };
+        if idle_ns > 0 {
+            out.idle_ns.insert(target, idle_ns);
+        }
+    }
+    out.primary.sort_unstable();
+    out.reserve.sort_unstable();
+    Ok(Some(out))
 }
 
 /// The trace's CPU `cpu` numbered as `opts.target` numbers the CPU at its
@@ -813,6 +897,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     let during = |p: &Pid| tasks[p].task.delay_ns.is_some_and(|d| start + d <= last);
     others.retain(during);
     let nr_others = others.len();
+    let nests = nests_at_start(trace, opts, start)?;
     let tasks = order
         .iter()
         .chain(&others)
@@ -828,6 +913,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
         woken: counts.woken,
         sleeps: counts.sleeps,
         others: nr_others,
+        nests,
     })
 }
 

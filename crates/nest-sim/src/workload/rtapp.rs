@@ -13,7 +13,10 @@
 //! on; by default the policy places them as forks from CPU 0; not for
 //! templates) or `prev_cpu` (they start as tasks woken with this previous
 //! CPU, placed by the policy as a wakeup; not for templates),
-//! `kernel_thread` (`true`: its tasks are kernel threads), and events
+//! `kernel_thread` (`true`: its tasks are kernel threads), `global.nests`
+//! (`{"primary": [CPUs], "reserve": [CPUs], "idle_us": {"CPU": us}}`:
+//! Nest's nests at time 0 and how long their CPUs had been idle, as a
+//! replay of a recording of `scx_nest --trace-nests` had them), and events
 //! `wait_children` (`true`: wait for every forked child), `send`
 //! and `recv` (`resume`/`suspend` with pipe semantics: a `send` wakes its
 //! receiver synchronously, `WF_SYNC`), and `[min, max]` for any
@@ -29,7 +32,7 @@ use std::fmt;
 use anyhow::{Result, anyhow, bail};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::{Amount, Op, Program, Workload};
+use super::{Amount, Nests, Op, Program, Workload};
 
 /// A JSON value whose objects keep their key order.
 #[derive(Clone, Debug, PartialEq)]
@@ -243,6 +246,57 @@ fn initial_cpu(t: &[(String, Json)], path: &str, instances: i64, key: &str) -> R
     Ok(Some(cpu))
 }
 
+/// `global.nests` (extension): `{"primary": [CPUs], "reserve": [CPUs],
+/// "idle_us": {"CPU": us}}`, either list may be absent or empty, no CPU in
+/// both; `idle_us`: how long a CPU of the nests had been idle (0 if left
+/// out).
+fn initial_nests(root: &[(String, Json)]) -> Result<Option<Nests>> {
+    let Some(g) = get(root, "global") else {
+        return Ok(None);
+    };
+    let Some(nests) = get(obj(g, "$.global")?, "nests") else {
+        return Ok(None);
+    };
+    let path = "$.global.nests";
+    let nests = obj(nests, path)?;
+    if let Some((key, _)) = nests
+        .iter()
+        .find(|(k, _)| !["primary", "reserve", "idle_us"].contains(&k.as_str()))
+    {
+        bail!("{path}.{key}: expected only \"primary\", \"reserve\" and \"idle_us\"");
+    }
+    let list = |key: &str| match get(nests, key) {
+        Some(Json::Arr(a)) if a.is_empty() => Ok(Vec::new()),
+        Some(v) => cpus(v, &format!("{path}.{key}")),
+        None => Ok(Vec::new()),
+    };
+    let (primary, reserve) = (list("primary")?, list("reserve")?);
+    if let Some(cpu) = primary.iter().find(|c| reserve.contains(c)) {
+        bail!("{path}: CPU {cpu} is in both the primary nest and the reserve");
+    }
+    let mut idle_ns = BTreeMap::new();
+    if let Some(idle) = get(nests, "idle_us") {
+        for (key, v) in obj(idle, &format!("{path}.idle_us"))? {
+            let at = format!("{path}.idle_us.{key}");
+            let cpu: u32 = key
+                .parse()
+                .map_err(|_| anyhow!("{at}: expected a CPU number as the key"))?;
+            if !primary.contains(&cpu) && !reserve.contains(&cpu) {
+                bail!("{at}: CPU {cpu} is in neither nest");
+            }
+            let Amount::Fixed(ns) = micros(v, &at)? else {
+                bail!("{at}: expected fixed microseconds (a number >= 0)");
+            };
+            idle_ns.insert(cpu, ns);
+        }
+    }
+    Ok(Some(Nests {
+        primary,
+        reserve,
+        idle_ns,
+    }))
+}
+
 /// `kernel_thread` of task `t` (extension): are its tasks kernel threads?
 fn kernel_thread(t: &[(String, Json)], path: &str) -> Result<bool> {
     match get(t, "kernel_thread") {
@@ -319,6 +373,7 @@ impl Builder {
             nr_locks: self.locks.len(),
             nr_channels: self.channels.len(),
             duration_ns,
+            initial_nests: initial_nests(root)?,
         })
     }
 
