@@ -535,11 +535,7 @@ fn mean_primary_cpus(trace: &Trace, tl: &Timeline, from: u64, to: u64) -> Option
     if tl.nest.iter().all(Vec::is_empty) {
         return None;
     }
-    let complete = trace
-        .meta_get(crate::model::NESTS_COMPLETE_META)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let from = from.max(complete);
+    let from = from.max(trace.nests_complete_from_ns());
     if from >= to {
         return None;
     }

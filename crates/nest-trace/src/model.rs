@@ -181,6 +181,14 @@ impl Trace {
         self.meta_get("command_pid").and_then(|p| p.parse().ok())
     }
 
+    /// From when the trace knows every CPU's nest (meta
+    /// [`NESTS_COMPLETE_META`]; 0 without it).
+    pub fn nests_complete_from_ns(&self) -> u64 {
+        self.meta_get(NESTS_COMPLETE_META)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Which tasks are kernel threads: those `nest trace record` found in
     /// /proc (meta [`KERNEL_THREADS_META`]), else, in traces without that
     /// entry (imported, or recorded before it existed), those with a name

@@ -78,8 +78,10 @@
 //! does not start empty where scx_nest had the CPUs of the guest's other
 //! tasks in its nests. A recording knows every CPU's nest only from its
 //! first full report (meta `nests_complete_from_ns`); a command that
-//! started before it starts from the nests as they were then. Seeded CPUs
-//! are idle from time 0 (their idle time before it is not known).
+//! started before it starts from the nests as they were then. Each CPU
+//! of the nests comes with how long it had been idle when the command
+//! started (`idle_us`: since its last switch to idle in the trace, or
+//! since the trace's start).
 //! - A task still blocked or running when the trace ends stops there.
 //! - Threads are tasks like processes (the trace has no thread groups);
 //!   exec only renames a task; priorities and scheduling classes are not
@@ -506,11 +508,7 @@ fn pinned_cpu(trace: &Trace, opts: &ReplayOptions, comm: &str) -> Result<Option<
 /// recording that knows the nests in full only later (meta
 /// `nests_complete_from_ns`) gives them as they were then.
 fn nests_at_start(trace: &Trace, opts: &ReplayOptions, start: u64) -> Result<Option<Nests>> {
-    let complete = trace
-        .meta_get(nest_trace::model::NESTS_COMPLETE_META)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let at = start.max(complete);
+    let at = start.max(trace.nests_complete_from_ns());
     let mut nests: BTreeMap<Cpu, Nest> = BTreeMap::new();
     // When each CPU last went idle (None: running), up to `start`.
     let mut idle_since: BTreeMap<Cpu, Option<u64>> = BTreeMap::new();
