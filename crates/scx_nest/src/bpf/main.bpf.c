@@ -106,16 +106,21 @@ u64 nests_synced_at;
 /*
  * Report the CPUs of mask word @w whose nest changed since the last report.
  * The exchange makes each change reported by exactly one caller, with the
- * nests that caller installed as reported.
+ * nests that caller installed as reported; plain reads first, so that the
+ * common call, with nothing changed, writes nothing.
  */
 static void report_nest_word(u32 w)
 {
 	u64 primary = READ_ONCE(nest_state.primary[w]);
 	u64 reserve = READ_ONCE(nest_state.reserve[w]);
-	u64 changed = (__sync_lock_test_and_set(&reported_primary[w], primary) ^ primary) |
-		      (__sync_lock_test_and_set(&reported_reserve[w], reserve) ^ reserve);
+	u64 changed;
 	u32 bit;
 
+	if (READ_ONCE(reported_primary[w]) == primary &&
+	    READ_ONCE(reported_reserve[w]) == reserve)
+		return;
+	changed = (__sync_lock_test_and_set(&reported_primary[w], primary) ^ primary) |
+		  (__sync_lock_test_and_set(&reported_reserve[w], reserve) ^ reserve);
 	if (!changed)
 		return;
 	bpf_for(bit, 0, 64) {
@@ -156,8 +161,8 @@ static void report_nest_changes(void)
 	if (!trace_nests)
 		return;
 	sync_nest_reports(words);
-	bpf_for(w, 0, words)
-		report_nest_word(w & (NEST_MASK_WORDS - 1));
+	for (w = 0; w < NEST_MASK_WORDS && w < words; w++)
+		report_nest_word(w);
 }
 
 /* What a policy call made at time @now about @env works with. */
