@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::model::{Cpu, EventKind, Pid, PrevState, Trace};
 use crate::table::{Cell, Table};
-use crate::timeline::{Step, Timeline, value_at};
+use crate::timeline::{Step, Timeline, step_spans, value_at};
 
 /// Statistics of one interval; the rows of the interval tables.
 #[derive(Clone, Debug, PartialEq)]
@@ -542,17 +542,9 @@ fn mean_primary_cpus(trace: &Trace, tl: &Timeline, from: u64, to: u64) -> Option
     let primary_ns: u64 = tl
         .nest
         .iter()
-        .map(|steps| {
-            let mut ns = 0;
-            for (i, step) in steps.iter().enumerate() {
-                let end = steps.get(i + 1).map_or(to, |next| next.ts).min(to);
-                let start = step.ts.max(from);
-                if step.value == 2 && end > start {
-                    ns += end - start;
-                }
-            }
-            ns
-        })
+        .flat_map(|steps| step_spans(steps, from, to))
+        .filter(|&(value, _)| value == 2)
+        .map(|(_, ns)| ns)
         .sum();
     Some(primary_ns as f64 / (to - from) as f64)
 }
@@ -784,9 +776,8 @@ pub fn nest_activity(tl: &Timeline) -> Table {
     for cpu in 0..tl.nr_cpus {
         let mut time = [0u64; 3];
         let steps = &tl.nest[cpu];
-        for (i, s) in steps.iter().enumerate() {
-            let end = steps.get(i + 1).map_or(tl.end_ns, |n| n.ts).max(s.ts);
-            time[s.value.min(2) as usize] += end - s.ts;
+        for (value, ns) in step_spans(steps, 0, tl.end_ns) {
+            time[value.min(2) as usize] += ns;
         }
         let spins: Vec<_> = tl
             .warm_spins

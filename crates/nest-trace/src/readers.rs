@@ -325,9 +325,6 @@ impl Reader {
         Ok(())
     }
 
-    /// `sched_waking` stands in for `sched_wakeup` only when the input has
-    /// no `sched_wakeup` (`perf sched record` records only `sched_waking`
-    /// on kernels that have it).
     /// A BPF program's `bpf_printk()`: `scx_nest --trace-nests` reports a
     /// CPU's nest when it changes, and every member after each "nest
     /// sync"; only changes become events.
@@ -347,6 +344,9 @@ impl Reader {
         Ok(())
     }
 
+    /// `sched_waking` stands in for `sched_wakeup` only when the input has
+    /// no `sched_wakeup` (`perf sched record` records only `sched_waking`
+    /// on kernels that have it).
     fn drop_duplicate_wakings(&mut self) {
         if !self.saw_wakeup {
             return;
@@ -649,8 +649,6 @@ fn parse_prev_state(s: &str) -> Result<PrevState, String> {
     }
 }
 
-/// The task name after exec: the file's base name, cut to the kernel's 15
-/// bytes.
 /// `nest cpu=C in=N` (N: 0 no nest, 1 reserve, 2 primary), as
 /// `scx_nest --trace-nests` prints it; `None` for other programs' prints.
 fn parse_nest_report(body: &str) -> Result<Option<(Cpu, Nest)>, String> {
@@ -674,6 +672,8 @@ fn parse_nest_report(body: &str) -> Result<Option<(Cpu, Nest)>, String> {
     Ok(Some((cpu, nest)))
 }
 
+/// The task name after exec: the file's base name, cut to the kernel's 15
+/// bytes.
 fn exec_comm(filename: &str) -> String {
     let base = filename.rsplit('/').next().unwrap_or(filename);
     let mut end = base.len().min(15);

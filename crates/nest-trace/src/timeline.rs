@@ -47,6 +47,15 @@ pub struct Step {
     pub value: u32,
 }
 
+/// Each step's value and how long it held within `[from, to)` (the last
+/// step holds until `to`).
+pub fn step_spans(steps: &[Step], from: u64, to: u64) -> impl Iterator<Item = (u32, u64)> + '_ {
+    steps.iter().enumerate().map(move |(i, step)| {
+        let end = steps.get(i + 1).map_or(to, |next| next.ts).min(to);
+        (step.value, end.saturating_sub(step.ts.max(from)))
+    })
+}
+
 /// A time when some CPU was idle (nothing running, nothing queued) while
 /// another CPU ran a task and had at least one more task waiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
