@@ -323,17 +323,24 @@ fn the_primary_scan_visits_the_previous_cpus_socket_first() {
     assert_eq!(place_and_run(&p, &m, &mut t, 2, 0), 1);
 }
 
+/// The policy with CPUs 1 and 2 in the primary nest, CPU 1 idle since 0
+/// and CPU 2 since P_remove (returned).
+fn primary_idle_since_0_and_p_remove(m: &Machine) -> (NestPolicy, u64) {
+    let params = Params::default();
+    let p_remove = params.p_remove_ns;
+    let p = policy(m, params);
+    grow_primary(&p, m, &[1, 2], 0);
+    p.task_running(&mut TaskState::new(), 2, p_remove - MS);
+    p.cpu_idle(2, p_remove);
+    (p, p_remove)
+}
+
 #[test]
 fn an_idle_primary_cpu_is_compacted_after_p_remove() {
     let m = Machine::new();
-    let params = Params::default();
-    let p_remove = params.p_remove_ns;
-    let p = policy(&m, params);
-    grow_primary(&p, &m, &[1, 2], 0);
-    // CPU 1 has been idle since 0; at P_remove + 1 ms a scan that meets it
-    // demotes it to the reserve, and CPU 2 (idle only briefly) is used.
-    p.task_running(&mut TaskState::new(), 2, p_remove - MS);
-    p.cpu_idle(2, p_remove);
+    let (p, p_remove) = primary_idle_since_0_and_p_remove(&m);
+    // At P_remove + 1 ms a scan that meets CPU 1 demotes it to the
+    // reserve, and CPU 2 (idle only briefly) is used.
     m.set_busy(&[0]);
     let mut t = TaskState::new();
     let cpu = place_and_run(&p, &m, &mut t, 0, p_remove + MS);
@@ -341,6 +348,26 @@ fn an_idle_primary_cpu_is_compacted_after_p_remove() {
     assert_eq!(p.stat(Stat::Compacted), 1);
     assert_eq!(p.primary(), vec![2]);
     assert!(p.reserve().contains(&1));
+}
+
+#[test]
+fn a_cpu_claimed_for_a_task_is_not_compacted_before_the_task_runs() {
+    let m = Machine::new();
+    let (p, p_remove) = primary_idle_since_0_and_p_remove(&m);
+    // A task woken on CPU 1 claims it just before P_remove; under
+    // emulation its vCPU may take milliseconds to run it.
+    let mut woken = TaskState::new();
+    let choice = p.select_cpu(&mut Plat::new(&m, p_remove - MS), &mut woken, 1);
+    assert_eq!(choice.cpu, 1);
+    // Meanwhile a scan meets CPU 1, idle by its timestamp for longer than
+    // P_remove but claimed: it passes over it without demoting it.
+    m.set_busy(&[0]);
+    let mut t = TaskState::new();
+    assert_eq!(place_and_run(&p, &m, &mut t, 0, p_remove + MS), 2);
+    assert_eq!(p.stat(Stat::Compacted), 0);
+    let mut primary = p.primary();
+    primary.sort();
+    assert_eq!(primary, vec![1, 2]);
 }
 
 #[test]
@@ -992,14 +1019,20 @@ fn a_spinning_cpu_that_leaves_the_primary_nest_stops() {
     let p = policy(&m, Params::default());
     grow_primary(&p, &m, &[2, 3], 0);
     let mut t = TaskState::new();
-    place_and_run(&p, &m, &mut t, 2, 10 * MS);
-    assert!(p.cpu_idle(2, 11 * MS).is_some());
-    // A scan long after P_remove demotes CPU 2 (it is idle, not attached).
-    m.set_busy(&[0, 3]);
+    place_and_run(&p, &m, &mut t, 2, MS);
+    m.set_idle(&[2]);
+    assert!(p.cpu_idle(2, 2 * MS).is_some());
+    // CPU 3 ran a task just before the scan.
+    p.task_running(&mut TaskState::new(), 3, 9 * MS);
+    p.cpu_idle(3, 10 * MS);
+    // A scan more than P_remove after CPU 2 went idle demotes it (it is
+    // idle, not attached) and takes CPU 3.
+    m.set_busy(&[0]);
     let mut other = TaskState::new();
-    let _ = p.select_cpu(&mut Plat::new(&m, 11 * MS + 9 * MS), &mut other, 0);
+    let choice = p.select_cpu(&mut Plat::new(&m, 11 * MS), &mut other, 0);
+    assert_eq!(choice.cpu, 3);
     assert!(!p.primary().contains(&2));
-    assert!(!p.spin_continue(2, 11 * MS + 9 * MS));
+    assert!(!p.spin_continue(2, 11 * MS));
     assert_eq!(p.stat(Stat::SpinDemoted), 1);
 }
 
