@@ -186,10 +186,19 @@ fn micros(v: &Json, path: &str) -> Result<Amount> {
     }
 }
 
-/// rt-app `cpus`: a list of CPU numbers, returned ascending. Whether the
-/// machine has them is checked when it is known (`Sim::new`).
+/// rt-app `cpus`: a non-empty list of CPU numbers, returned ascending.
+/// Whether the machine has them is checked when it is known (`Sim::new`).
 fn cpus(v: &Json, path: &str) -> Result<Vec<u32>> {
-    let expected = || anyhow!("{path}: expected a non-empty list of CPU numbers, e.g. [0, 2]");
+    let cpus = cpu_list(v, path)?;
+    if cpus.is_empty() {
+        bail!("{path}: expected a non-empty list of CPU numbers, e.g. [0, 2]");
+    }
+    Ok(cpus)
+}
+
+/// A list of distinct CPU numbers, possibly empty, returned ascending.
+fn cpu_list(v: &Json, path: &str) -> Result<Vec<u32>> {
+    let expected = || anyhow!("{path}: expected a list of CPU numbers, e.g. [0, 2]");
     let Json::Arr(a) = v else {
         return Err(expected());
     };
@@ -203,9 +212,6 @@ fn cpus(v: &Json, path: &str) -> Result<Vec<u32>> {
         })
         .collect::<Result<Vec<u32>>>()?;
     cpus.sort_unstable();
-    if cpus.is_empty() {
-        return Err(expected());
-    }
     if let Some(w) = cpus.windows(2).find(|w| w[0] == w[1]) {
         bail!("{path}: CPU {} is listed twice", w[0]);
     }
@@ -266,8 +272,7 @@ fn initial_nests(root: &[(String, Json)]) -> Result<Option<Nests>> {
         bail!("{path}.{key}: expected only \"primary\", \"reserve\" and \"idle_us\"");
     }
     let list = |key: &str| match get(nests, key) {
-        Some(Json::Arr(a)) if a.is_empty() => Ok(Vec::new()),
-        Some(v) => cpus(v, &format!("{path}.{key}")),
+        Some(v) => cpu_list(v, &format!("{path}.{key}")),
         None => Ok(Vec::new()),
     };
     let (primary, reserve) = (list("primary")?, list("reserve")?);
