@@ -40,9 +40,9 @@
  *	Is the task being placed a new one (fork), whose previous CPU is
  *	its parent's rather than its own?
  *   bool plat_cpu_idle(nest_env_t env, s32 cpu);
- *	Is @cpu idle now, and not claimed? Nothing is claimed. (Impatience:
- *	did the task find its previous CPU busy? Compaction: is a CPU
- *	with an old idle_since still idle?)
+ *	Is @cpu idle now? A CPU claimed for a task is not. The call
+ *	claims nothing. (Impatience: did the task find its previous CPU
+ *	busy? Compaction: is a CPU with an old idle_since still idle?)
  */
 #ifndef __NEST_POLICY_H
 #define __NEST_POLICY_H
