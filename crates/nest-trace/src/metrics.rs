@@ -613,6 +613,56 @@ pub fn wakeup_latency(tl: &Timeline) -> Table {
     t
 }
 
+/// One wake-up of an idle CPU by another: how long the CPU took to leave
+/// idle, and how many other CPUs were busy (not idle) when it was woken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdleCpuWakeup {
+    pub busy_cpus: u32,
+    pub delay_ns: u64,
+}
+
+/// The wake-ups of idle CPUs in `trace`: from a wakeup recorded on one CPU
+/// and aimed at another, idle, CPU to that CPU's idle exit. In a guest this
+/// is mostly the host waking the vCPU's thread (docs/sim.md, "Guest vCPU
+/// wake-up"). A CPU counts as idle between its idle entry and exit, and
+/// only once it has entered idle in the trace.
+pub fn idle_cpu_wakeups(trace: &Trace) -> Vec<IdleCpuWakeup> {
+    let n = trace.topology.nr_cpus();
+    let mut idle = vec![None::<bool>; n];
+    // Per CPU: when a wakeup aimed at it, and how many CPUs were busy then.
+    let mut pending = vec![None::<(u64, u32)>; n];
+    let mut out = Vec::new();
+    for e in &trace.events {
+        let cpu = e.cpu as usize;
+        match &e.kind {
+            EventKind::IdleEnter if cpu < n => idle[cpu] = Some(true),
+            EventKind::IdleExit if cpu < n => {
+                idle[cpu] = Some(false);
+                if let Some((at, busy_cpus)) = pending[cpu].take() {
+                    let delay_ns = e.ts_ns.saturating_sub(at);
+                    out.push(IdleCpuWakeup {
+                        busy_cpus,
+                        delay_ns,
+                    });
+                }
+            }
+            &EventKind::Wakeup { target_cpu, .. } => {
+                let target = target_cpu as usize;
+                if target != cpu
+                    && target < n
+                    && idle[target] == Some(true)
+                    && pending[target].is_none()
+                {
+                    let busy = idle.iter().filter(|&&i| i == Some(false)).count() as u32;
+                    pending[target] = Some((e.ts_ns, busy));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Per-task running time, waiting time (runnable but not running: after a
 /// wakeup or a preemption), number of runs (switch-ins) and migrations.
 /// Columns: `pid, comm, run_ns, wait_ns, runs, migrations`.
@@ -822,6 +872,44 @@ mod tests {
             prev_state: PrevState::Blocked,
             next,
         }
+    }
+
+    #[test]
+    fn idle_cpu_wakeups_time_a_woken_cpu_until_it_leaves_idle() {
+        let wake = |pid, target_cpu| EventKind::Wakeup {
+            pid,
+            target_cpu,
+            waker: None,
+        };
+        let events = vec![
+            ev(0, 1, EventKind::IdleEnter),
+            ev(0, 2, EventKind::IdleEnter),
+            ev(0, 0, EventKind::IdleEnter),
+            ev(1, 0, EventKind::IdleExit),
+            // CPU 0 runs; it wakes a task onto idle CPU 1, twice: the
+            // second finds it already woken.
+            ev(2, 0, wake(5, 1)),
+            ev(3, 0, wake(6, 1)),
+            ev(5, 1, EventKind::IdleExit),
+            // A wakeup onto its own CPU, or onto a CPU the trace never
+            // saw idle (CPU 3), is not one.
+            ev(6, 1, wake(7, 1)),
+            ev(6, 1, wake(8, 3)),
+            // CPUs 0 and 1 run when CPU 2 is woken.
+            ev(7, 1, wake(9, 2)),
+            ev(8, 2, EventKind::IdleExit),
+        ];
+        let trace = Trace {
+            topology: Topology::regular(1, 2, 2),
+            meta: vec![],
+            events,
+        };
+        let got = idle_cpu_wakeups(&trace);
+        let want = [(1, 3 * MS), (2, MS)].map(|(busy_cpus, delay_ns)| IdleCpuWakeup {
+            busy_cpus,
+            delay_ns,
+        });
+        assert_eq!(got, want);
     }
 
     #[test]
