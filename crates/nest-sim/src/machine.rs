@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use nest_trace::Topology;
+use nest_trace::metrics::IdleCpuWakeup;
 use serde::{Deserialize, Serialize};
 
 /// One turbo bin: with at most `up_to_active_cores` active physical cores on
@@ -87,6 +88,134 @@ pub struct Power {
     pub sources: BTreeMap<String, String>,
 }
 
+/// A virtual machine's vCPUs (host threads) take time to start a task
+/// placed on an idle vCPU: the host must wake and schedule the vCPU's
+/// thread. Only machines modelling a guest have it (see docs/sim.md,
+/// "Guest vCPU wake-up").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VcpuWakeup {
+    /// One delay distribution per number of other busy vCPUs, ascending
+    /// by `busy_from`; a class holds from its `busy_from` to the next's.
+    pub classes: Vec<WakeupClass>,
+    #[serde(default)]
+    pub sources: BTreeMap<String, String>,
+}
+
+/// The delay distribution of one class of [`VcpuWakeup`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WakeupClass {
+    /// Fewest other busy vCPUs (running a task) the class covers.
+    pub busy_from: u32,
+    /// The measured distribution as `[probability, microseconds]` points,
+    /// both ascending, from probability 0 to 1; a delay is drawn between
+    /// them by linear interpolation.
+    pub quantiles_us: Vec<[f64; 2]>,
+}
+
+/// Fewest wake-ups a class of a measured [`VcpuWakeup`] holds.
+pub const MIN_CLASS_SAMPLES: usize = 20;
+
+/// Probabilities at which [`VcpuWakeup::measured`] keeps the delays: the
+/// last repeats the 99th percentile, cutting the tail.
+const MEASURED_QUANTILES: [f64; 9] = [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
+
+impl VcpuWakeup {
+    fn validate(&self) -> Result<()> {
+        let classes = &self.classes;
+        if classes.first().is_none_or(|c| c.busy_from != 0) {
+            bail!("vcpu_wakeup.classes: expected a first class with busy_from 0");
+        }
+        if classes.windows(2).any(|w| w[0].busy_from >= w[1].busy_from) {
+            bail!("vcpu_wakeup.classes: expected ascending busy_from");
+        }
+        for c in classes {
+            let q = &c.quantiles_us;
+            let ends = q.first().map(|p| p[0]) == Some(0.0) && q.last().map(|p| p[0]) == Some(1.0);
+            let ascending = q
+                .windows(2)
+                .all(|w| w[0][0] < w[1][0] && w[0][1] <= w[1][1]);
+            if !ends || !ascending || q.iter().any(|p| p[1] < 0.0) {
+                bail!(
+                    "vcpu_wakeup.classes (busy_from {}): expected quantiles_us from probability 0 to 1, both columns ascending, delays not negative",
+                    c.busy_from
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The distribution of the wake-ups measured in a guest's trace
+    /// ([`nest_trace::metrics::idle_cpu_wakeups`]), by 0, 1, 2, 3-5 and 6
+    /// or more other busy vCPUs, a class with fewer than
+    /// [`MIN_CLASS_SAMPLES`] wake-ups merged into the one below; `None`
+    /// with fewer wake-ups in all.
+    pub fn measured(wakeups: &[IdleCpuWakeup]) -> Option<Self> {
+        const BUSY_FROM: [u32; 5] = [0, 1, 2, 3, 6];
+        let mut classes: Vec<(u32, Vec<u64>)> = Vec::new();
+        for (i, &from) in BUSY_FROM.iter().enumerate() {
+            let to = BUSY_FROM.get(i + 1).copied().unwrap_or(u32::MAX);
+            let delays = wakeups
+                .iter()
+                .filter(|w| (from..to).contains(&w.busy_cpus))
+                .map(|w| w.delay_ns);
+            let delays: Vec<u64> = delays.collect();
+            match classes.last_mut() {
+                Some((_, below)) if delays.len() < MIN_CLASS_SAMPLES => below.extend(delays),
+                _ => classes.push((from, delays)),
+            }
+        }
+        // A small first class takes the next one in (it must start at 0).
+        if classes.len() > 1 && classes[0].1.len() < MIN_CLASS_SAMPLES {
+            let (_, next) = classes.remove(1);
+            classes[0].1.extend(next);
+        }
+        if classes.iter().any(|(_, d)| d.len() < MIN_CLASS_SAMPLES) {
+            return None;
+        }
+        let classes = classes
+            .into_iter()
+            .map(|(busy_from, mut delays)| {
+                delays.sort_unstable();
+                let quantiles_us = MEASURED_QUANTILES
+                    .iter()
+                    .map(|&p| {
+                        let p_kept = p.min(0.99);
+                        let rank = ((p_kept * delays.len() as f64) as usize).min(delays.len() - 1);
+                        [p, delays[rank] as f64 / 1000.0]
+                    })
+                    .collect();
+                WakeupClass {
+                    busy_from,
+                    quantiles_us,
+                }
+            })
+            .collect();
+        let measured = Self {
+            classes,
+            sources: BTreeMap::new(),
+        };
+        measured.validate().ok().map(|()| measured)
+    }
+
+    /// The delay (ns) at probability `u` in [0, 1) with `busy` other busy
+    /// vCPUs.
+    pub fn delay_ns(&self, busy: u32, u: f64) -> u64 {
+        let class = self
+            .classes
+            .iter()
+            .rev()
+            .find(|c| c.busy_from <= busy)
+            .unwrap_or(&self.classes[0]);
+        let q = &class.quantiles_us;
+        let i = q.partition_point(|p| p[0] <= u).clamp(1, q.len() - 1);
+        let ([p0, d0], [p1, d1]) = (q[i - 1], q[i]);
+        let us = d0 + (d1 - d0) * (u - p0) / (p1 - p0);
+        (us * 1000.0).round() as u64
+    }
+}
+
 /// A whole machine model, as stored in a machine file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -104,6 +233,9 @@ pub struct Machine {
     pub frequency: Frequency,
     pub dynamics: Dynamics,
     pub power: Power,
+    /// Only for a virtual machine: its vCPUs' wake-up delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpu_wakeup: Option<VcpuWakeup>,
 }
 
 /// The built-in machine files, embedded at build time.
@@ -239,6 +371,9 @@ impl Machine {
         if !(0.0..=1.0).contains(&self.smt_thread_throughput) {
             bail!("smt_thread_throughput: expected a value in [0, 1]");
         }
+        if let Some(v) = &self.vcpu_wakeup {
+            v.validate()?;
+        }
         self.power.validate()
     }
 
@@ -307,6 +442,57 @@ mod tests {
             let m = Machine::builtin(name).unwrap();
             assert_eq!(m.topology().nr_cpus(), m.nr_cpus(), "{name}");
         }
+    }
+
+    /// `n` wake-ups with `busy` other busy vCPUs, taking 1..=n us.
+    fn wakeups(busy: u32, n: u64) -> impl Iterator<Item = IdleCpuWakeup> {
+        (1..=n).map(move |us| IdleCpuWakeup {
+            busy_cpus: busy,
+            delay_ns: us * 1000,
+        })
+    }
+
+    #[test]
+    fn measured_vcpu_wakeups_keep_their_distribution_by_busy_vcpus() {
+        let mut all: Vec<_> = wakeups(0, 100).collect();
+        all.extend(wakeups(1, 200).map(|w| IdleCpuWakeup {
+            delay_ns: w.delay_ns * 10,
+            ..w
+        }));
+        // Too few with 2 busy vCPUs for a class of their own.
+        all.extend(wakeups(2, 5));
+        all.extend(wakeups(7, 50).map(|w| IdleCpuWakeup {
+            delay_ns: w.delay_ns * 100,
+            ..w
+        }));
+        let model = VcpuWakeup::measured(&all).unwrap();
+        let from: Vec<_> = model.classes.iter().map(|c| c.busy_from).collect();
+        assert_eq!(from, [0, 1, 6]);
+        assert_eq!(model.delay_ns(0, 0.5), 51_000);
+        assert_eq!(model.delay_ns(1, 0.5), 980_000);
+        assert_eq!(model.delay_ns(3, 0.5), 980_000);
+        assert_eq!(model.delay_ns(9, 0.5), 2_600_000);
+        assert_eq!(model.delay_ns(0, 0.0), 1_000);
+        // The tail is cut at the 99th percentile.
+        assert_eq!(model.delay_ns(0, 0.999_999), 100_000);
+        // Between two points, a straight line.
+        assert_eq!(model.delay_ns(0, 0.375), 38_500);
+        assert!(VcpuWakeup::measured(&all[..19]).is_none());
+    }
+
+    #[test]
+    fn a_vcpu_wakeup_model_must_be_a_distribution() {
+        let mut m = Machine::builtin("test-guest-2s").unwrap();
+        let model = VcpuWakeup::measured(&wakeups(0, 40).chain(wakeups(1, 40)).collect::<Vec<_>>());
+        m.vcpu_wakeup = model;
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(Machine::from_json(&text, "g.json").unwrap(), m);
+        m.vcpu_wakeup.as_mut().unwrap().classes[1].quantiles_us[2][1] = 0.5;
+        let err = Machine::from_json(&serde_json::to_string(&m).unwrap(), "g.json").unwrap_err();
+        assert!(format!("{err:#}").contains("busy_from 1"), "{err:#}");
+        m.vcpu_wakeup.as_mut().unwrap().classes.remove(0);
+        let err = Machine::from_json(&serde_json::to_string(&m).unwrap(), "g.json").unwrap_err();
+        assert!(format!("{err:#}").contains("busy_from 0"), "{err:#}");
     }
 
     #[test]

@@ -162,6 +162,72 @@ fn a_warm_spinning_core_wakes_without_exit_latency_and_spins_below_running_power
     );
 }
 
+/// The test guest with vCPUs that take `us` to wake, whatever the load.
+fn slow_vcpus(us: f64) -> Machine {
+    let mut m = machine("test-guest-2s");
+    let class = nest_sim::machine::WakeupClass {
+        busy_from: 0,
+        quantiles_us: vec![[0.0, us], [1.0, us]],
+    };
+    m.vcpu_wakeup = Some(nest_sim::machine::VcpuWakeup {
+        classes: vec![class],
+        sources: Default::default(),
+    });
+    m
+}
+
+/// For each wakeup aimed at an idle CPU: the time until the task runs.
+fn wakeup_to_run_ns(t: &Trace) -> Vec<u64> {
+    let mut woken_at = BTreeMap::new();
+    let mut delays = Vec::new();
+    for e in &t.events {
+        match e.kind {
+            EventKind::Wakeup { pid, .. } => {
+                woken_at.insert(pid, e.ts_ns);
+            }
+            EventKind::Switch { next, .. } => {
+                if let Some(at) = woken_at.remove(&next) {
+                    delays.push(e.ts_ns - at);
+                }
+            }
+            _ => {}
+        }
+    }
+    delays
+}
+
+#[test]
+fn a_guest_vcpu_starts_a_task_only_once_woken_unless_it_spins() {
+    let m = slow_vcpus(2000.0);
+    let w = sleeper(200, 5000, 20);
+    let linux = run_with(&m, &w, &mut Baseline, Governor::Performance, 1);
+    let delays = wakeup_to_run_ns(linux.trace.as_ref().unwrap());
+    // The start, then 20 wakeups from sleep.
+    assert_eq!(delays.len(), 21, "{delays:?}");
+    assert!(delays.iter().all(|&d| d == 2_000_000), "{delays:?}");
+    let plain = run_with(
+        &machine("test-guest-2s"),
+        &w,
+        &mut Baseline,
+        Governor::Performance,
+        1,
+    );
+    let delays = wakeup_to_run_ns(plain.trace.as_ref().unwrap());
+    assert!(delays.iter().all(|&d| d == 0), "{delays:?}");
+    // A warm-spinning vCPU is running: once the first sleeps have grown
+    // the spin to cover them, each task starts at once.
+    let w = sleeper(200, 1000, 20);
+    let nest = run_with(
+        &m,
+        &w,
+        &mut nest_with(&m, Default::default()),
+        Governor::Performance,
+        1,
+    );
+    let delays = wakeup_to_run_ns(nest.trace.as_ref().unwrap());
+    assert_eq!(delays.iter().filter(|&&d| d == 0).count(), 19, "{delays:?}");
+}
+
 /// Frequency (kHz) of every CPU over time, from a trace.
 fn freq_timeline(t: &Trace) -> BTreeMap<u32, Vec<(u64, u32)>> {
     let mut m: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();

@@ -62,7 +62,9 @@ impl Sim<'_> {
         t.enqueued_at = since;
         let c = &self.k.cpus[cpu as usize];
         if c.curr.is_none() && !c.switching {
-            self.switch_to(cpu, task, None);
+            if !self.delay_vcpu_start(cpu, task) {
+                self.switch_to(cpu, task, None);
+            }
         } else {
             self.k.cpus[cpu as usize].queue.push_back(task);
             self.k.nr_queued += 1;
@@ -182,7 +184,7 @@ impl Sim<'_> {
     }
 
     /// Starts running `task` on `cpu`; `prev` is what `cpu` ran before.
-    fn switch_to(&mut self, cpu: Cpu, task: u32, prev: Option<(u32, PrevState)>) {
+    pub(super) fn switch_to(&mut self, cpu: Cpu, task: u32, prev: Option<(u32, PrevState)>) {
         let now = self.k.now;
         let was_idle = prev.is_none();
         if was_idle {

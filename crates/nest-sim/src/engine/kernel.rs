@@ -360,6 +360,8 @@ pub struct Kernel {
     pub(crate) cfs: Option<super::fair::CfsTunables>,
     /// Every CPU's groups for fork balancing (built at the first fork).
     pub(crate) fork_groups: OnceCell<ForkGroups>,
+    /// Draws of a guest's vCPU wake-up delays (engine/vcpu.rs).
+    pub(crate) vcpu_rng: Rng,
 }
 
 impl Kernel {
@@ -461,6 +463,7 @@ impl Kernel {
             llc_running,
             cfs: None,
             fork_groups: OnceCell::new(),
+            vcpu_rng: super::vcpu::vcpu_rng(cfg.seed),
             cfg,
         }
     }

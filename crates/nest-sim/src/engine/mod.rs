@@ -19,6 +19,7 @@ mod kernel;
 mod queue;
 mod step;
 mod task;
+mod vcpu;
 
 use anyhow::{Result, bail};
 use nest_trace::{Event, EventKind, Trace};
@@ -99,6 +100,8 @@ pub(crate) enum Ev {
     Tick,
     /// The frequency/accounting step (all cores).
     Step,
+    /// A guest's idle vCPU, woken for a task, runs again (engine/vcpu.rs).
+    VcpuUp { cpu: u32 },
 }
 
 /// A simulation: kernel state plus the policy deciding placements.
@@ -267,6 +270,7 @@ impl<'p> Sim<'p> {
             }
             Ev::Tick => self.tick(),
             Ev::Step => self.step(),
+            Ev::VcpuUp { cpu } => self.vcpu_up(cpu),
         }
     }
 
