@@ -7,7 +7,9 @@
 //! attached system-wide, reporting its nests to the trace with
 //! `--trace-nests`; `linux-7` only, 5.10 has no sched_ext). Replays
 //! every recorded command in the simulator on the guest's model
-//! (`test-guest-2s`) under the scheduler's model ([`Model`]): the Linux
+//! (`test-guest-2s`, with the vCPU wake-up delays measured in the same
+//! recording: docs/sim.md, "Guest vCPU wake-up") under the scheduler's
+//! model ([`Model`]): the Linux
 //! model of the same generation for the default scheduler, the
 //! simulator's Nest (the same C policy as scx_nest) for scx_nest; and
 //! prints the recorded command's placement in both, side by side, with
@@ -22,6 +24,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use nest_policy::duration_within;
+use nest_sim::machine::VcpuWakeup;
 use nest_sim::policy::Policy;
 use nest_sim::policy::baseline::Baseline;
 use nest_sim::policy::fork_balance::LinuxVersion;
@@ -29,7 +32,7 @@ use nest_sim::policy::nest::Nest;
 use nest_sim::workload::{replay, rtapp};
 use nest_sim::{Governor, Machine, SimConfig};
 use nest_trace::Trace;
-use nest_trace::metrics::{IntervalStats, TasksPlacement, interval_stats, tree_placement_in};
+use nest_trace::metrics::{self, IntervalStats, TasksPlacement, interval_stats, tree_placement_in};
 use nest_trace::svg;
 use nest_trace::table::{Cell as TableCell, Table, escape};
 use nest_trace::timeline::Timeline;
@@ -903,10 +906,13 @@ fn simulate(real: &Trace, machine: &Machine, recording: Recording, others: bool)
     };
     let workload = replay::replay(real, &opts)?;
     let workload = rtapp::parse(&workload.to_json_string(), "replay")?;
+    // The guest's vCPUs woke as late as the host let them in this run.
+    let mut machine = machine.clone();
+    machine.vcpu_wakeup = VcpuWakeup::measured(&metrics::idle_cpu_wakeups(real));
     let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
     cfg.record_trace = true;
     cfg.linux = recording.kernel;
-    let mut policy = recording.scheduler.model().policy(machine)?;
+    let mut policy = recording.scheduler.model().policy(&machine)?;
     let result = nest_sim::run(cfg, &workload, policy.as_mut())?;
     result.trace.context("the simulator recorded no trace")
 }
@@ -1051,7 +1057,8 @@ struct Pair {
 fn html(table: &Table, pairs: &[Pair]) -> String {
     let mut s = format!(
         "<p>Real kernels in the 2x4x2 guest against the simulator's models on \
-         {GUEST_MACHINE}: the kernel's default scheduler against the Linux model of its \
+         {GUEST_MACHINE} (its vCPUs waking as late as the recording's did): the kernel's \
+         default scheduler against the Linux model of its \
          generation, scx_nest against the simulator's Nest (the same C policy). The \
          recorded command's tree over its lifetime, 100 ms intervals. A figure agrees when \
          real and simulated differ by at most its band (x2: by at most a factor of 2, or \
