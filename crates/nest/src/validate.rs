@@ -226,6 +226,14 @@ impl Recording {
             value_name(workload)
         ))
     }
+
+    /// Where the replay of [`Recording::trace_path`] in the simulator
+    /// goes: `OUT/linux-7-scx_nest-chain.sim.nest.jsonl`.
+    fn simulated_trace_path(self, out: &Path, workload: Workload) -> PathBuf {
+        let real = self.trace_path(out, workload);
+        let name = real.file_name().unwrap_or_default().to_string_lossy();
+        real.with_file_name(name.replace(".nest.jsonl", ".sim.nest.jsonl"))
+    }
 }
 
 /// The recordings `--kernels` and `--schedulers` ask for (`None`: not
@@ -611,8 +619,8 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     print!("{}", table.to_text());
     let outside = rows.iter().filter(|r| r.agrees == Some(false)).count();
     eprintln!(
-        "nest validate: {} figures, {outside} outside their band; wrote figures.csv and \
-         validate.html in {}",
+        "nest validate: {} figures, {outside} outside their band; wrote figures.csv, \
+         validate.html and the replays (*.sim.nest.jsonl) in {}",
         rows.len(),
         out.display()
     );
@@ -662,6 +670,7 @@ fn compare_recorded(
     })?;
     let simulated = simulate(&real, sim.machine, recording, sim.others)
         .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
+    nest_trace::format::save(&simulated, &recording.simulated_trace_path(out, workload))?;
     let clock = guest_clock_of(&real);
     let real = command_figures(&real, None)?;
     let simulated = command_figures(&simulated, Some(SIMULATED_ROOT))?;
@@ -1084,6 +1093,7 @@ fn html(table: &Table, pairs: &[Pair]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nest_trace::EventKind;
     use nest_trace::metrics::ForkPlacement;
 
     fn placement(cpus: f64, forks_away: u64, forks_local: u64) -> TasksPlacement {
@@ -1573,6 +1583,16 @@ mod tests {
         ));
         assert_eq!(rows[0][10], "tree");
         assert_eq!(rows[nest_rows][10], "tree+others");
+        // Each replay is kept beside its recording, for the trace tools.
+        let replay = LINUX_7_SCX_NEST.simulated_trace_path(dir.path(), Workload::Chain);
+        assert!(replay.ends_with("linux-7-scx_nest-chain.sim.nest.jsonl"));
+        let replayed = nest_trace::input::load(&replay).unwrap();
+        assert!(
+            replayed
+                .events
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::NestChange { .. }))
+        );
         // A recording without its trace: which file, and how to go on.
         let argv = ["--from-traces", "--workloads", "chain", "--out", out];
         let err = format!("{:#}", run(parse(&argv).unwrap()).unwrap_err());
