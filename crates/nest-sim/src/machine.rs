@@ -156,11 +156,11 @@ impl VcpuWakeup {
         let mut classes: Vec<(u32, Vec<u64>)> = Vec::new();
         for (i, &from) in BUSY_FROM.iter().enumerate() {
             let to = BUSY_FROM.get(i + 1).copied().unwrap_or(u32::MAX);
-            let delays = wakeups
+            let delays: Vec<u64> = wakeups
                 .iter()
                 .filter(|w| (from..to).contains(&w.busy_cpus))
-                .map(|w| w.delay_ns);
-            let delays: Vec<u64> = delays.collect();
+                .map(|w| w.delay_ns)
+                .collect();
             match classes.last_mut() {
                 Some((_, below)) if delays.len() < MIN_CLASS_SAMPLES => below.extend(delays),
                 _ => classes.push((from, delays)),
@@ -196,7 +196,8 @@ impl VcpuWakeup {
             classes,
             sources: BTreeMap::new(),
         };
-        measured.validate().ok().map(|()| measured)
+        debug_assert!(measured.validate().is_ok(), "{measured:?}");
+        Some(measured)
     }
 
     /// The delay (ns) at probability `u` in [0, 1) with `busy` other busy

@@ -25,6 +25,11 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// Uniform in `[0, 1)`: the top 53 bits, as many as an f64 holds.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// Uniform in `[lo, hi]` (inclusive).
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
         if hi <= lo {
@@ -56,5 +61,9 @@ mod tests {
         assert_ne!(Rng::new(8).next_u64(), a[0]);
         let mut r = Rng::new(1);
         assert!((0..100).all(|_| (3..=5).contains(&r.range(3, 5))));
+        let units: Vec<f64> = (0..1000).map(|_| r.unit()).collect();
+        assert!(units.iter().all(|u| (0.0..1.0).contains(u)));
+        // Spread over the interval, not stuck in a corner of it.
+        assert!(units.iter().any(|&u| u < 0.1) && units.iter().any(|&u| u > 0.9));
     }
 }

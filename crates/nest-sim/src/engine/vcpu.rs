@@ -33,8 +33,7 @@ impl Sim<'_> {
             return false;
         }
         let busy = self.k.cpus.iter().filter(|c| c.curr.is_some()).count() as u32;
-        let u = (self.k.vcpu_rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        let at = self.k.now + model.delay_ns(busy, u);
+        let at = self.k.now + model.delay_ns(busy, self.k.vcpu_rng.unit());
         let c = &mut self.k.cpus[cpu as usize];
         c.switching = true;
         c.queue.push_back(task);
