@@ -217,6 +217,28 @@ impl VcpuWakeup {
     }
 }
 
+/// Each class's median: `0: 33 us, 1: 182 us, 2-5: 924 us, 6+: 1.7 ms`.
+impl std::fmt::Display for VcpuWakeup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, class) in self.classes.iter().enumerate() {
+            let last = self.classes.get(i + 1).map(|next| next.busy_from - 1);
+            let busy = match last {
+                Some(last) if last == class.busy_from => class.busy_from.to_string(),
+                Some(last) => format!("{}-{last}", class.busy_from),
+                None => format!("{}+", class.busy_from),
+            };
+            let median_ns = self.delay_ns(class.busy_from, 0.5);
+            let sep = if i == 0 { "" } else { ", " };
+            if median_ns < 1_000_000 {
+                write!(f, "{sep}{busy}: {} us", median_ns / 1000)?;
+            } else {
+                write!(f, "{sep}{busy}: {:.1} ms", median_ns as f64 / 1e6)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A whole machine model, as stored in a machine file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -479,6 +501,7 @@ mod tests {
         // Between two points, a straight line.
         assert_eq!(model.delay_ns(0, 0.375), 38_500);
         assert!(VcpuWakeup::measured(&all[..19]).is_none());
+        assert_eq!(model.to_string(), "0: 51 us, 1-5: 980 us, 6+: 2.6 ms");
     }
 
     #[test]

@@ -668,7 +668,11 @@ fn compare_recorded(
             value_name(recording.scheduler)
         )
     })?;
-    let simulated = simulate(&real, sim.machine, recording, sim.others)
+    // The guest's vCPUs woke as late as the host let them in this run.
+    let vcpus = VcpuWakeup::measured(&metrics::idle_cpu_wakeups(&real));
+    let mut machine = sim.machine.clone();
+    machine.vcpu_wakeup = vcpus.clone();
+    let simulated = simulate(&real, &machine, recording, sim.others)
         .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
     nest_trace::format::save(&simulated, &recording.simulated_trace_path(out, workload))?;
     let clock = guest_clock_of(&real);
@@ -681,6 +685,9 @@ fn compare_recorded(
         replay_name(sim.others)
     );
     eprintln!("nest validate: {title}: root {}", real.root);
+    if let Some(vcpus) = &vcpus {
+        eprintln!("nest validate: {title}: vCPU wake-ups (median by CPUs running) {vcpus}");
+    }
     let rows = compare(
         recording,
         &clock,
@@ -915,13 +922,10 @@ fn simulate(real: &Trace, machine: &Machine, recording: Recording, others: bool)
     };
     let workload = replay::replay(real, &opts)?;
     let workload = rtapp::parse(&workload.to_json_string(), "replay")?;
-    // The guest's vCPUs woke as late as the host let them in this run.
-    let mut machine = machine.clone();
-    machine.vcpu_wakeup = VcpuWakeup::measured(&metrics::idle_cpu_wakeups(real));
     let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
     cfg.record_trace = true;
     cfg.linux = recording.kernel;
-    let mut policy = recording.scheduler.model().policy(&machine)?;
+    let mut policy = recording.scheduler.model().policy(machine)?;
     let result = nest_sim::run(cfg, &workload, policy.as_mut())?;
     result.trace.context("the simulator recorded no trace")
 }
