@@ -874,13 +874,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn idle_cpu_wakeups_time_a_woken_cpu_until_it_leaves_idle() {
-        let wake = |pid, target_cpu| EventKind::Wakeup {
+    /// A wakeup of `pid` onto `target_cpu`, its waker not said.
+    fn wake(pid: Pid, target_cpu: Cpu) -> EventKind {
+        EventKind::Wakeup {
             pid,
             target_cpu,
             waker: None,
-        };
+        }
+    }
+
+    #[test]
+    fn idle_cpu_wakeups_time_a_woken_cpu_until_it_leaves_idle() {
         let events = vec![
             ev(0, 1, EventKind::IdleEnter),
             ev(0, 2, EventKind::IdleEnter),
@@ -1084,11 +1088,6 @@ mod tests {
 
     #[test]
     fn exiting_wakeups_count_apart_when_their_cpu_was_free() {
-        let wake = |pid, target_cpu| EventKind::Wakeup {
-            pid,
-            target_cpu,
-            waker: None,
-        };
         let events = vec![
             ev(0, 0, sw(0, 10)),
             ev(1, 0, EventKind::Exit { pid: 10 }),
