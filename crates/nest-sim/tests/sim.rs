@@ -176,24 +176,11 @@ fn slow_vcpus(us: f64) -> Machine {
     m
 }
 
-/// For each wakeup aimed at an idle CPU: the time until the task runs.
+/// For each wakeup, the time until the task runs (the trace tools' wake-up
+/// latency).
 fn wakeup_to_run_ns(t: &Trace) -> Vec<u64> {
-    let mut woken_at = BTreeMap::new();
-    let mut delays = Vec::new();
-    for e in &t.events {
-        match e.kind {
-            EventKind::Wakeup { pid, .. } => {
-                woken_at.insert(pid, e.ts_ns);
-            }
-            EventKind::Switch { next, .. } => {
-                if let Some(at) = woken_at.remove(&next) {
-                    delays.push(e.ts_ns - at);
-                }
-            }
-            _ => {}
-        }
-    }
-    delays
+    let tl = nest_trace::timeline::Timeline::build(t);
+    tl.wakeup_latencies.iter().map(|&(_, ns)| ns).collect()
 }
 
 #[test]
