@@ -851,6 +851,40 @@ pub fn nest_activity(tl: &Timeline) -> Table {
     t
 }
 
+/// How Nest's policy decided the placements of the tasks for which
+/// `counts` holds, from the trace's `Placement` events: placements per
+/// step (`prev`, `primary`, `reserve`, ..., `no_idle`). Empty when the
+/// trace has none.
+pub fn placement_steps(trace: &Trace, counts: impl Fn(Pid) -> bool) -> BTreeMap<&str, u64> {
+    let mut steps = BTreeMap::new();
+    for e in &trace.events {
+        if let EventKind::Placement { pid, how, .. } = &e.kind
+            && counts(*pid)
+        {
+            *steps.entry(how.as_str()).or_insert(0) += 1;
+        }
+    }
+    steps
+}
+
+/// [`placement_steps`] of every task, most frequent first. Columns: `step,
+/// placements, share`.
+pub fn placement_steps_table(trace: &Trace) -> Table {
+    let steps = placement_steps(trace, |_| true);
+    let total: u64 = steps.values().sum();
+    let mut rows: Vec<(&str, u64)> = steps.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut t = Table::new("placement_steps", &["step", "placements", "share"]);
+    for (step, n) in rows {
+        t.push(vec![
+            step.into(),
+            n.into(),
+            (n as f64 / total as f64).into(),
+        ]);
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -881,6 +915,42 @@ mod tests {
             target_cpu,
             waker: None,
         }
+    }
+
+    #[test]
+    fn placement_steps_count_each_step_of_the_chosen_tasks() {
+        let placed = |pid, how: &str| EventKind::Placement {
+            pid,
+            target_cpu: 1,
+            how: how.to_string(),
+        };
+        let events = vec![
+            ev(0, 0, placed(5, "prev")),
+            ev(1, 0, wake(5, 1)),
+            ev(2, 0, placed(5, "prev")),
+            ev(3, 0, placed(6, "reserve")),
+            ev(4, 0, placed(7, "primary")),
+        ];
+        let trace = Trace {
+            topology: Topology::regular(1, 2, 1),
+            meta: vec![],
+            events,
+        };
+        let steps = placement_steps(&trace, |pid| pid != 7);
+        assert_eq!(
+            steps.into_iter().collect::<Vec<_>>(),
+            [("prev", 2), ("reserve", 1)]
+        );
+        let table = placement_steps_table(&trace);
+        let rows: Vec<(String, String)> = (0..table.rows.len())
+            .map(|r| {
+                let cell = |col| table.get(r, col).unwrap().to_string();
+                (cell("step"), cell("placements"))
+            })
+            .collect();
+        let rows: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        assert_eq!(rows, [("prev", "2"), ("primary", "1"), ("reserve", "1")]);
+        assert_eq!(table.get(0, "share"), Some(&Cell::Float(0.5)));
     }
 
     #[test]

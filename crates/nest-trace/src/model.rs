@@ -73,6 +73,18 @@ pub enum EventKind {
     IdleExit,
     /// The CPU joined or left a Nest nest.
     NestChange { nest: Nest },
+    /// Nest's policy placed `pid` on `target_cpu` (before the `Wakeup`
+    /// that shows it), decided by the step `how` names: the policy's
+    /// placement statistic (`attached`, `prev`, `primary`, `reserve`,
+    /// `fork_reuse`, `warm_prev`, `fallback`, `fallback_wide`; `no_idle`
+    /// when it found no idle CPU and the task waits, `target_cpu` then
+    /// being its previous CPU). From `scx_nest --trace-placements` or a
+    /// simulated Nest; the event's CPU is where the decision ran.
+    Placement {
+        pid: Pid,
+        target_cpu: Cpu,
+        how: String,
+    },
     /// The CPU kept spinning to stay warm for `duration_ns`, until the end of
     /// the spin (interrupted early when `interrupted`).
     WarmSpin { duration_ns: u64, interrupted: bool },

@@ -268,7 +268,11 @@ impl Exporter {
                 m.uint(1, 0).string(2, &format!("C|0|nest cpu{cpu}|{v}\n"));
                 (EV_PRINT, m)
             }
-            EventKind::Migrate { .. } | EventKind::WarmSpin { .. } => return None,
+            EventKind::Migrate { .. }
+            | EventKind::WarmSpin { .. }
+            | EventKind::Placement { .. } => {
+                return None;
+            }
         };
         let mut ev = Msg::default();
         ev.uint(EV_TIMESTAMP, e.ts_ns)

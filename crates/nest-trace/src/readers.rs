@@ -19,11 +19,15 @@
 //! flags' `WF_SYNC` when the trace has `nest trace record`'s probe on
 //! `try_to_wake_up()` ([`WAKE_FLAGS_EVENT`]) just before it on the same
 //! CPU. `bpf_trace_printk` lines of `scx_nest --trace-nests` (`nest cpu=C
-//! in=N`) become `NestChange` events when they change the CPU's nest. Times are rebased
+//! in=N`) become `NestChange` events when they change the CPU's nest, those
+//! of `scx_nest --trace-placements` (`place pid=P cpu=C how=H`) `Placement`
+//! events. Times are rebased
 //! so the earliest event is at 0; the original origin goes to the
 //! `time_origin_ns` meta entry.
 
 use std::collections::HashMap;
+
+use nest_policy::Stat;
 
 use crate::error::ParseError;
 use crate::model::{
@@ -327,10 +331,15 @@ impl Reader {
 
     /// A BPF program's `bpf_printk()`: `scx_nest --trace-nests` reports a
     /// CPU's nest when it changes, and every member after each "nest
-    /// sync"; only changes become events.
+    /// sync"; only changes become events. `scx_nest --trace-placements`
+    /// reports each placement.
     fn bpf_print(&mut self, l: &Line) -> Result<(), String> {
         if l.body.trim_end() == "nest sync" {
             self.nests_synced_ns.get_or_insert(l.ts_ns);
+            return Ok(());
+        }
+        if let Some(placement) = parse_placement(l.body)? {
+            self.push(l, l.cpu, placement);
             return Ok(());
         }
         let Some((cpu, nest)) = parse_nest_report(l.body)? else {
@@ -672,6 +681,34 @@ fn parse_nest_report(body: &str) -> Result<Option<(Cpu, Nest)>, String> {
     Ok(Some((cpu, nest)))
 }
 
+/// `place pid=P cpu=C how=H`, as `scx_nest --trace-placements` prints it
+/// (H: the policy's `enum nest_stat` value); `None` for other prints.
+fn parse_placement(body: &str) -> Result<Option<EventKind>, String> {
+    let Some(fields) = body.strip_prefix("place ") else {
+        return Ok(None);
+    };
+    let bad = || format!("expected \"place pid=P cpu=C how=H\", found \"{body}\"");
+    let mut words = fields.split_whitespace();
+    let mut field = |name: &str| -> Result<u32, String> {
+        let word = words.next().ok_or_else(bad)?;
+        let value = word.strip_prefix(name).and_then(|w| w.strip_prefix('='));
+        value.and_then(|v| v.parse().ok()).ok_or_else(bad)
+    };
+    let (pid, target_cpu, how) = (field("pid")?, field("cpu")?, field("how")?);
+    let how = Stat::ALL
+        .get(how as usize)
+        .filter(|s| s.group() == "place")
+        .ok_or_else(|| format!("{}: not a placement step of scx_nest's policy", bad()))?;
+    if words.next().is_some() {
+        return Err(bad());
+    }
+    Ok(Some(EventKind::Placement {
+        pid,
+        target_cpu,
+        how: how.name().to_string(),
+    }))
+}
+
 /// The task name after exec: the file's base name, cut to the kernel's 15
 /// bytes.
 fn exec_comm(filename: &str) -> String {
@@ -771,6 +808,46 @@ mod tests {
             let line = format!("  w-6 [000] d..2. 1.0: bpf_trace_printk: {bad}\n");
             let err = read_tracefs(&line).unwrap_err().to_string();
             assert!(err.contains("expected \"nest cpu=C in=0|1|2\""), "{err}");
+        }
+    }
+
+    #[test]
+    fn scx_nest_placement_reports_become_placements_named_by_the_policy_step() {
+        let how = |stat: Stat| stat as u32;
+        let text = format!(
+            "\
+  make-6 [002] d..2. 1.000001: bpf_trace_printk: place pid=40 cpu=3 how={}
+  make-6 [002] d..2. 1.000002: bpf_trace_printk: place pid=41 cpu=2 how={}
+",
+            how(Stat::Prev),
+            how(Stat::NoIdle)
+        );
+        let trace = read_tracefs(&text).unwrap();
+        let placements: Vec<(Cpu, &EventKind)> =
+            trace.events.iter().map(|e| (e.cpu, &e.kind)).collect();
+        let placed = |pid, target_cpu, how: &str| EventKind::Placement {
+            pid,
+            target_cpu,
+            how: how.to_string(),
+        };
+        assert_eq!(
+            placements,
+            [(2, &placed(40, 3, "prev")), (2, &placed(41, 2, "no_idle"))]
+        );
+        let not_a_step = format!("place pid=1 cpu=1 how={}", how(Stat::Compacted));
+        for bad in [
+            "place pid=1 cpu=x how=1",
+            "place pid=1 how=1",
+            "place pid=1 cpu=1 how=1 more",
+            "place pid=1 cpu=1 how=999",
+            &not_a_step,
+        ] {
+            let line = format!("  w-6 [000] d..2. 1.0: bpf_trace_printk: {bad}\n");
+            let err = read_tracefs(&line).unwrap_err().to_string();
+            assert!(
+                err.contains("expected \"place pid=P cpu=C how=H\""),
+                "{err}"
+            );
         }
     }
 

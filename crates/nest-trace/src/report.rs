@@ -48,6 +48,9 @@ const NO_FREQUENCY: &str = "no cpu_frequency events in this trace (record on a m
 const NO_NEST: &str = "no NestChange or WarmSpin events in this trace (`nest sim` traces have \
      them; a recording has the nests when `scx_nest --trace-nests` ran)";
 
+const NO_PLACEMENT: &str = "no Placement events in this trace (`nest sim` traces of Nest have \
+     them; a recording has them when `scx_nest --trace-placements` ran)";
+
 /// Everything a report shows about one trace.
 pub struct Analysis {
     pub name: String,
@@ -76,6 +79,7 @@ pub fn analyse(trace: &Trace, name: &str, opts: &ReportOptions) -> Analysis {
     let frequencies = has(|k| matches!(k, EventKind::Frequency { .. }));
     let nest_events =
         has(|k| matches!(k, EventKind::NestChange { .. } | EventKind::WarmSpin { .. }));
+    let placements = has(|k| matches!(k, EventKind::Placement { .. }));
     let residency = metrics::frequency_residency(&tl, &bands).requiring(frequencies, NO_FREQUENCY);
     let tables = vec![
         metrics::work_conservation_summary(&tl, opts.wc_min_ns).requiring(switches, NO_SWITCH),
@@ -89,6 +93,7 @@ pub fn analyse(trace: &Trace, name: &str, opts: &ReportOptions) -> Analysis {
         metrics::migrations(&tl).requiring(migrations, NO_MIGRATE),
         metrics::smt_sharing(&tl).requiring(switches, NO_SWITCH),
         metrics::nest_activity(&tl).requiring(nest_events, NO_NEST),
+        metrics::placement_steps_table(trace).requiring(placements, NO_PLACEMENT),
     ];
     let mut pictures = vec![
         ("run_queue_heatmap".to_string(), svg::run_queue_heatmap(&tl)),
