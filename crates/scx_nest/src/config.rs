@@ -87,6 +87,12 @@ pub struct Opts {
     #[arg(long, help_heading = STATISTICS)]
     pub trace_nests: bool,
 
+    /// Write each placement to the kernel's trace with the step of the
+    /// policy that decided it (prev, primary, reserve, fallback...), where
+    /// `nest trace record` reads it as `Placement` events.
+    #[arg(long, help_heading = STATISTICS)]
+    pub trace_placements: bool,
+
     /// Measure each BPF callback's run time (kernel BPF statistics) and
     /// print the totals at exit as `prog-stats:` lines.
     #[arg(long, help_heading = STATISTICS)]
@@ -162,6 +168,7 @@ pub struct SchedConfig {
     stall_comm: Option<Vec<u8>>,
     smove_at_min: bool,
     trace_nests: bool,
+    trace_placements: bool,
     /// Warm spinning was switched off because this is a virtual machine.
     spin_off_in_vm: bool,
 }
@@ -203,6 +210,7 @@ impl SchedConfig {
                 .map(|c| c.as_bytes().to_vec()),
             smove_at_min: opts.debug_smove_at_min,
             trace_nests: opts.trace_nests,
+            trace_placements: opts.trace_placements,
         }
     }
 
@@ -320,6 +328,7 @@ impl SchedConfig {
             .context("the BPF object has no .rodata")?;
         rodata.switch_partial = self.partial;
         rodata.trace_nests = self.trace_nests;
+        rodata.trace_placements = self.trace_placements;
         rodata.policy_kind = self.policy.bpf_value();
         if let Some(comm) = &self.stall_comm {
             for (dst, &src) in rodata.stall_comm.iter_mut().zip(comm) {

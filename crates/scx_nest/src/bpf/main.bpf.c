@@ -94,6 +94,13 @@ struct nest_state nest_state;
  */
 const volatile bool trace_nests;
 /*
+ * --trace-placements: each placement the policy decides in select_cpu is
+ * written to the trace as "place pid=P cpu=C how=H" (H: the policy's
+ * enum nest_stat value saying which step decided, NEST_STAT_NO_IDLE when
+ * the task is queued), for `nest trace record`.
+ */
+const volatile bool trace_placements;
+/*
  * Short, as a recording's first events come right after it starts; a sync
  * costs one line per member.
  */
@@ -646,6 +653,8 @@ s32 BPF_STRUCT_OPS(nest_select_cpu_op, struct task_struct *p, s32 prev_cpu,
 
 	nest_select_cpu(&pctx, &t->nest, prev_cpu, &choice);
 	report_nest_changes();
+	if (trace_placements)
+		bpf_printk("place pid=%d cpu=%d how=%u", p->pid, choice.cpu, choice.how);
 	if (choice.idle) {
 		t->placed_ns = pctx.now;
 		t->placed_on_spinning = nest_cpu_spinning(&nest_state, choice.cpu);
