@@ -362,3 +362,52 @@ fn a_workload_started_from_recorded_nests_places_its_first_task_in_them() {
         "{err}"
     );
 }
+
+#[test]
+fn every_placement_is_in_the_trace_with_the_step_that_decided_it() {
+    let m = guest();
+    // Forks, wakeups onto idle CPUs, and more tasks than CPUs (queued).
+    let text = r#"{"tasks": {
+        "hog": {"instance": 20, "loop": 1, "run": 20000},
+        "sleeper": {"instance": 4, "loop": 20, "run": 100, "sleep": 2000}
+    }}"#;
+    let w = rtapp::parse(text, "inline").unwrap();
+    let r = run(&m, &w, &mut nest(&m, Default::default()));
+    let events = &r.trace.as_ref().unwrap().events;
+    let mut steps = std::collections::BTreeMap::new();
+    let mut wakeups = 0;
+    for (i, e) in events.iter().enumerate() {
+        let EventKind::Wakeup {
+            pid, target_cpu, ..
+        } = e.kind
+        else {
+            continue;
+        };
+        wakeups += 1;
+        // The placement comes right before its wakeup, from the same CPU.
+        let placement = events[..i].iter().rev().find_map(|p| match &p.kind {
+            EventKind::Placement {
+                pid: placed,
+                target_cpu: on,
+                how,
+            } if *placed == pid => Some((p.ts_ns, p.cpu, *on, how.as_str())),
+            _ => None,
+        });
+        let (ts, cpu, on, how) = placement.expect("a wakeup without its placement");
+        assert_eq!((ts, cpu), (e.ts_ns, e.cpu), "{how}");
+        assert_eq!(on, target_cpu, "{how}");
+        *steps.entry(how).or_insert(0) += 1;
+    }
+    let placements = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Placement { .. }))
+        .count();
+    assert_eq!(placements, wakeups);
+    // The 24 forks and the sleepers' 80 wakeups, some queued behind hogs.
+    assert_eq!(wakeups, 104, "{steps:?}");
+    assert!(steps.contains_key("no_idle"), "{steps:?}");
+    assert!(
+        steps.contains_key("prev") || steps.contains_key("primary"),
+        "{steps:?}"
+    );
+}

@@ -358,6 +358,13 @@ impl Kernel {
     /// events that allocate, such as a new task's name).
     pub(crate) fn emit_with(&mut self, cpu: u32, kind: impl FnOnce(&Self) -> EventKind) {
         self.nr_sched_events += 1;
+        self.annotate(cpu, kind);
+    }
+
+    /// Records a trace event that explains another one rather than being a
+    /// scheduling event itself (a policy's reasons): not counted in
+    /// `sched_events`.
+    pub(crate) fn annotate(&mut self, cpu: u32, kind: impl FnOnce(&Self) -> EventKind) {
         if self.cfg.record_trace {
             let kind = kind(self);
             self.trace.events.push(Event {

@@ -370,4 +370,15 @@ impl Ctx<'_> {
     pub fn nest_changed(&mut self, cpu: Cpu, nest: Nest) {
         self.k.emit(cpu, nest_trace::EventKind::NestChange { nest });
     }
+
+    /// Records in the trace that the policy, deciding on CPU `at`, placed
+    /// `task` on `target` by the step `how` names (not a scheduling event:
+    /// the wakeup that follows is).
+    pub fn placed(&mut self, at: Cpu, task: TaskId, target: Cpu, how: &str) {
+        self.k.annotate(at, |_| nest_trace::EventKind::Placement {
+            pid: Kernel::pid(task),
+            target_cpu: target,
+            how: how.to_string(),
+        });
+    }
 }

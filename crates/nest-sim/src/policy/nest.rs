@@ -659,7 +659,9 @@ impl Policy for Nest {
             // other task too, which existed before the workload started.
             set_traits(plat.cx, task, state);
         }
-        self.policy.select_cpu(&mut plat, state, prev).cpu
+        let choice = self.policy.select_cpu(&mut plat, state, prev);
+        cx.placed(waker.unwrap_or(prev), task, choice.cpu, choice.how.name());
+        choice.cpu
     }
 
     /// `nest_runnable()`: the task's virtual time is placed against the
