@@ -16,6 +16,7 @@
 //! whether each figure agrees within its band ([`BANDS`]). Exits non-zero
 //! when a figure leaves its band.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,9 +128,10 @@ enum Scheduler {
     ScxNest,
 }
 
-/// scx_nest's options in the guest: its defaults, and its nests written to
-/// the trace, for the primary nest's size.
-const SCX_NEST_OPTIONS: &str = "--trace-nests";
+/// scx_nest's options in the guest: its defaults, and its nests and
+/// placements written to the trace, for the primary nest's size and how
+/// placements were decided.
+const SCX_NEST_OPTIONS: &str = "--trace-nests --trace-placements";
 
 const ALL_SCHEDULERS: [Scheduler; 2] = [Scheduler::Default, Scheduler::ScxNest];
 
@@ -676,6 +678,7 @@ fn compare_recorded(
         .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
     nest_trace::format::save(&simulated, &recording.simulated_trace_path(out, workload))?;
     let clock = guest_clock_of(&real);
+    let steps = placement_steps(&real, &simulated);
     let real = command_figures(&real, None)?;
     let simulated = command_figures(&simulated, Some(SIMULATED_ROOT))?;
     let title = format!(
@@ -687,6 +690,9 @@ fn compare_recorded(
     eprintln!("nest validate: {title}: root {}", real.root);
     if let Some(vcpus) = &vcpus {
         eprintln!("nest validate: {title}: vCPU wake-ups (median by CPUs running) {vcpus}");
+    }
+    if let Some(steps) = steps {
+        eprintln!("nest validate: {title}: placements (real / simulated) {steps}");
     }
     let rows = compare(
         recording,
@@ -702,6 +708,43 @@ fn compare_recorded(
         simulated: simulated.intervals,
     };
     Ok((rows, pair))
+}
+
+/// How the policy decided the placements of the command's tasks and of
+/// the other tasks, in the guest (`scx_nest --trace-placements`) and in
+/// the replay: each step's share, real / simulated. `None` when either
+/// trace has no placements (the default scheduler, an older recording).
+fn placement_steps(real: &Trace, simulated: &Trace) -> Option<String> {
+    let real_tree = real.descendants(real.command_pid()?);
+    let simulated_tree = simulated.descendants(SIMULATED_ROOT);
+    let mut parts = Vec::new();
+    for (tasks, in_tree) in [("the command's tasks", true), ("the others", false)] {
+        let r = metrics::placement_steps(real, |pid| real_tree.contains(&pid) == in_tree);
+        let s = metrics::placement_steps(simulated, |pid| simulated_tree.contains(&pid) == in_tree);
+        let (r_total, s_total) = (r.values().sum::<u64>(), s.values().sum::<u64>());
+        if r_total == 0 || s_total == 0 {
+            return None;
+        }
+        let steps: BTreeSet<&str> = r.keys().chain(s.keys()).copied().collect();
+        let shares: Vec<String> = steps
+            .into_iter()
+            .map(|step| {
+                let share = |m: &BTreeMap<&str, u64>, total| {
+                    100.0 * m.get(step).copied().unwrap_or(0) as f64 / total as f64
+                };
+                format!(
+                    "{step} {:.0}/{:.0}%",
+                    share(&r, r_total),
+                    share(&s, s_total)
+                )
+            })
+            .collect();
+        parts.push(format!(
+            "{tasks}, {r_total} / {s_total}: {}",
+            shares.join(", ")
+        ));
+    }
+    Some(parts.join("; "))
 }
 
 /// Where nest is, and nest-load and scx_nest beside it.
@@ -1479,7 +1522,7 @@ mod tests {
             "set -u\nbin=/b\n# tests/vm/lib.sh\nwith_scx_nest() {{ :; }}\n\
              {} || exit 1\n{} || exit 1\n\
              record_under_scx_nest() {{\n{} &&\n{}\n}}\n\
-             with_scx_nest --trace-nests -- record_under_scx_nest || exit 1\n",
+             with_scx_nest --trace-nests --trace-placements -- record_under_scx_nest || exit 1\n",
             record("linux-7-chain", chain),
             record("linux-7-batch", batch),
             record("linux-7-scx_nest-chain", chain),
