@@ -251,14 +251,15 @@ static void promote(const struct nest_ctx *ctx, s32 cpu)
 }
 
 /*
- * Has primary CPU @cpu been idle for longer than P_remove, and is it still
- * idle? A CPU another placement has claimed keeps its idle_since until
- * its task runs, but it is no longer idle: a task is on its way there.
+ * Has primary CPU @cpu been idle for longer than P_remove, by the time it
+ * went idle? A CPU another placement has claimed keeps its idle_since
+ * until its task runs, but it is no longer idle: a task is on its way
+ * there, and the host no longer reports it idle (plat_cpu_idle()).
  * Compacting it then would take a CPU about to run out of the nest. In
  * the 2x4x2 guest under load a claimed vCPU took 2-4 ms (median) to run
  * its task, and scans compacted such CPUs (docs/scheduler.md).
  */
-static bool due_for_compaction(const struct nest_ctx *ctx, s32 cpu)
+static bool idle_past_p_remove(const struct nest_ctx *ctx, s32 cpu)
 {
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 	u64 idle_since;
@@ -267,8 +268,7 @@ static bool due_for_compaction(const struct nest_ctx *ctx, s32 cpu)
 		return false;
 	idle_since = READ_ONCE(c->idle_since);
 	return idle_since && ctx->now > idle_since &&
-	       ctx->now - idle_since > ctx->cfg->p_remove_ns &&
-	       plat_cpu_idle(ctx->env, cpu);
+	       ctx->now - idle_since > ctx->cfg->p_remove_ns;
 }
 
 static bool try_claim(const struct nest_ctx *ctx, s32 cpu)
@@ -425,9 +425,14 @@ static s32 scan_visit(const struct nest_ctx *ctx, s32 cpu, u32 flags,
 {
 	if (left_for_fork(ctx, cpu, flags))
 		return -1;
-	if ((flags & NEST_SEARCH_COMPACT) && due_for_compaction(ctx, cpu)) {
-		if (*compact)
+	if ((flags & NEST_SEARCH_COMPACT) && idle_past_p_remove(ctx, cpu)) {
+		bool idle = plat_cpu_idle(ctx->env, cpu);
+
+		if (idle && *compact)
 			demote(ctx, cpu, NEST_STAT_COMPACTED);
+		else
+			count(ctx, idle ? NEST_STAT_STALE_SPARED :
+					  NEST_STAT_STALE_CLAIMED);
 		return -1;
 	}
 	if (try_claim_for(ctx, cpu, flags))

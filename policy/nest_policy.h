@@ -150,6 +150,9 @@ enum nest_task_trait {
 	X(COMPACTED, nest, "Primary CPUs demoted after idling longer than P_remove") \
 	X(EXIT_DEMOTED, nest, "Primary CPUs demoted when their task exited") \
 	X(RESERVE_FULL, nest, "CPUs that could not join the full reserve") \
+	/* Primary scans that met a CPU idle longer than P_remove. */	\
+	X(STALE_SPARED, nest, "Primary CPUs idle longer than P_remove that a scan passed over without demoting them (the whole-core pass had passed a CPU the published scan would take)") \
+	X(STALE_CLAIMED, nest, "Primary CPUs idle longer than P_remove that a scan passed over as no longer idle (claimed, their task not yet running)") \
 	/* Also counted as one of the outcomes above. */		\
 	X(IMPATIENT, place, "Placements of impatient tasks")		\
 	X(KEPT_SPARED, place, "Placements that passed over a CPU kept for its sleeping task and found another") \

@@ -365,6 +365,8 @@ fn a_cpu_claimed_for_a_task_is_not_compacted_before_the_task_runs() {
     let mut t = TaskState::new();
     assert_eq!(place_and_run(&p, &m, &mut t, 0, p_remove + MS), 2);
     assert_eq!(p.stat(Stat::Compacted), 0);
+    assert_eq!(p.stat(Stat::StaleClaimed), 1);
+    assert_eq!(p.stat(Stat::StaleSpared), 0);
     assert_eq!(p.primary(), vec![1, 2]);
 }
 
@@ -1209,6 +1211,12 @@ fn whole_cores_first_compacts_no_more_than_the_published_scan() {
         let cpu = place_and_run(&p, &m, &mut t, 0, now);
         assert_eq!(cpu, whole);
         assert_eq!(p.stat(Stat::Compacted), compacted, "stale CPU {stale}");
+        assert_eq!(
+            p.stat(Stat::StaleSpared),
+            1 - compacted,
+            "stale CPU {stale}"
+        );
+        assert_eq!(p.stat(Stat::StaleClaimed), 0);
         assert_eq!(p.primary().contains(&stale), compacted == 0);
     }
 }

@@ -37,12 +37,24 @@ static void count_event(enum scx_nest_event ev, u64 amount)
 		c->events[ev] += amount;
 }
 
-static void plat_count(nest_env_t env, enum nest_stat stat, u64 amount)
+/*
+ * Add @amount to policy statistic @stat. A global function, verified once:
+ * inlined at each of the policy's counting sites, its map key and spills
+ * put the deepest call chain (through the scan's visit) over BPF's 512
+ * bytes of stack.
+ */
+__noinline int count_policy_stat(u32 stat, u64 amount)
 {
 	struct nest_counters *c = this_cpu_counters();
 
 	if (c && stat < NEST_NR_STATS)
 		c->policy[stat] += amount;
+	return 0;
+}
+
+static void plat_count(nest_env_t env, enum nest_stat stat, u64 amount)
+{
+	count_policy_stat(stat, amount);
 }
 
 #ifndef TASK_DEAD
@@ -182,7 +194,7 @@ static bool plat_is_fork(nest_env_t env)
 
 /*
  * Is @cpu in the kernel's idle mask? A global function, verified once:
- * inlined into the policy's scan visit (due_for_compaction()) it made the
+ * inlined into the policy's scan visit (scan_visit()) it made the
  * deepest call chain's stack 528 bytes, over BPF's 512.
  */
 __noinline int cpu_in_idle_mask(s32 cpu)
