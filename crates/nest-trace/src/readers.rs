@@ -330,27 +330,48 @@ impl Reader {
     }
 
     /// A BPF program's `bpf_printk()`: `scx_nest --trace-nests` reports a
-    /// CPU's nest when it changes, and every member after each "nest
-    /// sync"; only changes become events. `scx_nest --trace-placements`
-    /// reports each placement.
+    /// CPU's nest when it changes, and every 10 ms the whole nests, one
+    /// line per word of their masks (before 2026-11-29, "nest sync" and
+    /// then every member); only changes become events. `scx_nest
+    /// --trace-placements` reports each placement.
     fn bpf_print(&mut self, l: &Line) -> Result<(), String> {
-        if l.body.trim_end() == "nest sync" {
+        let body = l.body.trim_end();
+        if body == "nest sync" {
             self.nests_synced_ns.get_or_insert(l.ts_ns);
             return Ok(());
         }
-        if let Some(placement) = parse_placement(l.body)? {
+        if let Some(word) = parse_nest_sync(body)? {
+            self.nests_synced_ns.get_or_insert(l.ts_ns);
+            for bit in 0..64 {
+                let nest = match (word.primary >> bit & 1, word.reserve >> bit & 1) {
+                    (1, _) => Nest::Primary,
+                    (_, 1) => Nest::Reserve,
+                    _ => Nest::None,
+                };
+                self.set_nest(l, word.index * 64 + bit, nest);
+            }
+            return Ok(());
+        }
+        if let Some(placement) = parse_placement(body)? {
             self.push(l, l.cpu, placement);
             return Ok(());
         }
-        let Some((cpu, nest)) = parse_nest_report(l.body)? else {
+        let Some((cpu, nest)) = parse_nest_report(body)? else {
             self.ignored += 1;
             return Ok(());
         };
-        let last = self.nests.insert(cpu, nest).unwrap_or(Nest::None);
+        self.set_nest(l, cpu, nest);
+        Ok(())
+    }
+
+    /// `cpu` is in `nest` as of line `l`: a `NestChange` if that changes
+    /// what the trace knew.
+    fn set_nest(&mut self, l: &Line, cpu: Cpu, nest: Nest) {
+        let last = self.nests.get(&cpu).copied().unwrap_or(Nest::None);
         if last != nest {
+            self.nests.insert(cpu, nest);
             self.push(l, cpu, EventKind::NestChange { nest });
         }
-        Ok(())
     }
 
     /// `sched_waking` stands in for `sched_wakeup` only when the input has
@@ -681,6 +702,41 @@ fn parse_nest_report(body: &str) -> Result<Option<(Cpu, Nest)>, String> {
     Ok(Some((cpu, nest)))
 }
 
+/// One word of `scx_nest --trace-nests`' whole nests: the CPUs
+/// `index * 64 + bit` of its masks.
+struct NestSyncWord {
+    index: u32,
+    primary: u64,
+    reserve: u64,
+}
+
+/// `nest sync word=W primary=HEX reserve=HEX`, as `scx_nest --trace-nests`
+/// prints its whole nests; `None` for other prints.
+fn parse_nest_sync(body: &str) -> Result<Option<NestSyncWord>, String> {
+    let Some(fields) = body.strip_prefix("nest sync ") else {
+        return Ok(None);
+    };
+    let bad = || format!("expected \"nest sync word=W primary=HEX reserve=HEX\", found \"{body}\"");
+    let mut words = fields.split_whitespace();
+    let mut field = |name: &str, radix: u32| -> Result<u64, String> {
+        let word = words.next().ok_or_else(bad)?;
+        let value = word.strip_prefix(name).and_then(|w| w.strip_prefix('='));
+        value
+            .and_then(|v| u64::from_str_radix(v, radix).ok())
+            .ok_or_else(bad)
+    };
+    let index = u32::try_from(field("word", 10)?).map_err(|_| bad())?;
+    let (primary, reserve) = (field("primary", 16)?, field("reserve", 16)?);
+    if words.next().is_some() || index >= (u32::MAX / 64) {
+        return Err(bad());
+    }
+    Ok(Some(NestSyncWord {
+        index,
+        primary,
+        reserve,
+    }))
+}
+
 /// `place pid=P cpu=C how=H`, as `scx_nest --trace-placements` prints it
 /// (H: the policy's `enum nest_stat` value); `None` for other prints.
 fn parse_placement(body: &str) -> Result<Option<EventKind>, String> {
@@ -775,6 +831,27 @@ mod tests {
         assert!(err.to_string().contains("expected \"1.5:\""), "{err}");
     }
 
+    /// The nest changes of `trace`: (time, CPU, nest).
+    fn nest_changes(trace: &Trace) -> Vec<(u64, Cpu, Nest)> {
+        trace
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::NestChange { nest } => Some((e.ts_ns, e.cpu, nest)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Each of the `bad` BPF prints is an error saying `expected`.
+    fn assert_prints_rejected(bad: &[&str], expected: &str) {
+        for bad in bad {
+            let line = format!("  w-6 [000] d..2. 1.0: bpf_trace_printk: {bad}\n");
+            let err = read_tracefs(&line).unwrap_err().to_string();
+            assert!(err.contains(expected), "{err}");
+        }
+    }
+
     #[test]
     fn scx_nest_nest_reports_become_nest_changes_when_they_change_something() {
         let text = "\
@@ -786,29 +863,50 @@ mod tests {
   worker-6 [001] d..2. 1.000005: bpf_trace_printk: nest cpu=3 in=1
 ";
         let trace = read_tracefs(text).unwrap();
-        let changes: Vec<(u64, Cpu, Nest)> = trace
-            .events
-            .iter()
-            .filter_map(|e| match e.kind {
-                EventKind::NestChange { nest } => Some((e.ts_ns, e.cpu, nest)),
-                _ => None,
-            })
-            .collect();
+        let changes = nest_changes(&trace);
         // Times are rebased to the first event; CPU 5 was in no nest
         // already, and the repeat of CPU 3's primary changes nothing.
         assert_eq!(changes, [(0, 3, Nest::Primary), (4000, 3, Nest::Reserve)]);
         assert_eq!(trace.meta_get("ignored_events"), Some("1"));
         assert_eq!(trace.meta_get(NESTS_COMPLETE_META), Some("2000"));
-        for bad in [
+        let bad = [
             "nest cpu=x in=2",
             "nest cpu=1 in=3",
             "nest cpu=1",
             "nest cpu=1 in=2 more",
-        ] {
-            let line = format!("  w-6 [000] d..2. 1.0: bpf_trace_printk: {bad}\n");
-            let err = read_tracefs(&line).unwrap_err().to_string();
-            assert!(err.contains("expected \"nest cpu=C in=0|1|2\""), "{err}");
-        }
+        ];
+        assert_prints_rejected(&bad, "expected \"nest cpu=C in=0|1|2\"");
+    }
+
+    #[test]
+    fn a_nest_sync_sets_every_cpus_nest_from_the_masks() {
+        // CPU 3 joined the primary nest, but the line of its departure
+        // was lost: the sync (primary: CPUs 0 and 5; reserve: CPU 2) puts
+        // it right, and CPU 5's membership is news.
+        let text = "\
+  w-6 [000] d..2. 1.000001: bpf_trace_printk: nest cpu=3 in=2
+  w-6 [000] d..2. 1.000001: bpf_trace_printk: nest cpu=0 in=2
+  w-6 [001] d..2. 1.000004: bpf_trace_printk: nest sync word=0 primary=21 reserve=4
+";
+        let trace = read_tracefs(text).unwrap();
+        let changes = nest_changes(&trace);
+        assert_eq!(
+            changes,
+            [
+                (0, 3, Nest::Primary),
+                (0, 0, Nest::Primary),
+                (3000, 2, Nest::Reserve),
+                (3000, 3, Nest::None),
+                (3000, 5, Nest::Primary)
+            ]
+        );
+        assert_eq!(trace.meta_get(NESTS_COMPLETE_META), Some("3000"));
+        let bad = [
+            "nest sync word=0 primary=xyz reserve=0",
+            "nest sync word=0 primary=1",
+            "nest sync primary=1 reserve=0",
+        ];
+        assert_prints_rejected(&bad, "expected \"nest sync word=W");
     }
 
     #[test]
@@ -835,20 +933,14 @@ mod tests {
             [(2, &placed(40, 3, "prev")), (2, &placed(41, 2, "no_idle"))]
         );
         let not_a_step = format!("place pid=1 cpu=1 how={}", how(Stat::Compacted));
-        for bad in [
+        let bad = [
             "place pid=1 cpu=x how=1",
             "place pid=1 how=1",
             "place pid=1 cpu=1 how=1 more",
             "place pid=1 cpu=1 how=999",
             &not_a_step,
-        ] {
-            let line = format!("  w-6 [000] d..2. 1.0: bpf_trace_printk: {bad}\n");
-            let err = read_tracefs(&line).unwrap_err().to_string();
-            assert!(
-                err.contains("expected \"place pid=P cpu=C how=H\""),
-                "{err}"
-            );
-        }
+        ];
+        assert_prints_rejected(&bad, "expected \"place pid=P cpu=C how=H\"");
     }
 
     /// The wakeups of `text`: (pid, waker).

@@ -88,9 +88,11 @@ struct nest_state nest_state;
  * --trace-nests: each change of a CPU's nest is written to the trace
  * (bpf_printk(), tracepoint bpf_trace:bpf_trace_printk) as
  * "nest cpu=C in=N" (N: 0 none, 1 reserve, 2 primary), for `nest trace
- * record`. Every NEST_SYNC_NS, "nest sync" and then every member are
- * written again, so that a recording started meanwhile knows the whole
- * nests from its first "nest sync" on.
+ * record`. Every NEST_SYNC_NS, the whole nests are written, one line per
+ * mask word, "nest sync word=W primary=HEX reserve=HEX", so that a
+ * recording started meanwhile knows them from its first sync on, and a
+ * change whose line was lost or overtaken (two CPUs reporting at once)
+ * is put right within NEST_SYNC_NS.
  */
 const volatile bool trace_nests;
 /*
@@ -140,10 +142,12 @@ static void report_nest_word(u32 w)
 }
 
 /*
- * Forget what was reported, once every NEST_SYNC_NS (one caller wins the
- * exchange), so that the next report lists every member.
+ * Once every NEST_SYNC_NS (one caller wins the exchange), write the whole
+ * nests and take them as reported. A function of its own, so that the
+ * print's arguments are not in the frames of the callbacks on the deepest
+ * call chain (BPF allows 512 bytes of stack for the whole chain).
  */
-static void sync_nest_reports(u32 words)
+static __noinline void sync_nest_reports(u32 words)
 {
 	u64 now = scx_bpf_now();
 	u64 last = READ_ONCE(nests_synced_at);
@@ -152,10 +156,15 @@ static void sync_nest_reports(u32 words)
 	if (now - last < NEST_SYNC_NS ||
 	    !__sync_bool_compare_and_swap(&nests_synced_at, last, now))
 		return;
-	bpf_printk("nest sync");
 	bpf_for(w, 0, words) {
-		WRITE_ONCE(reported_primary[w & (NEST_MASK_WORDS - 1)], 0);
-		WRITE_ONCE(reported_reserve[w & (NEST_MASK_WORDS - 1)], 0);
+		u32 i = w & (NEST_MASK_WORDS - 1);
+		u64 primary = READ_ONCE(nest_state.primary[i]);
+		u64 reserve = READ_ONCE(nest_state.reserve[i]);
+
+		WRITE_ONCE(reported_primary[i], primary);
+		WRITE_ONCE(reported_reserve[i], reserve);
+		bpf_printk("nest sync word=%u primary=%llx reserve=%llx", w,
+			   primary, reserve);
 	}
 }
 
