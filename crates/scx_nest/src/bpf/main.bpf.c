@@ -104,7 +104,7 @@ const volatile bool trace_nests;
 const volatile bool trace_placements;
 /*
  * Short, as a recording's first events come right after it starts; a sync
- * costs one line per member.
+ * costs one line per 64 CPUs.
  */
 #define NEST_SYNC_NS (10 * 1000 * 1000ULL)
 /* The nests as last reported, and when they were last reported in full. */
