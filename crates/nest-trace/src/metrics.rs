@@ -942,14 +942,13 @@ mod tests {
             [("prev", 2), ("reserve", 1)]
         );
         let table = placement_steps_table(&trace);
-        let rows: Vec<(String, String)> = (0..table.rows.len())
+        let rows: Vec<String> = (0..table.rows.len())
             .map(|r| {
                 let cell = |col| table.get(r, col).unwrap().to_string();
-                (cell("step"), cell("placements"))
+                format!("{} {}", cell("step"), cell("placements"))
             })
             .collect();
-        let rows: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        assert_eq!(rows, [("prev", "2"), ("primary", "1"), ("reserve", "1")]);
+        assert_eq!(rows, ["prev 2", "primary 1", "reserve 1"]);
         assert_eq!(table.get(0, "share"), Some(&Cell::Float(0.5)));
     }
 

@@ -679,6 +679,17 @@ fn parse_prev_state(s: &str) -> Result<PrevState, String> {
     }
 }
 
+/// The values of `fields`, which must be exactly `name=value` for each of
+/// `names`, in that order, as scx_nest prints them; `None` otherwise.
+fn named_values<'a, const N: usize>(fields: &'a str, names: [&str; N]) -> Option<[&'a str; N]> {
+    let mut words = fields.split_whitespace();
+    let mut values = [""; N];
+    for (value, name) in values.iter_mut().zip(names) {
+        *value = words.next()?.strip_prefix(name)?.strip_prefix('=')?;
+    }
+    words.next().is_none().then_some(values)
+}
+
 /// `nest cpu=C in=N` (N: 0 no nest, 1 reserve, 2 primary), as
 /// `scx_nest --trace-nests` prints it; `None` for other programs' prints.
 fn parse_nest_report(body: &str) -> Result<Option<(Cpu, Nest)>, String> {
@@ -686,12 +697,7 @@ fn parse_nest_report(body: &str) -> Result<Option<(Cpu, Nest)>, String> {
         return Ok(None);
     };
     let bad = || format!("expected \"nest cpu=C in=0|1|2\", found \"{body}\"");
-    let mut words = fields.split_whitespace();
-    let cpu = words.next().and_then(|w| w.strip_prefix("cpu="));
-    let nest = words.next().and_then(|w| w.strip_prefix("in="));
-    let (Some(cpu), Some(nest), None) = (cpu, nest, words.next()) else {
-        return Err(bad());
-    };
+    let [cpu, nest] = named_values(fields, ["cpu", "in"]).ok_or_else(bad)?;
     let cpu = cpu.parse().map_err(|_| bad())?;
     let nest = match nest {
         "0" => Nest::None,
@@ -717,17 +723,12 @@ fn parse_nest_sync(body: &str) -> Result<Option<NestSyncWord>, String> {
         return Ok(None);
     };
     let bad = || format!("expected \"nest sync word=W primary=HEX reserve=HEX\", found \"{body}\"");
-    let mut words = fields.split_whitespace();
-    let mut field = |name: &str, radix: u32| -> Result<u64, String> {
-        let word = words.next().ok_or_else(bad)?;
-        let value = word.strip_prefix(name).and_then(|w| w.strip_prefix('='));
-        value
-            .and_then(|v| u64::from_str_radix(v, radix).ok())
-            .ok_or_else(bad)
-    };
-    let index = u32::try_from(field("word", 10)?).map_err(|_| bad())?;
-    let (primary, reserve) = (field("primary", 16)?, field("reserve", 16)?);
-    if words.next().is_some() || index >= (u32::MAX / 64) {
+    let [index, primary, reserve] =
+        named_values(fields, ["word", "primary", "reserve"]).ok_or_else(bad)?;
+    let index: u32 = index.parse().map_err(|_| bad())?;
+    let hex = |v| u64::from_str_radix(v, 16).map_err(|_| bad());
+    let (primary, reserve) = (hex(primary)?, hex(reserve)?);
+    if index >= u32::MAX / 64 {
         return Err(bad());
     }
     Ok(Some(NestSyncWord {
@@ -744,20 +745,13 @@ fn parse_placement(body: &str) -> Result<Option<EventKind>, String> {
         return Ok(None);
     };
     let bad = || format!("expected \"place pid=P cpu=C how=H\", found \"{body}\"");
-    let mut words = fields.split_whitespace();
-    let mut field = |name: &str| -> Result<u32, String> {
-        let word = words.next().ok_or_else(bad)?;
-        let value = word.strip_prefix(name).and_then(|w| w.strip_prefix('='));
-        value.and_then(|v| v.parse().ok()).ok_or_else(bad)
-    };
-    let (pid, target_cpu, how) = (field("pid")?, field("cpu")?, field("how")?);
+    let values = named_values(fields, ["pid", "cpu", "how"]).ok_or_else(bad)?;
+    let [pid, target_cpu, how] = values.map(|v| v.parse::<u32>().map_err(|_| bad()));
+    let (pid, target_cpu) = (pid?, target_cpu?);
     let how = Stat::ALL
-        .get(how as usize)
+        .get(how? as usize)
         .filter(|s| s.group() == "place")
         .ok_or_else(|| format!("{}: not a placement step of scx_nest's policy", bad()))?;
-    if words.next().is_some() {
-        return Err(bad());
-    }
     Ok(Some(EventKind::Placement {
         pid,
         target_cpu,
