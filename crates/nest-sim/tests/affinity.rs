@@ -8,7 +8,7 @@ use nest_sim::policy::Policy;
 use nest_sim::policy::baseline::Baseline;
 use nest_sim::policy::fork_balance::LinuxVersion;
 use nest_sim::policy::nest::Nest;
-use nest_sim::workload::replay::{ReplayOptions, per_cpu_kthread_cpu, replay};
+use nest_sim::workload::replay::{ReplayOp, ReplayOptions, per_cpu_kthread_cpu, replay};
 use nest_sim::workload::{Workload, rtapp};
 use nest_sim::{Governor, Machine, RunResult, SimConfig};
 use nest_trace::{Cpu, Event, EventKind, Nest as NestKind, Pid, PrevState, Trace, Waker};
@@ -405,6 +405,27 @@ fn a_replay_with_others_adds_the_tasks_that_ran_beside_the_command() {
         assert_eq!(starts[0], (1, "cmd-10", 0), "{name}");
         assert_eq!(starts[1], (2, "kworker/2:1-50", 2 * MS), "{name}");
     }
+}
+
+#[test]
+fn an_other_task_blocked_when_the_trace_ends_sleeps_to_its_end_instead_of_exiting() {
+    let trace = trace_with_others();
+    let opts = ReplayOptions {
+        others: true,
+        ..ReplayOptions::default()
+    };
+    let r = replay(&trace, &opts).unwrap();
+    let ops = |pid| &r.tasks.iter().find(|t| t.pid == pid).unwrap().ops;
+    // The per-CPU kworker last blocks at 19.5 ms and the trace ends at 23
+    // ms: it had not exited, so it sleeps the 3.5 ms (an exit would have
+    // the simulated Nest demote its CPU and hold it for a fork).
+    assert_eq!(ops(50).last(), Some(&ReplayOp::Sleep(3 * MS + MS / 2)));
+    // The unbound one exited (11 ms): its ops end with its last run.
+    assert!(
+        matches!(ops(51).last(), Some(ReplayOp::Run(_))),
+        "{:?}",
+        ops(51)
+    );
 }
 
 #[test]

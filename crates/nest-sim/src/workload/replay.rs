@@ -82,7 +82,9 @@
 //! of the nests comes with how long it had been idle when the command
 //! started (`idle_us`: since its last switch to idle in the trace, or
 //! since the trace's start).
-//! - A task still blocked or running when the trace ends stops there.
+//! - A task still running when the trace ends stops there; one blocked
+//!   then sleeps until the trace's end, and stops there (it had not
+//!   exited when the recording stopped).
 //! - Threads are tasks like processes (the trace has no thread groups);
 //!   exec only renames a task; priorities and scheduling classes are not
 //!   recorded, nor affinities other than the per-CPU kernel threads' (told
@@ -889,6 +891,18 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
             t.work += freqs.work(cpu, end - since);
         }
         t.flush_work();
+    }
+    // Tasks blocked when the trace ends had not exited: they sleep to its
+    // end. A task whose ops end exits, and an exit the kernel did not see
+    // changes the simulated scheduler's state (Nest's exit demotion and
+    // fork reuse take the CPU it left).
+    for t in tasks.values_mut() {
+        if let State::Blocked { since, .. } = t.state
+            && end > since
+        {
+            t.push(ReplayOp::Sleep(end - since));
+            counts.sleeps += 1;
+        }
     }
     // Other tasks that started after the command's last event never ran
     // beside it.
