@@ -215,6 +215,61 @@ fn a_guest_vcpu_starts_a_task_only_once_woken_unless_it_spins() {
     assert_eq!(delays.iter().filter(|&&d| d == 0).count(), 19, "{delays:?}");
 }
 
+#[test]
+fn a_kick_reaches_a_busy_guest_vcpu_only_once_its_thread_runs() {
+    // A hog on every CPU and a sleeper: each time the sleeper wakes, no
+    // CPU is idle, and Nest kicks its previous CPU to preempt the hog.
+    let w = rtapp::parse(
+        r#"{"tasks": {
+            "hog": { "instance": 16, "loop": 1, "run": 150000 },
+            "sleeper": { "loop": 20, "run": 200, "sleep": 5000 }
+        }}"#,
+        "inline",
+    )
+    .unwrap();
+    let sleeper_latencies = |m: &Machine| {
+        let r = run_with(
+            m,
+            &w,
+            &mut nest_with(m, Default::default()),
+            Governor::Performance,
+            1,
+        );
+        let t = r.trace.unwrap();
+        let pid = t
+            .events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::NewTask { child, comm, .. } if comm == "sleeper" => Some(*child),
+                _ => None,
+            })
+            .unwrap();
+        let tl = nest_trace::timeline::Timeline::build(&t);
+        let of_sleeper: Vec<u64> = tl
+            .wakeup_latencies
+            .iter()
+            .filter(|&&(p, _)| p == pid)
+            .map(|&(_, ns)| ns)
+            .collect();
+        of_sleeper
+    };
+    // The kick preempts at once on a machine...
+    let at_once = sleeper_latencies(&machine("test-guest-2s"));
+    assert!(
+        at_once.iter().filter(|&&ns| ns == 0).count() >= 10,
+        "{at_once:?}"
+    );
+    // ...and not before the vCPU's thread runs on a guest: the sleeper
+    // waits for the kick, or for another CPU's slice end.
+    let guest = sleeper_latencies(&slow_vcpus(500.0));
+    assert_eq!(guest.len(), at_once.len());
+    assert!(guest.iter().all(|&ns| ns > 0), "{guest:?}");
+    assert!(
+        guest.iter().filter(|&&ns| ns == 500_000).count() >= 10,
+        "{guest:?}"
+    );
+}
+
 /// Frequency (kHz) of every CPU over time, from a trace.
 fn freq_timeline(t: &Trace) -> BTreeMap<u32, Vec<(u64, u32)>> {
     let mut m: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();

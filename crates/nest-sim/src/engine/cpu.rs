@@ -111,7 +111,7 @@ impl Sim<'_> {
             return;
         }
         if c.curr.is_some() {
-            if preempt {
+            if preempt && !self.delay_vcpu_kick(cpu) {
                 self.end_slice(cpu);
             }
             return;

@@ -213,6 +213,9 @@ pub(crate) struct CpuState {
     /// A wakeup preempts the current task once it is done with its
     /// operations (`TIF_NEED_RESCHED`).
     pub need_resched: bool,
+    /// A guest's busy vCPU was kicked to preempt this task; the kick
+    /// reaches it later (engine/vcpu.rs).
+    pub kicked_to_preempt: Option<u32>,
 }
 
 /// One physical core (its SMT threads share the frequency).

@@ -102,6 +102,8 @@ pub(crate) enum Ev {
     Step,
     /// A guest's idle vCPU, woken for a task, runs again (engine/vcpu.rs).
     VcpuUp { cpu: u32 },
+    /// A kick to preempt reaches a guest's busy vCPU (engine/vcpu.rs).
+    VcpuKicked { cpu: u32, task: u32 },
 }
 
 /// A simulation: kernel state plus the policy deciding placements.
@@ -271,6 +273,7 @@ impl<'p> Sim<'p> {
             Ev::Tick => self.tick(),
             Ev::Step => self.step(),
             Ev::VcpuUp { cpu } => self.vcpu_up(cpu),
+            Ev::VcpuKicked { cpu, task } => self.vcpu_kicked(cpu, task),
         }
     }
 

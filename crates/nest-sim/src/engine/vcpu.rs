@@ -7,6 +7,14 @@
 //! between two tasks (`switching`): it is not idle for placements (as
 //! sched_ext's idle mask no longer holds a CPU claimed for a task), later
 //! wakeups aimed at it queue behind the task, and kicks find it busy.
+//!
+//! A busy vCPU learns of a kick to preempt its task (`scx_bpf_kick_cpu()`
+//! with `SCX_KICK_PREEMPT`: an IPI) only when the host runs its thread
+//! again, after a delay drawn from the same distribution: with more vCPUs
+//! busy than host CPUs, the thread waits for a host CPU as a woken one
+//! does. Meanwhile other CPUs may take the queued task that asked for the
+//! preemption. If the task was switched out meanwhile, the kick preempts
+//! nothing (`resched_curr()` flags the task, not the CPU).
 
 use nest_trace::Cpu;
 
@@ -32,14 +40,52 @@ impl Sim<'_> {
         if self.k.cpus[cpu as usize].spin.is_some() {
             return false;
         }
-        let busy = self.k.cpus.iter().filter(|c| c.curr.is_some()).count() as u32;
-        let at = self.k.now + model.delay_ns(busy, self.k.vcpu_rng.unit());
+        let at = self.k.now + model.delay_ns(self.busy_cpus(), self.k.vcpu_rng.unit());
         let c = &mut self.k.cpus[cpu as usize];
         c.switching = true;
         c.queue.push_back(task);
         self.k.nr_queued += 1;
         self.k.push(at, Ev::VcpuUp { cpu });
         true
+    }
+
+    /// Starts kicking busy `cpu` to preempt its task if the machine is a
+    /// guest whose vCPUs take time to notice; returns false if the kick
+    /// preempts at once (no such model). A kick already on its way to the
+    /// same task covers this one.
+    pub(super) fn delay_vcpu_kick(&mut self, cpu: Cpu) -> bool {
+        let Some(model) = &self.k.machine.vcpu_wakeup else {
+            return false;
+        };
+        let c = &self.k.cpus[cpu as usize];
+        let Some(task) = c.curr else {
+            return false;
+        };
+        if c.kicked_to_preempt == Some(task) {
+            return true;
+        }
+        let at = self.k.now + model.delay_ns(self.busy_cpus(), self.k.vcpu_rng.unit());
+        self.k.cpus[cpu as usize].kicked_to_preempt = Some(task);
+        self.k.push(at, Ev::VcpuKicked { cpu, task });
+        true
+    }
+
+    /// A kick to preempt `task` reaches `cpu`: it ends the task's slice if
+    /// the task still runs there.
+    pub(super) fn vcpu_kicked(&mut self, cpu: Cpu, task: u32) {
+        let c = &mut self.k.cpus[cpu as usize];
+        if c.kicked_to_preempt != Some(task) {
+            return;
+        }
+        c.kicked_to_preempt = None;
+        if c.curr == Some(task) {
+            self.end_slice(cpu);
+        }
+    }
+
+    /// How many vCPUs run a task (the delay distribution's classes).
+    fn busy_cpus(&self) -> u32 {
+        self.k.cpus.iter().filter(|c| c.curr.is_some()).count() as u32
     }
 
     /// `cpu`'s thread runs again: it starts the first task of its run
