@@ -245,15 +245,13 @@ fn a_kick_reaches_a_busy_guest_vcpu_only_once_its_thread_runs() {
             })
             .unwrap();
         let tl = nest_trace::timeline::Timeline::build(&t);
-        let of_sleeper: Vec<u64> = tl
-            .wakeup_latencies
+        tl.wakeup_latencies
             .iter()
             .filter(|&&(p, _)| p == pid)
             .map(|&(_, ns)| ns)
-            .collect();
-        of_sleeper
+            .collect::<Vec<u64>>()
     };
-    // The kick preempts at once on a machine...
+    // The kick preempts at once on a machine without a vCPU model...
     let at_once = sleeper_latencies(&machine("test-guest-2s"));
     assert!(
         at_once.iter().filter(|&&ns| ns == 0).count() >= 10,
