@@ -879,7 +879,11 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
         };
     }
     // Tasks running (or preempted) when the trace ends: their burst ends
-    // there, and forks whose child was not woken yet happen there.
+    // there, and forks whose child was not woken yet happen there. Tasks
+    // blocked then had not exited: they sleep to its end. (A task whose
+    // ops end exits, and an exit the kernel did not see changes the
+    // simulated scheduler's state: Nest's exit demotion and fork reuse
+    // take the CPU it left.)
     let end = trace.end_ns();
     for (child, parent) in std::mem::take(&mut unwoken) {
         if let Some(p) = tasks.get_mut(&parent) {
@@ -891,12 +895,6 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
             t.work += freqs.work(cpu, end - since);
         }
         t.flush_work();
-    }
-    // Tasks blocked when the trace ends had not exited: they sleep to its
-    // end. A task whose ops end exits, and an exit the kernel did not see
-    // changes the simulated scheduler's state (Nest's exit demotion and
-    // fork reuse take the CPU it left).
-    for t in tasks.values_mut() {
         if let State::Blocked { since, .. } = t.state
             && end > since
         {
