@@ -9,8 +9,10 @@
 //! wakeups aimed at it queue behind the task, and kicks find it busy.
 //!
 //! A busy vCPU learns of a kick to preempt its task (`scx_bpf_kick_cpu()`
-//! with `SCX_KICK_PREEMPT`: an IPI) only when the host runs its thread
-//! again, after a delay drawn from the same distribution: with more vCPUs
+//! with `SCX_KICK_PREEMPT`; in kernel/sched/ext.c, `kick_one_cpu()` zeroes
+//! the task's slice and calls `resched_curr()`, whose IPI makes the vCPU
+//! schedule) only when the host runs its thread again, so the task runs on
+//! until then, after a delay drawn from the same distribution: with more vCPUs
 //! busy than host CPUs, the thread waits for a host CPU as a woken one
 //! does. Meanwhile other CPUs may take the queued task that asked for the
 //! preemption. If the task was switched out meanwhile, the kick preempts
