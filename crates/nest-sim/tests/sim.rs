@@ -808,3 +808,68 @@ fn sync_wakeups_bring_a_pipe_pair_forked_apart_onto_one_socket() {
     assert!(sync < 1.1, "{sync}");
     assert!(not_sync > 1.9, "{not_sync}");
 }
+
+#[test]
+fn a_task_leaving_a_shared_core_does_so_at_the_tick_on_a_guest_too() {
+    // Tasks start one per CPU, in CPU order: the 10 ms ones on cores 0-3
+    // (CPUs 0-3, 8-11), the 60 ms ones on cores 4-7, two per core. Once
+    // cores 0-3 are idle, a tick of each long task on CPUs 4-7 ends its
+    // slice (tick unpairing, `scx_bpf_task_set_slice(p, 0)` from the
+    // tick): no kick, so no vCPU delay before it leaves. (Delayed as a
+    // kick, each task went on sharing its core until its sibling's tick
+    // unpaired that one too, and all eight left.)
+    let w = rtapp::parse(
+        r#"{"tasks": {
+            "a": { "instance": 4, "loop": 1, "run": 10000 },
+            "b": { "instance": 4, "loop": 1, "run": 60000 },
+            "c": { "instance": 4, "loop": 1, "run": 10000 },
+            "d": { "instance": 4, "loop": 1, "run": 60000 }
+        }}"#,
+        "inline",
+    )
+    .unwrap();
+    // When and where tasks left a CPU still runnable, for nothing, and
+    // when they started on an idle one.
+    let moves = |m: &Machine| {
+        let r = run_with(
+            m,
+            &w,
+            &mut nest_with(m, Default::default()),
+            Governor::Performance,
+            1,
+        );
+        let (mut left, mut started) = (Vec::new(), BTreeMap::new());
+        for e in &r.trace.unwrap().events {
+            match e.kind {
+                EventKind::Switch {
+                    prev,
+                    prev_state: nest_trace::PrevState::Runnable,
+                    next: 0,
+                } if prev != 0 => left.push((e.ts_ns, e.cpu, prev)),
+                EventKind::Switch { prev: 0, next, .. } => {
+                    started.insert(next, e.ts_ns);
+                }
+                _ => {}
+            }
+        }
+        left.iter()
+            .map(|&(at, cpu, pid)| (at, cpu, started[&pid] - at))
+            .collect::<Vec<_>>()
+    };
+    let at_once = moves(&machine("test-guest-2s"));
+    let cpus: Vec<u32> = at_once.iter().map(|&(_, cpu, _)| cpu).collect();
+    assert_eq!(cpus, [4, 5, 6, 7], "{at_once:?}");
+    let guest = moves(&slow_vcpus(1000.0));
+    assert_eq!(guest.len(), at_once.len(), "{guest:?}");
+    for (&(at, cpu, _), &(guest_at, guest_cpu, guest_wait)) in at_once.iter().zip(&guest) {
+        assert_eq!(
+            (guest_at, guest_cpu),
+            (at, cpu),
+            "left at the same tick: {guest:?}"
+        );
+        assert_eq!(
+            guest_wait, 1_000_000,
+            "the idle vCPU woke for it: {guest:?}"
+        );
+    }
+}

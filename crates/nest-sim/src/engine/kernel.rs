@@ -31,6 +31,11 @@ pub enum Action {
         cpu: Cpu,
         preempt: bool,
     },
+    /// `scx_bpf_task_set_slice(p, 0)` for the task running on `cpu`, from
+    /// `cpu`'s own tick: it ends the slice at once, no kick involved.
+    EndSlice {
+        cpu: Cpu,
+    },
 }
 
 /// Where a task is in its life, as policies see it.

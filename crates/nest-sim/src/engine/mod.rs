@@ -295,6 +295,7 @@ impl<'p> Sim<'p> {
                 match a {
                     Action::Migrate { task, cpu } => self.migrate_queued(task, cpu),
                     Action::Kick { cpu, preempt } => self.kick(cpu, preempt),
+                    Action::EndSlice { cpu } => self.end_slice(cpu),
                 }
             }
         }

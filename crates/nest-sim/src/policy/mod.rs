@@ -361,6 +361,14 @@ impl Ctx<'_> {
         self.k.actions.push(Action::Kick { cpu, preempt });
     }
 
+    /// `scx_bpf_task_set_slice(p, 0)` from `cpu`'s tick for its running
+    /// task: the kernel reschedules `cpu` as the tick returns
+    /// (`task_tick_scx()` in kernel/sched/ext.c), so unlike a kick this
+    /// takes no vCPU wake-up (applied right after the current policy call).
+    pub fn end_slice(&mut self, cpu: Cpu) {
+        self.k.actions.push(Action::EndSlice { cpu });
+    }
+
     /// Is `cpu` between two tasks (its previous one is being switched out)?
     pub fn switching(&self, cpu: Cpu) -> bool {
         self.k.cpus[cpu as usize].switching

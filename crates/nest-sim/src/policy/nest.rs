@@ -612,7 +612,8 @@ impl Nest {
 
     /// `tick_unpair()`: a task that shared its core with a busy SMT
     /// sibling for two ticks, while a whole core is idle, ends its slice
-    /// and is marked to take an idle core at its enqueue.
+    /// at this tick (a slice set to 0, no kick) and is marked to take an
+    /// idle core at its enqueue.
     /// Not a pinned task, and only for a whole core it may run on.
     fn tick_unpair(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
         if cx.task_pinned(task) || !self.policy.tick_unpair(cpu) {
@@ -622,7 +623,7 @@ impl Nest {
         let whole = |c: Cpu| cx.task_allowed(task, c) && core_free(cx, c, &idle);
         if (0..cx.nr_cpus()).any(whole) {
             hosted(&mut self.hosted, task).unpair = true;
-            cx.kick(cpu, true);
+            cx.end_slice(cpu);
         }
     }
 }
