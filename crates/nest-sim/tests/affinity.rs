@@ -429,6 +429,50 @@ fn an_other_task_blocked_when_the_trace_ends_sleeps_to_its_end_instead_of_exitin
 }
 
 #[test]
+fn a_command_woken_by_an_other_task_sleeps_as_recorded_instead_of_waiting_for_it() {
+    use PrevState::Blocked;
+    let mut trace = trace_with_others();
+    // The command blocks at 12 ms, and the per-CPU kworker (running
+    // 13-13.5 ms) wakes it at 13.2 ms.
+    trace
+        .events
+        .retain(|e| !matches!(e.kind, EventKind::Switch { prev: 10, .. }));
+    trace.events.extend([
+        ev(12 * MS, 1, sw(10, Blocked, 0)),
+        ev(13 * MS + MS / 5, 2, wake(10, 1, Some(50))),
+        ev(13 * MS + MS * 3 / 10, 1, sw(0, Blocked, 10)),
+        ev(21 * MS, 1, sw(10, PrevState::Dead, 0)),
+    ]);
+    trace.events.sort_by_key(|e| e.ts_ns);
+    let opts = ReplayOptions {
+        others: true,
+        ..ReplayOptions::default()
+    };
+    let r = replay(&trace, &opts).unwrap();
+    let ops = |pid| &r.tasks.iter().find(|t| t.pid == pid).unwrap().ops;
+    // The kworker keeps the guest's clock, the command the model's: the
+    // command sleeps the 1.2 ms it slept, and the kworker wakes nobody.
+    assert!(
+        ops(10).contains(&ReplayOp::Sleep(MS + MS / 5)),
+        "{:?}",
+        ops(10)
+    );
+    assert!(!ops(10).contains(&ReplayOp::WaitWake), "{:?}", ops(10));
+    assert!(
+        !ops(50).iter().any(|op| matches!(op, ReplayOp::Wake { .. })),
+        "{:?}",
+        ops(50)
+    );
+    // The command still wakes the unbound kworker (10 ms), which waits
+    // for it.
+    assert!(ops(10).contains(&ReplayOp::Wake {
+        pid: 51,
+        sync: false
+    }));
+    assert!(ops(51).contains(&ReplayOp::WaitWake), "{:?}", ops(51));
+}
+
+#[test]
 fn replayed_kernel_threads_are_marked_from_the_recorders_list_else_by_name() {
     let mut trace = trace_with_others();
     let opts = ReplayOptions {
