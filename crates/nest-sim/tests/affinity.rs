@@ -433,14 +433,30 @@ fn a_command_woken_by_an_other_task_sleeps_as_recorded_instead_of_waiting_for_it
     use PrevState::Blocked;
     let mut trace = trace_with_others();
     // The command blocks at 12 ms, and the per-CPU kworker (running
-    // 13-13.5 ms) wakes it at 13.2 ms.
+    // 13-13.5 ms) wakes it at 13.2 ms; it blocks again at 15 ms, and a
+    // thread the kworker forked (11.2 ms) wakes it at 16.2 ms.
     trace
         .events
         .retain(|e| !matches!(e.kind, EventKind::Switch { prev: 10, .. }));
+    let fork = EventKind::NewTask {
+        parent: 50,
+        child: 60,
+        comm: "kworker/u16:2".into(),
+    };
     trace.events.extend([
+        ev(11 * MS + MS / 5, 2, fork),
+        ev(11 * MS + MS / 5, 2, wake(60, 3, Some(50))),
+        ev(11 * MS + MS / 4, 3, sw(0, Blocked, 60)),
+        ev(11 * MS + MS / 2, 3, sw(60, Blocked, 0)),
         ev(12 * MS, 1, sw(10, Blocked, 0)),
         ev(13 * MS + MS / 5, 2, wake(10, 1, Some(50))),
         ev(13 * MS + MS * 3 / 10, 1, sw(0, Blocked, 10)),
+        ev(15 * MS, 1, sw(10, Blocked, 0)),
+        ev(16 * MS, 3, wake(60, 3, None)),
+        ev(16 * MS, 3, sw(0, Blocked, 60)),
+        ev(16 * MS + MS / 5, 3, wake(10, 1, Some(60))),
+        ev(16 * MS + MS * 3 / 10, 1, sw(0, Blocked, 10)),
+        ev(16 * MS + MS * 2 / 5, 3, sw(60, Blocked, 0)),
         ev(21 * MS, 1, sw(10, PrevState::Dead, 0)),
     ]);
     trace.events.sort_by_key(|e| e.ts_ns);
@@ -450,19 +466,19 @@ fn a_command_woken_by_an_other_task_sleeps_as_recorded_instead_of_waiting_for_it
     };
     let r = replay(&trace, &opts).unwrap();
     let ops = |pid| &r.tasks.iter().find(|t| t.pid == pid).unwrap().ops;
-    // The kworker keeps the guest's clock, the command the model's: the
-    // command sleeps the 1.2 ms it slept, and the kworker wakes nobody.
-    assert!(
-        ops(10).contains(&ReplayOp::Sleep(MS + MS / 5)),
-        "{:?}",
-        ops(10)
-    );
+    // The kworkers keep the guest's clock, the command the model's: the
+    // command sleeps the 1.2 ms it slept each time, and they wake nobody.
+    let slept = ops(10)
+        .iter()
+        .filter(|&op| *op == ReplayOp::Sleep(MS + MS / 5));
+    assert_eq!(slept.count(), 2, "{:?}", ops(10));
     assert!(!ops(10).contains(&ReplayOp::WaitWake), "{:?}", ops(10));
-    assert!(
-        !ops(50).iter().any(|op| matches!(op, ReplayOp::Wake { .. })),
-        "{:?}",
-        ops(50)
-    );
+    for kworker in [50, 60] {
+        let wakes = ops(kworker)
+            .iter()
+            .filter(|op| matches!(op, ReplayOp::Wake { .. }));
+        assert_eq!(wakes.count(), 0, "{:?}", ops(kworker));
+    }
     // The command still wakes the unbound kworker (10 ms), which waits
     // for it.
     assert!(ops(10).contains(&ReplayOp::Wake {

@@ -369,7 +369,8 @@ struct Builder {
     children: Vec<(Pid, Option<u64>)>,
     /// The CPU the task first ran on, numbered as the trace's.
     first_cpu: Option<Cpu>,
-    /// Outside the root's tree ([`ReplayOptions::others`]).
+    /// Outside the root's tree ([`ReplayOptions::others`]), or forked by
+    /// such a task.
     other: bool,
 }
 
@@ -753,7 +754,11 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                 {
                     unwoken.insert(*child, *parent);
                     p.children.push((*child, None));
-                    tasks.insert(*child, Builder::new(*child, comm.clone(), Some(*parent)));
+                    let mut c = Builder::new(*child, comm.clone(), Some(*parent));
+                    // A child of an other task (kthreadd's kworkers) is
+                    // outside the tree too.
+                    c.other = p.other;
+                    tasks.insert(*child, c);
                     order.push(*child);
                 }
             }
