@@ -61,7 +61,8 @@
 //! CPU (`prev_cpu`: where that wakeup moved it from, else where it woke;
 //! numbered as the root's CPU) and placed by the simulated scheduler, then
 //! running and blocking as recorded, with the same conversion (its wakes
-//! by replayed tasks included; its wakes of the tree's tasks left out). The task existed before the command:
+//! by replayed tasks included; its wakes of the tree's tasks left out).
+//! The task existed before the command:
 //! forked from the simulator's CPU 0 instead, its first placement searched
 //! from there, and Nest's fallback took CPU 0 into the nests. A per-CPU
 //! kernel thread, named `name/N` or `name/N:M` with N a CPU of the trace
@@ -940,8 +941,8 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
 /// Gives the replayed task `waker` the wake of `wakee` (blocked since
 /// `wakee_since`) at `now`, and says whether it did: not when the waker is
 /// not replayed, nor when it is the wakee's exited child (its exit ends a
-/// wait for children), nor when the waker is another task and the wakee
-/// one of the tree.
+/// wait for children), nor when the waker is outside the tree (an other
+/// task, or one forked by such a task) and the wakee in it.
 ///
 /// The other tasks keep the guest's clock (their blocks end as recorded,
 /// most by interrupts), while the tree runs at the model's speed: a tree
