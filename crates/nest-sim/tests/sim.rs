@@ -204,13 +204,7 @@ fn a_guest_vcpu_starts_a_task_only_once_woken_unless_it_spins() {
     // A warm-spinning vCPU is running: once the first sleeps have grown
     // the spin to cover them, each task starts at once.
     let w = sleeper(200, 1000, 20);
-    let nest = run_with(
-        &m,
-        &w,
-        &mut nest_with(&m, Default::default()),
-        Governor::Performance,
-        1,
-    );
+    let nest = run_nest(&m, &w);
     let delays = wakeup_to_run_ns(nest.trace.as_ref().unwrap());
     assert_eq!(delays.iter().filter(|&&d| d == 0).count(), 19, "{delays:?}");
 }
@@ -228,13 +222,7 @@ fn a_kick_reaches_a_busy_guest_vcpu_only_once_its_thread_runs() {
     )
     .unwrap();
     let sleeper_latencies = |m: &Machine| {
-        let r = run_with(
-            m,
-            &w,
-            &mut nest_with(m, Default::default()),
-            Governor::Performance,
-            1,
-        );
+        let r = run_nest(m, &w);
         let t = r.trace.unwrap();
         let pid = t
             .events
@@ -478,6 +466,17 @@ fn nest_reuses_fewer_cores_and_keeps_them_warm() {
 /// Nest with `params`, on machine `m`.
 fn nest_with(m: &Machine, params: nest_policy::Params) -> Nest {
     Nest::new(&m.topology(), params).unwrap()
+}
+
+/// `w` under Nest with its defaults, the `performance` governor, seed 1.
+fn run_nest(m: &Machine, w: &Workload) -> RunResult {
+    run_with(
+        m,
+        w,
+        &mut nest_with(m, Default::default()),
+        Governor::Performance,
+        1,
+    )
 }
 
 #[test]
@@ -831,13 +830,7 @@ fn a_task_leaving_a_shared_core_does_so_at_the_tick_on_a_guest_too() {
     // When and where tasks left a CPU still runnable, for nothing, and
     // when they started on an idle one.
     let moves = |m: &Machine| {
-        let r = run_with(
-            m,
-            &w,
-            &mut nest_with(m, Default::default()),
-            Governor::Performance,
-            1,
-        );
+        let r = run_nest(m, &w);
         let (mut left, mut started) = (Vec::new(), BTreeMap::new());
         for e in &r.trace.unwrap().events {
             match e.kind {

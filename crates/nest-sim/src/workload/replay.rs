@@ -969,10 +969,11 @@ fn wake_by(
     now: u64,
     freqs: &Freqs,
 ) -> bool {
-    if tasks.get(&wakee).is_some_and(|t| t.exited_child(waker.pid)) {
+    let wakee_task = tasks.get(&wakee);
+    if wakee_task.is_some_and(|t| t.exited_child(waker.pid)) {
         return false;
     }
-    let wakee_in_tree = tasks.get(&wakee).is_some_and(|t| !t.other);
+    let wakee_in_tree = wakee_task.is_some_and(|t| !t.other);
     let Some(w) = tasks.get_mut(&waker.pid) else {
         return false;
     };
