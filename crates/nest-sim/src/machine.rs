@@ -95,8 +95,11 @@ pub struct Power {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VcpuWakeup {
-    /// One delay distribution per number of other busy vCPUs, ascending
-    /// by `busy_from`; a class holds from its `busy_from` to the next's.
+    /// One delay distribution per number of other busy vCPUs and how long
+    /// the vCPU has been idle, ascending by `idle_from_us`, then by
+    /// `busy_from`: a class holds from its `busy_from` to the next's of the
+    /// same `idle_from_us`, each such group from its `idle_from_us` to the
+    /// next group's, and each group starts at `busy_from` 0.
     pub classes: Vec<WakeupClass>,
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
@@ -106,6 +109,10 @@ pub struct VcpuWakeup {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WakeupClass {
+    /// Shortest time the woken vCPU has been idle that the class covers
+    /// (0 when absent).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_from_us: u64,
     /// Fewest other busy vCPUs (running a task) the class covers.
     pub busy_from: u32,
     /// The measured distribution as `[probability, microseconds]` points,
@@ -114,8 +121,19 @@ pub struct WakeupClass {
     pub quantiles_us: Vec<[f64; 2]>,
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// Fewest wake-ups a class of a measured [`VcpuWakeup`] holds.
 pub const MIN_CLASS_SAMPLES: usize = 20;
+
+/// How long a vCPU has been idle from which [`VcpuWakeup::measured`]
+/// measures its wake-ups apart: in the guest's traces (2026-12-06), a vCPU
+/// idle for less than 1 ms woke with no other vCPU busy after 52-58 us
+/// (median; 90th percentile 107-190 us), one idle for longer after 126-307
+/// us (90th percentile 0.5-2.4 ms).
+pub const LONG_IDLE_US: u64 = 1000;
 
 /// Probabilities at which [`VcpuWakeup::measured`] keeps the delays: the
 /// last repeats the 99th percentile, cutting the tail.
@@ -124,11 +142,20 @@ const MEASURED_QUANTILES: [f64; 9] = [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99
 impl VcpuWakeup {
     fn validate(&self) -> Result<()> {
         let classes = &self.classes;
-        if classes.first().is_none_or(|c| c.busy_from != 0) {
-            bail!("vcpu_wakeup.classes: expected a first class with busy_from 0");
+        let key = |c: &WakeupClass| (c.idle_from_us, c.busy_from);
+        if classes.first().is_none_or(|c| key(c) != (0, 0)) {
+            bail!(
+                "vcpu_wakeup.classes: expected a first class with idle_from_us 0 and busy_from 0"
+            );
         }
-        if classes.windows(2).any(|w| w[0].busy_from >= w[1].busy_from) {
-            bail!("vcpu_wakeup.classes: expected ascending busy_from");
+        if classes.windows(2).any(|w| key(&w[0]) >= key(&w[1])) {
+            bail!("vcpu_wakeup.classes: expected ascending idle_from_us, then busy_from");
+        }
+        if classes
+            .windows(2)
+            .any(|w| w[0].idle_from_us < w[1].idle_from_us && w[1].busy_from != 0)
+        {
+            bail!("vcpu_wakeup.classes: expected each idle_from_us to start at busy_from 0");
         }
         for c in classes {
             let q = &c.quantiles_us;
@@ -147,51 +174,30 @@ impl VcpuWakeup {
     }
 
     /// The distribution of the wake-ups measured in a guest's trace
-    /// ([`nest_trace::metrics::idle_cpu_wakeups`]), by 0, 1, 2, 3-5 and 6
-    /// or more other busy vCPUs, a class with fewer than
-    /// [`MIN_CLASS_SAMPLES`] wake-ups merged into the one below; `None`
-    /// with fewer wake-ups in all.
-    pub fn measured(wakeups: &[IdleCpuWakeup]) -> Option<Self> {
-        const BUSY_FROM: [u32; 5] = [0, 1, 2, 3, 6];
-        let mut classes: Vec<(u32, Vec<u64>)> = Vec::new();
-        for (i, &from) in BUSY_FROM.iter().enumerate() {
-            let to = BUSY_FROM.get(i + 1).copied().unwrap_or(u32::MAX);
-            let delays: Vec<u64> = wakeups
-                .iter()
-                .filter(|w| (from..to).contains(&w.busy_cpus))
-                .map(|w| w.delay_ns)
-                .collect();
-            match classes.last_mut() {
-                Some((_, below)) if delays.len() < MIN_CLASS_SAMPLES => below.extend(delays),
-                _ => classes.push((from, delays)),
-            }
-        }
-        // A small first class takes the next one in (it must start at 0).
-        if classes.len() > 1 && classes[0].1.len() < MIN_CLASS_SAMPLES {
-            let (_, next) = classes.remove(1);
-            classes[0].1.extend(next);
-        }
-        if classes.iter().any(|(_, d)| d.len() < MIN_CLASS_SAMPLES) {
-            return None;
-        }
-        let classes = classes
-            .into_iter()
-            .map(|(busy_from, mut delays)| {
-                delays.sort_unstable();
-                let quantiles_us = MEASURED_QUANTILES
-                    .iter()
-                    .map(|&p| {
-                        let p_kept = p.min(0.99);
-                        let rank = ((p_kept * delays.len() as f64) as usize).min(delays.len() - 1);
-                        [p, delays[rank] as f64 / 1000.0]
-                    })
-                    .collect();
-                WakeupClass {
-                    busy_from,
-                    quantiles_us,
-                }
-            })
-            .collect();
+    /// ([`nest_trace::metrics::idle_cpu_wakeups`]), apart for vCPUs idle for
+    /// less than [`LONG_IDLE_US`] and longer, each by 0, 1, 2, 3-5 and 6 or
+    /// more other busy vCPUs. A class with fewer than [`MIN_CLASS_SAMPLES`]
+    /// wake-ups takes those of `more` in its class instead if they are
+    /// more (the same guest's recordings, its own among them), and with
+    /// still too few is merged into the one below; with too few for either idle length, the two are measured
+    /// together; `None` with too few in all.
+    pub fn measured(wakeups: &[IdleCpuWakeup], more: &[IdleCpuWakeup]) -> Option<Self> {
+        let idle_for = |set: &[IdleCpuWakeup], long: bool| -> Vec<IdleCpuWakeup> {
+            set.iter()
+                .filter(|w| (w.idle_ns >= LONG_IDLE_US * 1000) == long)
+                .copied()
+                .collect()
+        };
+        let short = busy_classes(&idle_for(wakeups, false), &idle_for(more, false), 0);
+        let long = busy_classes(
+            &idle_for(wakeups, true),
+            &idle_for(more, true),
+            LONG_IDLE_US,
+        );
+        let classes = match (short, long) {
+            (Some(short), Some(long)) => [short, long].concat(),
+            _ => busy_classes(wakeups, more, 0)?,
+        };
         let measured = Self {
             classes,
             sources: BTreeMap::new(),
@@ -201,13 +207,19 @@ impl VcpuWakeup {
     }
 
     /// The delay (ns) at probability `u` in [0, 1) with `busy` other busy
-    /// vCPUs.
-    pub fn delay_ns(&self, busy: u32, u: f64) -> u64 {
+    /// vCPUs, of a vCPU idle for `idle_ns` (0 for a busy one).
+    pub fn delay_ns(&self, busy: u32, idle_ns: u64, u: f64) -> u64 {
+        let group = self
+            .classes
+            .iter()
+            .rev()
+            .find(|c| c.idle_from_us * 1000 <= idle_ns)
+            .map_or(0, |c| c.idle_from_us);
         let class = self
             .classes
             .iter()
             .rev()
-            .find(|c| c.busy_from <= busy)
+            .find(|c| c.idle_from_us == group && c.busy_from <= busy)
             .unwrap_or(&self.classes[0]);
         let q = &class.quantiles_us;
         let i = q.partition_point(|p| p[0] <= u).clamp(1, q.len() - 1);
@@ -217,25 +229,113 @@ impl VcpuWakeup {
     }
 }
 
-/// Each class's median: `0: 33 us, 1: 182 us, 2-5: 924 us, 6+: 1.7 ms`.
+/// The classes of [`VcpuWakeup::measured`] for one idle length (from
+/// `idle_from_us`) by 0, 1, 2, 3-5 and 6 or more other busy vCPUs.
+fn busy_classes(
+    wakeups: &[IdleCpuWakeup],
+    more: &[IdleCpuWakeup],
+    idle_from_us: u64,
+) -> Option<Vec<WakeupClass>> {
+    const BUSY_FROM: [u32; 5] = [0, 1, 2, 3, 6];
+    let mut classes: Vec<(u32, Vec<u64>)> = Vec::new();
+    for (i, &from) in BUSY_FROM.iter().enumerate() {
+        let to = BUSY_FROM.get(i + 1).copied().unwrap_or(u32::MAX);
+        let in_class = |set: &[IdleCpuWakeup]| -> Vec<u64> {
+            set.iter()
+                .filter(|w| (from..to).contains(&w.busy_cpus))
+                .map(|w| w.delay_ns)
+                .collect()
+        };
+        let mut delays = in_class(wakeups);
+        if delays.len() < MIN_CLASS_SAMPLES {
+            let instead = in_class(more);
+            if instead.len() > delays.len() {
+                delays = instead;
+            }
+        }
+        match classes.last_mut() {
+            Some((_, below)) if delays.len() < MIN_CLASS_SAMPLES => below.extend(delays),
+            _ => classes.push((from, delays)),
+        }
+    }
+    // A small first class takes the next one in (it must start at 0).
+    if classes.len() > 1 && classes[0].1.len() < MIN_CLASS_SAMPLES {
+        let (_, next) = classes.remove(1);
+        classes[0].1.extend(next);
+    }
+    if classes.iter().any(|(_, d)| d.len() < MIN_CLASS_SAMPLES) {
+        return None;
+    }
+    let classes = classes
+        .into_iter()
+        .map(|(busy_from, mut delays)| {
+            delays.sort_unstable();
+            let quantiles_us = MEASURED_QUANTILES
+                .iter()
+                .map(|&p| {
+                    let p_kept = p.min(0.99);
+                    let rank = ((p_kept * delays.len() as f64) as usize).min(delays.len() - 1);
+                    [p, delays[rank] as f64 / 1000.0]
+                })
+                .collect();
+            WakeupClass {
+                idle_from_us,
+                busy_from,
+                quantiles_us,
+            }
+        })
+        .collect();
+    Some(classes)
+}
+
 impl std::fmt::Display for VcpuWakeup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for (i, class) in self.classes.iter().enumerate() {
-            let last = self.classes.get(i + 1).map(|next| next.busy_from - 1);
-            let busy = match last {
+            let same_group = self
+                .classes
+                .get(i + 1)
+                .filter(|n| n.idle_from_us == class.idle_from_us);
+            let busy = match same_group.map(|n| n.busy_from - 1) {
                 Some(last) if last == class.busy_from => class.busy_from.to_string(),
                 Some(last) => format!("{}-{last}", class.busy_from),
                 None => format!("{}+", class.busy_from),
             };
-            let median_ns = self.delay_ns(class.busy_from, 0.5);
-            let sep = if i == 0 { "" } else { ", " };
-            if median_ns < 1_000_000 {
-                write!(f, "{sep}{busy}: {} us", median_ns / 1000)?;
+            if class.busy_from == 0 {
+                if i > 0 {
+                    write!(f, "; ")?;
+                }
+                let next_group = self.classes[i..]
+                    .iter()
+                    .find(|c| c.idle_from_us > class.idle_from_us);
+                let group = match (class.idle_from_us, next_group) {
+                    (0, None) => "any idle".to_string(),
+                    (0, Some(n)) => format!("idle < {}", duration_us(n.idle_from_us)),
+                    (from, Some(n)) => {
+                        format!("idle {}-{}", duration_us(from), duration_us(n.idle_from_us))
+                    }
+                    (from, None) => format!("idle {}+", duration_us(from)),
+                };
+                write!(f, "{group}: ")?;
             } else {
-                write!(f, "{sep}{busy}: {:.1} ms", median_ns as f64 / 1e6)?;
+                write!(f, ", ")?;
+            }
+            let median_ns = self.delay_ns(class.busy_from, class.idle_from_us * 1000, 0.5);
+            if median_ns < 1_000_000 {
+                write!(f, "{busy}: {} us", median_ns / 1000)?;
+            } else {
+                write!(f, "{busy}: {:.1} ms", median_ns as f64 / 1e6)?;
             }
         }
         Ok(())
+    }
+}
+
+/// `us` microseconds as text, in ms from 1 ms.
+fn duration_us(us: u64) -> String {
+    if us >= 1000 && us.is_multiple_of(1000) {
+        format!("{} ms", us / 1000)
+    } else {
+        format!("{us} us")
     }
 }
 
@@ -471,8 +571,18 @@ mod tests {
     fn wakeups(busy: u32, n: u64) -> impl Iterator<Item = IdleCpuWakeup> {
         (1..=n).map(move |us| IdleCpuWakeup {
             busy_cpus: busy,
+            idle_ns: 0,
             delay_ns: us * 1000,
         })
+    }
+
+    /// `w` with its delay times `factor`, after `idle_ns` of idleness.
+    fn scaled(w: IdleCpuWakeup, factor: u64, idle_ns: u64) -> IdleCpuWakeup {
+        IdleCpuWakeup {
+            delay_ns: w.delay_ns * factor,
+            idle_ns,
+            ..w
+        }
     }
 
     #[test]
@@ -488,26 +598,63 @@ mod tests {
             delay_ns: w.delay_ns * 100,
             ..w
         }));
-        let model = VcpuWakeup::measured(&all).unwrap();
+        let model = VcpuWakeup::measured(&all, &[]).unwrap();
         let from: Vec<_> = model.classes.iter().map(|c| c.busy_from).collect();
         assert_eq!(from, [0, 1, 6]);
-        assert_eq!(model.delay_ns(0, 0.5), 51_000);
-        assert_eq!(model.delay_ns(1, 0.5), 980_000);
-        assert_eq!(model.delay_ns(3, 0.5), 980_000);
-        assert_eq!(model.delay_ns(9, 0.5), 2_600_000);
-        assert_eq!(model.delay_ns(0, 0.0), 1_000);
+        assert_eq!(model.delay_ns(0, 0, 0.5), 51_000);
+        assert_eq!(model.delay_ns(1, 0, 0.5), 980_000);
+        assert_eq!(model.delay_ns(3, 0, 0.5), 980_000);
+        assert_eq!(model.delay_ns(9, 0, 0.5), 2_600_000);
+        assert_eq!(model.delay_ns(0, 0, 0.0), 1_000);
         // The tail is cut at the 99th percentile.
-        assert_eq!(model.delay_ns(0, 0.999_999), 100_000);
+        assert_eq!(model.delay_ns(0, 0, 0.999_999), 100_000);
         // Between two points, a straight line.
-        assert_eq!(model.delay_ns(0, 0.375), 38_500);
-        assert!(VcpuWakeup::measured(&all[..19]).is_none());
-        assert_eq!(model.to_string(), "0: 51 us, 1-5: 980 us, 6+: 2.6 ms");
+        assert_eq!(model.delay_ns(0, 0, 0.375), 38_500);
+        // Too few wake-ups of long-idle vCPUs: one model for every idle length.
+        assert_eq!(model.delay_ns(0, 50_000_000, 0.5), 51_000);
+        assert!(VcpuWakeup::measured(&all[..19], &[]).is_none());
+        assert_eq!(
+            model.to_string(),
+            "any idle: 0: 51 us, 1-5: 980 us, 6+: 2.6 ms"
+        );
+    }
+
+    #[test]
+    fn measured_vcpu_wakeups_part_long_idle_vcpus_and_fill_sparse_classes_from_the_boot() {
+        const LONG: u64 = LONG_IDLE_US * 1000;
+        let mut own: Vec<_> = wakeups(0, 40).map(|w| scaled(w, 1, LONG - 1)).collect();
+        own.extend(wakeups(0, 30).map(|w| scaled(w, 100, LONG)));
+        // Too few with a busy vCPU: the boot's 25 stand for them.
+        own.extend(wakeups(1, 5));
+        let mut boot: Vec<_> = wakeups(1, 25).map(|w| scaled(w, 10, 0)).collect();
+        boot.extend(wakeups(7, 50).map(|w| scaled(w, 1000, 2 * LONG)));
+        let model = VcpuWakeup::measured(&own, &boot).unwrap();
+        let keys: Vec<_> = model
+            .classes
+            .iter()
+            .map(|c| (c.idle_from_us, c.busy_from))
+            .collect();
+        assert_eq!(keys, [(0, 0), (0, 1), (LONG_IDLE_US, 0), (LONG_IDLE_US, 6)]);
+        assert_eq!(model.delay_ns(0, LONG - 1, 0.5), 21_000);
+        assert_eq!(model.delay_ns(0, LONG, 0.5), 1_600_000);
+        assert_eq!(model.delay_ns(1, 0, 0.5), 130_000);
+        assert_eq!(model.delay_ns(8, 2 * LONG, 0.5), 26_000_000);
+        assert_eq!(
+            model.to_string(),
+            "idle < 1 ms: 0: 21 us, 1+: 130 us; idle 1 ms+: 0-5: 1.6 ms, 6+: 26.0 ms"
+        );
+        let text = serde_json::to_string(&model).unwrap();
+        assert_eq!(serde_json::from_str::<VcpuWakeup>(&text).unwrap(), model);
+        assert!(model.validate().is_ok());
     }
 
     #[test]
     fn a_vcpu_wakeup_model_must_be_a_distribution() {
         let mut m = Machine::builtin("test-guest-2s").unwrap();
-        let model = VcpuWakeup::measured(&wakeups(0, 40).chain(wakeups(1, 40)).collect::<Vec<_>>());
+        let model = VcpuWakeup::measured(
+            &wakeups(0, 40).chain(wakeups(1, 40)).collect::<Vec<_>>(),
+            &[],
+        );
         m.vcpu_wakeup = model;
         let text = serde_json::to_string(&m).unwrap();
         assert_eq!(Machine::from_json(&text, "g.json").unwrap(), m);

@@ -164,13 +164,20 @@ fn a_warm_spinning_core_wakes_without_exit_latency_and_spins_below_running_power
 
 /// The test guest with vCPUs that take `us` to wake, whatever the load.
 fn slow_vcpus(us: f64) -> Machine {
+    vcpus_by_idle(us, us)
+}
+
+/// The test guest with vCPUs that take `short_us` to wake after less than
+/// 1 ms of idleness and `long_us` after longer, whatever the load.
+fn vcpus_by_idle(short_us: f64, long_us: f64) -> Machine {
     let mut m = machine("test-guest-2s");
-    let class = nest_sim::machine::WakeupClass {
+    let class = |idle_from_us, us| nest_sim::machine::WakeupClass {
+        idle_from_us,
         busy_from: 0,
         quantiles_us: vec![[0.0, us], [1.0, us]],
     };
     m.vcpu_wakeup = Some(nest_sim::machine::VcpuWakeup {
-        classes: vec![class],
+        classes: vec![class(0, short_us), class(1000, long_us)],
         sources: Default::default(),
     });
     m
@@ -207,6 +214,28 @@ fn a_guest_vcpu_starts_a_task_only_once_woken_unless_it_spins() {
     let nest = run_nest(&m, &w);
     let delays = wakeup_to_run_ns(nest.trace.as_ref().unwrap());
     assert_eq!(delays.iter().filter(|&&d| d == 0).count(), 19, "{delays:?}");
+}
+
+#[test]
+fn a_guest_vcpu_idle_for_longer_takes_longer_to_wake() {
+    let m = vcpus_by_idle(100.0, 2000.0);
+    let delays = |sleep_us| {
+        let r = run_with(
+            &m,
+            &sleeper(200, sleep_us, 20),
+            &mut Baseline,
+            Governor::Performance,
+            1,
+        );
+        // The 20 wakeups from sleep, after the start.
+        wakeup_to_run_ns(r.trace.as_ref().unwrap()).split_off(1)
+    };
+    let short = delays(500);
+    assert_eq!(short.len(), 20, "{short:?}");
+    assert!(short.iter().all(|&d| d == 100_000), "{short:?}");
+    let long = delays(5000);
+    assert_eq!(long.len(), 20, "{long:?}");
+    assert!(long.iter().all(|&d| d == 2_000_000), "{long:?}");
 }
 
 #[test]

@@ -614,10 +614,12 @@ pub fn wakeup_latency(tl: &Timeline) -> Table {
 }
 
 /// One wake-up of an idle CPU by another: how long the CPU took to leave
-/// idle, and how many other CPUs were busy (not idle) when it was woken.
+/// idle, how many other CPUs were busy (not idle) when it was woken, and
+/// how long it had been idle then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdleCpuWakeup {
     pub busy_cpus: u32,
+    pub idle_ns: u64,
     pub delay_ns: u64,
 }
 
@@ -629,21 +631,22 @@ pub struct IdleCpuWakeup {
 pub fn idle_cpu_wakeups(trace: &Trace) -> Vec<IdleCpuWakeup> {
     let n = trace.topology.nr_cpus();
     let mut idle = vec![None::<bool>; n];
-    // Per CPU: when a wakeup aimed at it, and how many CPUs were busy then.
-    let mut pending = vec![None::<(u64, u32)>; n];
+    let mut idle_since = vec![0u64; n];
+    // Per CPU: the wakeup aimed at it, with when and its other figures.
+    let mut pending = vec![None::<(u64, IdleCpuWakeup)>; n];
     let mut out = Vec::new();
     for e in &trace.events {
         let cpu = e.cpu as usize;
         match &e.kind {
-            EventKind::IdleEnter if cpu < n => idle[cpu] = Some(true),
+            EventKind::IdleEnter if cpu < n => {
+                idle[cpu] = Some(true);
+                idle_since[cpu] = e.ts_ns;
+            }
             EventKind::IdleExit if cpu < n => {
                 idle[cpu] = Some(false);
-                if let Some((at, busy_cpus)) = pending[cpu].take() {
+                if let Some((at, wakeup)) = pending[cpu].take() {
                     let delay_ns = e.ts_ns.saturating_sub(at);
-                    out.push(IdleCpuWakeup {
-                        busy_cpus,
-                        delay_ns,
-                    });
+                    out.push(IdleCpuWakeup { delay_ns, ..wakeup });
                 }
             }
             &EventKind::Wakeup { target_cpu, .. } => {
@@ -653,8 +656,14 @@ pub fn idle_cpu_wakeups(trace: &Trace) -> Vec<IdleCpuWakeup> {
                     && idle[target] == Some(true)
                     && pending[target].is_none()
                 {
-                    let busy = idle.iter().filter(|&&i| i == Some(false)).count() as u32;
-                    pending[target] = Some((e.ts_ns, busy));
+                    let busy_cpus = idle.iter().filter(|&&i| i == Some(false)).count() as u32;
+                    let idle_ns = e.ts_ns.saturating_sub(idle_since[target]);
+                    let wakeup = IdleCpuWakeup {
+                        busy_cpus,
+                        idle_ns,
+                        delay_ns: 0,
+                    };
+                    pending[target] = Some((e.ts_ns, wakeup));
                 }
             }
             _ => {}
@@ -978,9 +987,13 @@ mod tests {
             events,
         };
         let got = idle_cpu_wakeups(&trace);
-        let want = [(1, 3 * MS), (2, MS)].map(|(busy_cpus, delay_ns)| IdleCpuWakeup {
-            busy_cpus,
-            delay_ns,
+        // Woken after 2 and 7 ms of idleness.
+        let want = [(1, 2 * MS, 3 * MS), (2, 7 * MS, MS)].map(|(busy_cpus, idle_ns, delay_ns)| {
+            IdleCpuWakeup {
+                busy_cpus,
+                idle_ns,
+                delay_ns,
+            }
         });
         assert_eq!(got, want);
     }

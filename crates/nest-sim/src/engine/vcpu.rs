@@ -1,7 +1,8 @@
 //! A virtual machine's vCPU wake-up (the machine file's `vcpu_wakeup`):
 //! a task placed on an idle vCPU starts only once the host has woken and
 //! scheduled the vCPU's thread, after a delay drawn from the distribution
-//! measured in the guest for as many other busy vCPUs.
+//! measured in the guest for as many other busy vCPUs and a vCPU idle
+//! about as long (a thread asleep for longer wakes later).
 //!
 //! Meanwhile the task waits in the vCPU's run queue and the vCPU is
 //! between two tasks (`switching`): it is not idle for placements (as
@@ -39,10 +40,12 @@ impl Sim<'_> {
         let Some(model) = &self.k.machine.vcpu_wakeup else {
             return false;
         };
-        if self.k.cpus[cpu as usize].spin.is_some() {
+        let c = &self.k.cpus[cpu as usize];
+        if c.spin.is_some() {
             return false;
         }
-        let at = self.k.now + model.delay_ns(self.busy_cpus(), self.k.vcpu_rng.unit());
+        let idle_ns = self.k.now.saturating_sub(c.idle_since);
+        let at = self.k.now + model.delay_ns(self.busy_cpus(), idle_ns, self.k.vcpu_rng.unit());
         let c = &mut self.k.cpus[cpu as usize];
         c.switching = true;
         c.queue.push_back(task);
@@ -66,7 +69,8 @@ impl Sim<'_> {
         if c.kicked_to_preempt == Some(task) {
             return true;
         }
-        let at = self.k.now + model.delay_ns(self.busy_cpus(), self.k.vcpu_rng.unit());
+        // A busy vCPU's thread is awake: the short idle classes.
+        let at = self.k.now + model.delay_ns(self.busy_cpus(), 0, self.k.vcpu_rng.unit());
         self.k.cpus[cpu as usize].kicked_to_preempt = Some(task);
         self.k.push(at, Ev::VcpuKicked { cpu, task });
         true
