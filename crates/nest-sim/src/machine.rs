@@ -383,6 +383,10 @@ const BUILTIN: &[(&str, &str)] = &[
         "test-guest-2s",
         include_str!("../../../machines/test-guest-2s.json"),
     ),
+    (
+        "test-guest-2s-tcg",
+        include_str!("../../../machines/test-guest-2s-tcg.json"),
+    ),
 ];
 
 impl Power {

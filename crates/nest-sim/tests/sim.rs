@@ -216,6 +216,46 @@ fn a_guest_vcpu_starts_a_task_only_once_woken_unless_it_spins() {
     assert_eq!(delays.iter().filter(|&&d| d == 0).count(), 19, "{delays:?}");
 }
 
+/// Each task's time on a CPU (ns) running `tasks` hogs of 10 ms under the
+/// Linux model.
+fn hog_run_times(m: &Machine, tasks: u32) -> Vec<u64> {
+    let text =
+        format!(r#"{{"tasks": {{"hog": {{"instance": {tasks}, "loop": 1, "run": 10000}}}}}}"#);
+    let w = rtapp::parse(&text, "inline").unwrap();
+    let r = run_with(m, &w, &mut Baseline, Governor::Performance, 1);
+    let tl = nest_trace::timeline::Timeline::build(r.trace.as_ref().unwrap());
+    let mut by_task: BTreeMap<u32, u64> = BTreeMap::new();
+    for run in &tl.runs {
+        *by_task.entry(run.pid).or_default() += run.end - run.start;
+    }
+    by_task.into_values().collect()
+}
+
+#[test]
+fn the_emulated_guest_runs_every_task_in_its_recorded_time() {
+    // nest validate replays the guest's recorded run times as work at 2.3
+    // GHz on test-guest-2s-tcg: alone or with every vCPU busy, SMT
+    // siblings included, 10 ms of work takes 10 ms there.
+    let tcg = machine("test-guest-2s-tcg");
+    for tasks in [1, 16] {
+        let times = hog_run_times(&tcg, tasks);
+        assert_eq!(times.len(), tasks as usize);
+        assert!(
+            times.iter().all(|&ns| ns.abs_diff(10_000_000) <= 1_000),
+            "{times:?}"
+        );
+    }
+    // The borrowed Gold 5218 speeds do not: a lone task runs at turbo, and
+    // two busy SMT threads share a core.
+    let borrowed = machine("test-guest-2s");
+    assert!(hog_run_times(&borrowed, 1)[0] < 9_000_000);
+    assert!(
+        hog_run_times(&borrowed, 16)
+            .iter()
+            .all(|&ns| ns > 11_000_000)
+    );
+}
+
 #[test]
 fn a_guest_vcpu_idle_for_longer_takes_longer_to_wake() {
     let m = vcpus_by_idle(100.0, 2000.0);

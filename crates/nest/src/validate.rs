@@ -7,7 +7,7 @@
 //! attached system-wide, reporting its nests to the trace with
 //! `--trace-nests`; `linux-7` only, 5.10 has no sched_ext). Replays
 //! every recorded command in the simulator on the guest's model
-//! (`test-guest-2s`, with the vCPU wake-up delays measured in the same
+//! (`test-guest-2s-tcg`, with the vCPU wake-up delays measured in the same
 //! recording: docs/sim.md, "Guest vCPU wake-up") under the scheduler's
 //! model ([`Model`]): the Linux
 //! model of the same generation for the default scheduler, the
@@ -45,8 +45,10 @@ use crate::source;
 use crate::usage;
 use crate::vm::{ensure_kernel, find_repo_file};
 
-/// The simulator's model of the guest (2 sockets x 4 cores x 2 threads).
-const GUEST_MACHINE: &str = "test-guest-2s";
+/// The simulator's model of the guest (2 sockets x 4 cores x 2 threads,
+/// emulated: one speed, so that each replayed run lasts as long as the
+/// guest recorded it).
+const GUEST_MACHINE: &str = "test-guest-2s-tcg";
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
