@@ -179,8 +179,9 @@ impl VcpuWakeup {
     /// more other busy vCPUs. A class with fewer than [`MIN_CLASS_SAMPLES`]
     /// wake-ups takes those of `more` in its class instead if they are
     /// more (the same guest's recordings, its own among them), and with
-    /// still too few is merged into the one below; with too few for either idle length, the two are measured
-    /// together; `None` with too few in all.
+    /// still too few is merged into the one below. With too few for either
+    /// idle length, the two are measured together; `None` with too few in
+    /// all.
     pub fn measured(wakeups: &[IdleCpuWakeup], more: &[IdleCpuWakeup]) -> Option<Self> {
         let idle_for = |set: &[IdleCpuWakeup], long: bool| -> Vec<IdleCpuWakeup> {
             set.iter()
@@ -226,6 +227,22 @@ impl VcpuWakeup {
         let ([p0, d0], [p1, d1]) = (q[i - 1], q[i]);
         let us = d0 + (d1 - d0) * (u - p0) / (p1 - p0);
         (us * 1000.0).round() as u64
+    }
+
+    /// The idle lengths of the classes from `idle_from_us`: `idle < 1 ms`,
+    /// `idle 1 ms+`, or `any idle` when all classes share them.
+    fn idle_group_label(&self, idle_from_us: u64) -> String {
+        let next = self
+            .classes
+            .iter()
+            .find(|c| c.idle_from_us > idle_from_us)
+            .map(|c| c.idle_from_us);
+        match (idle_from_us, next) {
+            (0, None) => "any idle".to_string(),
+            (0, Some(to)) => format!("idle < {}", duration_us(to)),
+            (from, Some(to)) => format!("idle {}-{}", duration_us(from), duration_us(to)),
+            (from, None) => format!("idle {}+", duration_us(from)),
+        }
     }
 }
 
@@ -288,6 +305,8 @@ fn busy_classes(
     Some(classes)
 }
 
+/// Each class's median by idle length: `idle < 1 ms: 0: 33 us, 1+: 182 us;
+/// idle 1 ms+: 0-5: 924 us, 6+: 1.7 ms` (`any idle: ...` for one length).
 impl std::fmt::Display for VcpuWakeup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for (i, class) in self.classes.iter().enumerate() {
@@ -304,18 +323,7 @@ impl std::fmt::Display for VcpuWakeup {
                 if i > 0 {
                     write!(f, "; ")?;
                 }
-                let next_group = self.classes[i..]
-                    .iter()
-                    .find(|c| c.idle_from_us > class.idle_from_us);
-                let group = match (class.idle_from_us, next_group) {
-                    (0, None) => "any idle".to_string(),
-                    (0, Some(n)) => format!("idle < {}", duration_us(n.idle_from_us)),
-                    (from, Some(n)) => {
-                        format!("idle {}-{}", duration_us(from), duration_us(n.idle_from_us))
-                    }
-                    (from, None) => format!("idle {}+", duration_us(from)),
-                };
-                write!(f, "{group}: ")?;
+                write!(f, "{}: ", self.idle_group_label(class.idle_from_us))?;
             } else {
                 write!(f, ", ")?;
             }

@@ -660,9 +660,9 @@ fn kernels_of(recordings: &[Recording]) -> Vec<LinuxVersion> {
 struct Simulation<'a> {
     machine: &'a Machine,
     others: bool,
-    /// The idle vCPU wake-ups of all the recordings of the same guest boot
-    /// and scheduler: the vCPU model's classes that one recording holds
-    /// too few of come from these (a fork burst has a handful of wake-ups
+    /// The idle vCPU wake-ups of the workloads replayed for the same
+    /// kernel and scheduler (one guest boot recorded them): the vCPU
+    /// model's classes that one recording holds too few of come from these (a fork burst has a handful of wake-ups
     /// with no other vCPU busy, which would else be merged into the busy
     /// classes' far longer delays).
     boot_wakeups: &'a [IdleCpuWakeup],
