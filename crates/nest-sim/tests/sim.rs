@@ -190,15 +190,53 @@ fn wakeup_to_run_ns(t: &Trace) -> Vec<u64> {
     tl.wakeup_latencies.iter().map(|&(_, ns)| ns).collect()
 }
 
+/// A waker on CPU 0 that sleeps `sleep_us`, then wakes the wakee (pinned
+/// to CPU 1 when `pinned`), 20 times; the wakee runs 200 us each time.
+fn remote_wakes(sleep_us: u64, pinned: bool) -> Workload {
+    let wakee_cpus = if pinned { r#""cpus": [1], "# } else { "" };
+    let text = format!(
+        r#"{{"tasks": {{
+            "waker": {{ "cpus": [0], "loop": 20, "sleep": {sleep_us}, "resume": "q" }},
+            "wakee": {{ {wakee_cpus}"loop": 20, "suspend": "q", "run": 200 }}
+        }}}}"#
+    );
+    rtapp::parse(&text, "inline").unwrap()
+}
+
+/// For each wakeup of the task named `comm` in `r`'s trace, the time until
+/// it ran.
+fn wakeup_to_run_ns_of(r: &RunResult, comm: &str) -> Vec<u64> {
+    let t = r.trace.as_ref().unwrap();
+    let pid = t
+        .events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::NewTask { child, comm: c, .. } if c == comm => Some(*child),
+            _ => None,
+        })
+        .unwrap();
+    let tl = nest_trace::timeline::Timeline::build(t);
+    tl.wakeup_latencies
+        .iter()
+        .filter(|&&(p, _)| p == pid)
+        .map(|&(_, ns)| ns)
+        .collect()
+}
+
 #[test]
 fn a_guest_vcpu_starts_a_task_only_once_woken_unless_it_spins() {
     let m = slow_vcpus(2000.0);
-    let w = sleeper(200, 5000, 20);
+    let w = remote_wakes(5000, true);
     let linux = run_with(&m, &w, &mut Baseline, Governor::Performance, 1);
-    let delays = wakeup_to_run_ns(linux.trace.as_ref().unwrap());
-    // The start, then 20 wakeups from sleep.
+    // The start, then 20 wakeups by the waker on CPU 0.
+    let delays = wakeup_to_run_ns_of(&linux, "wakee");
     assert_eq!(delays.len(), 21, "{delays:?}");
-    assert!(delays.iter().all(|&d| d == 2_000_000), "{delays:?}");
+    assert!(delays[1..].iter().all(|&d| d == 2_000_000), "{delays:?}");
+    // The waker's timer raised its wakeups on its own idle vCPU, which the
+    // host had woken for it: each runs at once.
+    let delays = wakeup_to_run_ns_of(&linux, "waker");
+    assert_eq!(delays.len(), 21, "{delays:?}");
+    assert!(delays[1..].iter().all(|&d| d == 0), "{delays:?}");
     let plain = run_with(
         &machine("test-guest-2s"),
         &w,
@@ -209,11 +247,42 @@ fn a_guest_vcpu_starts_a_task_only_once_woken_unless_it_spins() {
     let delays = wakeup_to_run_ns(plain.trace.as_ref().unwrap());
     assert!(delays.iter().all(|&d| d == 0), "{delays:?}");
     // A warm-spinning vCPU is running: once the first sleeps have grown
-    // the spin to cover them, each task starts at once.
-    let w = sleeper(200, 1000, 20);
-    let nest = run_nest(&m, &w);
-    let delays = wakeup_to_run_ns(nest.trace.as_ref().unwrap());
-    assert_eq!(delays.iter().filter(|&&d| d == 0).count(), 19, "{delays:?}");
+    // the spin to cover them, the wakee starts at once where it spins,
+    // and without the spin never does.
+    let w = remote_wakes(1000, false);
+    let at_once = |params: nest_policy::Params| {
+        let r = run_with(&m, &w, &mut nest_with(&m, params), Governor::Performance, 1);
+        let delays = wakeup_to_run_ns_of(&r, "wakee");
+        delays[1..].iter().filter(|&&d| d == 0).count()
+    };
+    let spinning = at_once(Default::default());
+    assert!(spinning >= 10, "{spinning}");
+    assert_eq!(
+        at_once(nest_policy::Params::default().in_virtual_machine()),
+        0
+    );
+}
+
+#[test]
+fn a_guest_vcpu_idle_for_longer_takes_longer_to_wake() {
+    let m = vcpus_by_idle(100.0, 2000.0);
+    let delays = |sleep_us| {
+        let r = run_with(
+            &m,
+            &remote_wakes(sleep_us, true),
+            &mut Baseline,
+            Governor::Performance,
+            1,
+        );
+        // The 20 wakeups by the waker, after the start.
+        wakeup_to_run_ns_of(&r, "wakee").split_off(1)
+    };
+    let short = delays(500);
+    assert_eq!(short.len(), 20, "{short:?}");
+    assert!(short.iter().all(|&d| d == 100_000), "{short:?}");
+    let long = delays(5000);
+    assert_eq!(long.len(), 20, "{long:?}");
+    assert!(long.iter().all(|&d| d == 2_000_000), "{long:?}");
 }
 
 /// Each task's time on a CPU (ns) running `tasks` hogs of 10 ms under the
@@ -254,28 +323,6 @@ fn the_emulated_guest_runs_every_task_in_its_recorded_time() {
             .iter()
             .all(|&ns| ns > 11_000_000)
     );
-}
-
-#[test]
-fn a_guest_vcpu_idle_for_longer_takes_longer_to_wake() {
-    let m = vcpus_by_idle(100.0, 2000.0);
-    let delays = |sleep_us| {
-        let r = run_with(
-            &m,
-            &sleeper(200, sleep_us, 20),
-            &mut Baseline,
-            Governor::Performance,
-            1,
-        );
-        // The 20 wakeups from sleep, after the start.
-        wakeup_to_run_ns(r.trace.as_ref().unwrap()).split_off(1)
-    };
-    let short = delays(500);
-    assert_eq!(short.len(), 20, "{short:?}");
-    assert!(short.iter().all(|&d| d == 100_000), "{short:?}");
-    let long = delays(5000);
-    assert_eq!(long.len(), 20, "{long:?}");
-    assert!(long.iter().all(|&d| d == 2_000_000), "{long:?}");
 }
 
 #[test]

@@ -370,6 +370,10 @@ pub struct Kernel {
     pub(crate) fork_groups: OnceCell<ForkGroups>,
     /// Draws of a guest's vCPU wake-up delays (engine/vcpu.rs).
     pub(crate) vcpu_rng: Rng,
+    /// While a wakeup is placed: the CPU that raised it (the waker's, or
+    /// for a timer or interrupt the woken task's previous one). A guest's
+    /// vCPU that raised a wakeup is awake (engine/vcpu.rs).
+    pub(crate) waking_cpu: Option<Cpu>,
 }
 
 impl Kernel {
@@ -472,6 +476,7 @@ impl Kernel {
             cfs: None,
             fork_groups: OnceCell::new(),
             vcpu_rng: super::vcpu::vcpu_rng(cfg.seed),
+            waking_cpu: None,
             cfg,
         }
     }

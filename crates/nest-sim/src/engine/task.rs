@@ -105,7 +105,9 @@ impl Sim<'_> {
                 waker: None,
             },
         );
+        self.k.waking_cpu = Some(cpu);
         self.enqueue(id, target);
+        self.k.waking_cpu = None;
     }
 
     /// Wakes a blocked task; `waker` is the CPU that caused it, if any;
@@ -131,7 +133,9 @@ impl Sim<'_> {
                 waker: None,
             },
         );
+        self.k.waking_cpu = Some(from);
         self.enqueue(task, target);
+        self.k.waking_cpu = None;
     }
 
     /// `select_task_rq()` (kernel/sched/core.c): the policy's choice only

@@ -2,7 +2,10 @@
 //! a task placed on an idle vCPU starts only once the host has woken and
 //! scheduled the vCPU's thread, after a delay drawn from the distribution
 //! measured in the guest for as many other busy vCPUs and a vCPU idle
-//! about as long (a thread asleep for longer wakes later).
+//! about as long (a thread asleep for longer wakes later). The vCPU that
+//! raised the wakeup (a timer or interrupt ending a sleep there) is
+//! awake: the guest measures only wake-ups of other vCPUs, and the host's
+//! waking of this one lies within the recorded sleep.
 //!
 //! Meanwhile the task waits in the vCPU's run queue and the vCPU is
 //! between two tasks (`switching`): it is not idle for placements (as
@@ -41,7 +44,10 @@ impl Sim<'_> {
             return false;
         };
         let c = &self.k.cpus[cpu as usize];
-        if c.spin.is_some() {
+        // The vCPU that raised the wakeup is running (in the guest the
+        // host woke it for the timer or interrupt before the wakeup was
+        // traced, within the recorded sleep); a warm-spinning one too.
+        if c.spin.is_some() || self.k.waking_cpu == Some(cpu) {
             return false;
         }
         let idle_ns = self.k.now.saturating_sub(c.idle_since);
