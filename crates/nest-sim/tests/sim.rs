@@ -337,24 +337,7 @@ fn a_kick_reaches_a_busy_guest_vcpu_only_once_its_thread_runs() {
         "inline",
     )
     .unwrap();
-    let sleeper_latencies = |m: &Machine| {
-        let r = run_nest(m, &w);
-        let t = r.trace.unwrap();
-        let pid = t
-            .events
-            .iter()
-            .find_map(|e| match &e.kind {
-                EventKind::NewTask { child, comm, .. } if comm == "sleeper" => Some(*child),
-                _ => None,
-            })
-            .unwrap();
-        let tl = nest_trace::timeline::Timeline::build(&t);
-        tl.wakeup_latencies
-            .iter()
-            .filter(|&&(p, _)| p == pid)
-            .map(|&(_, ns)| ns)
-            .collect::<Vec<u64>>()
-    };
+    let sleeper_latencies = |m: &Machine| wakeup_to_run_ns_of(&run_nest(m, &w), "sleeper");
     // The kick preempts at once on a machine without a vCPU model...
     let at_once = sleeper_latencies(&machine("test-guest-2s"));
     assert!(

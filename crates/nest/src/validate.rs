@@ -606,17 +606,18 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     let mut pairs = Vec::new();
     for &recording in &recordings {
         let traces = recorded_traces(&out, recording, &args.workloads)?;
-        let boot_wakeups: Vec<_> = traces
+        let wakeups: Vec<Vec<IdleCpuWakeup>> = traces
             .iter()
-            .flat_map(|(_, trace)| metrics::idle_cpu_wakeups(trace))
+            .map(|(_, trace)| metrics::idle_cpu_wakeups(trace))
             .collect();
+        let boot_wakeups = wakeups.concat();
         let sim = Simulation {
             machine: &machine,
             others: args.others.replayed_for(recording.scheduler),
             boot_wakeups: &boot_wakeups,
         };
-        for (workload, real) in traces {
-            let (row, pair) = compare_recorded(&out, sim, recording, workload, real)?;
+        for ((workload, real), own) in traces.into_iter().zip(&wakeups) {
+            let (row, pair) = compare_recorded(&out, sim, recording, workload, real, own)?;
             rows.extend(row);
             pairs.push(pair);
         }
@@ -662,9 +663,10 @@ struct Simulation<'a> {
     others: bool,
     /// The idle vCPU wake-ups of the workloads replayed for the same
     /// kernel and scheduler (one guest boot recorded them): the vCPU
-    /// model's classes that one recording holds too few of come from these (a fork burst has a handful of wake-ups
-    /// with no other vCPU busy, which would else be merged into the busy
-    /// classes' far longer delays).
+    /// model's classes that one recording holds too few of come from
+    /// these (a fork burst has a handful of wake-ups with no other vCPU
+    /// busy, which would else be merged into the busy classes' far longer
+    /// delays).
     boot_wakeups: &'a [IdleCpuWakeup],
 }
 
@@ -693,16 +695,18 @@ fn recorded_traces(
 }
 
 /// One recorded workload's figures, real against simulated under the
-/// scheduler's model, and the pair of its page's figures.
+/// scheduler's model, and the pair of its page's figures (`real_wakeups`:
+/// the idle vCPU wake-ups of its recording, `real`).
 fn compare_recorded(
     out: &Path,
     sim: Simulation,
     recording: Recording,
     workload: Workload,
     real: Trace,
+    real_wakeups: &[IdleCpuWakeup],
 ) -> Result<(Vec<Row>, Pair)> {
     // The guest's vCPUs woke as late as the host let them in this run.
-    let vcpus = VcpuWakeup::measured(&metrics::idle_cpu_wakeups(&real), sim.boot_wakeups);
+    let vcpus = VcpuWakeup::measured(real_wakeups, sim.boot_wakeups);
     let mut machine = sim.machine.clone();
     machine.vcpu_wakeup = vcpus.clone();
     let simulated = simulate(&real, &machine, recording, sim.others).with_context(|| {

@@ -105,9 +105,7 @@ impl Sim<'_> {
                 waker: None,
             },
         );
-        self.k.waking_cpu = Some(cpu);
-        self.enqueue(id, target);
-        self.k.waking_cpu = None;
+        self.enqueue_raised_on(id, target, cpu);
     }
 
     /// Wakes a blocked task; `waker` is the CPU that caused it, if any;
@@ -133,7 +131,13 @@ impl Sim<'_> {
                 waker: None,
             },
         );
-        self.k.waking_cpu = Some(from);
+        self.enqueue_raised_on(task, target, from);
+    }
+
+    /// Enqueues a woken or new `task` on `target`, the wakeup raised on
+    /// CPU `raised_on` ([`Kernel::waking_cpu`] while it is placed).
+    fn enqueue_raised_on(&mut self, task: u32, target: Cpu, raised_on: Cpu) {
+        self.k.waking_cpu = Some(raised_on);
         self.enqueue(task, target);
         self.k.waking_cpu = None;
     }
