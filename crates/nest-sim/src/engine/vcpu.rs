@@ -44,9 +44,11 @@ impl Sim<'_> {
             return false;
         };
         let c = &self.k.cpus[cpu as usize];
-        // The vCPU that raised the wakeup is running (in the guest the
-        // host woke it for the timer or interrupt before the wakeup was
-        // traced, within the recorded sleep); a warm-spinning one too.
+        // The vCPU that raised the wakeup is running: in the guest the
+        // host woke it for the timer or interrupt before the kernel traced
+        // the wakeup there (`sched_wakeup`, from `ttwu_do_activate()` in
+        // kernel/sched/core.c), within the recorded sleep. A
+        // warm-spinning vCPU is running too.
         if c.spin.is_some() || self.k.waking_cpu == Some(cpu) {
             return false;
         }
