@@ -8,12 +8,14 @@
 //! `--trace-nests`; `linux-7` only, 5.10 has no sched_ext). Replays
 //! every recorded command in the simulator on the guest's model
 //! (`test-guest-2s-tcg`, with the vCPU wake-up delays measured in the same
-//! recording: docs/sim.md, "Guest vCPU wake-up") under the scheduler's
-//! model ([`Model`]): the Linux
+//! recording: docs/sim.md, "Guest vCPU wake-up"; `--seeds` times, each
+//! with its own draws of those delays) under the scheduler's model
+//! ([`Model`]): the Linux
 //! model of the same generation for the default scheduler, the
 //! simulator's Nest (the same C policy as scx_nest) for scx_nest; and
-//! prints the recorded command's placement in both, side by side, with
-//! whether each figure agrees within its band ([`BANDS`]). Exits non-zero
+//! prints the recorded command's placement in both, side by side (the
+//! median of the replays'), with whether each figure agrees within its
+//! band ([`BANDS`]). Exits non-zero
 //! when a figure leaves its band.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,6 +97,12 @@ pub struct ValidateArgs {
     /// the choices.
     #[arg(long, value_enum, default_value = "scx_nest", value_name = "WHICH")]
     others: Others,
+    /// How many times each recording is replayed, with seeds 1 to N of the
+    /// vCPU wake-up draws. A simulated figure is their median (its range
+    /// beside it): one replay's figures move with the draws (docs/sim.md,
+    /// "One replay is one draw").
+    #[arg(long, default_value_t = 21, value_parser = clap::value_parser!(u64).range(1..=99))]
+    seeds: u64,
 }
 
 /// Which recordings `nest validate` replays with the guest's other tasks.
@@ -615,6 +623,7 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
             machine: &machine,
             others: args.others.replayed_for(recording.scheduler),
             boot_wakeups: &boot_wakeups,
+            seeds: args.seeds,
         };
         for ((workload, real), own) in traces.into_iter().zip(&wakeups) {
             let (row, pair) = compare_recorded(&out, sim, recording, workload, real, own)?;
@@ -668,6 +677,8 @@ struct Simulation<'a> {
     /// busy, which would else be merged into the busy classes' far longer
     /// delays).
     boot_wakeups: &'a [IdleCpuWakeup],
+    /// Replays per recording, seeds 1 to `seeds`.
+    seeds: u64,
 }
 
 /// The recorded traces of `recording`, one per workload.
@@ -709,15 +720,15 @@ fn compare_recorded(
     let vcpus = VcpuWakeup::measured(real_wakeups, sim.boot_wakeups);
     let mut machine = sim.machine.clone();
     machine.vcpu_wakeup = vcpus.clone();
-    let simulated = simulate(&real, &machine, recording, sim.others).with_context(|| {
+    let replays = replays(&real, &machine, recording, sim).with_context(|| {
         let path = recording.trace_path(out, workload);
         format!("{}: cannot replay in the simulator", path.display())
     })?;
-    nest_trace::format::save(&simulated, &recording.simulated_trace_path(out, workload))?;
+    let first = replays.first.trace;
+    nest_trace::format::save(&first, &recording.simulated_trace_path(out, workload))?;
     let clock = guest_clock_of(&real);
-    let steps = placement_steps(&real, &simulated);
+    let steps = placement_steps(&real, &first);
     let real = command_figures(&real, None)?;
-    let simulated = command_figures(&simulated, Some(SIMULATED_ROOT))?;
     let title = format!(
         "{}: {} (guest clock {clock}, replay {})",
         recording.title(),
@@ -729,7 +740,7 @@ fn compare_recorded(
         eprintln!("nest validate: {title}: vCPU wake-ups (median by CPUs running) {vcpus}");
     }
     if let Some(steps) = steps {
-        eprintln!("nest validate: {title}: placements (real / simulated) {steps}");
+        eprintln!("nest validate: {title}: placements (seed 1; real / simulated) {steps}");
     }
     let rows = compare(
         recording,
@@ -737,12 +748,12 @@ fn compare_recorded(
         sim.others,
         workload,
         &real.placement,
-        &simulated.placement,
+        &replays.placements,
     );
     let pair = Pair {
         title,
         real: real.intervals,
-        simulated: simulated.intervals,
+        simulated: replays.first.figures.intervals,
     };
     Ok((rows, pair))
 }
@@ -990,23 +1001,80 @@ fn guest_script(
     script
 }
 
+/// A recording's replays: the command's placement in each, and the first
+/// (seed 1) whole, for its trace, placements and the page's figure.
+struct Replays {
+    first: Replay,
+    placements: Vec<TasksPlacement>,
+}
+
+struct Replay {
+    trace: Trace,
+    figures: CommandFigures,
+}
+
 /// Replays the recorded command of `real` on `machine` under the model
 /// of the recording's scheduler (the Linux model of the recording's
-/// kernel, or Nest), with the guest's other tasks if `others`; returns
-/// the simulated schedule.
-fn simulate(real: &Trace, machine: &Machine, recording: Recording, others: bool) -> Result<Trace> {
+/// kernel, or Nest), with the guest's other tasks if `sim.others`, once
+/// per seed from 1 to `sim.seeds`, as many at once as there are CPUs.
+fn replays(
+    real: &Trace,
+    machine: &Machine,
+    recording: Recording,
+    sim: Simulation,
+) -> Result<Replays> {
     let opts = replay::ReplayOptions {
-        others,
+        others: sim.others,
         target: Some(machine.topology()),
         ..Default::default()
     };
     let workload = replay::replay(real, &opts)?;
     let workload = rtapp::parse(&workload.to_json_string(), "replay")?;
-    let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
+    let one = |seed: u64| -> Result<Replay> {
+        let trace = simulate(&workload, machine, recording, seed)?;
+        let figures = command_figures(&trace, Some(SIMULATED_ROOT))?;
+        Ok(Replay { trace, figures })
+    };
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let seeds: Vec<u64> = (1..=sim.seeds).collect();
+    let mut placements = Vec::new();
+    let mut first = None;
+    for batch in seeds.chunks(workers) {
+        let done: Vec<Result<Replay>> = std::thread::scope(|scope| {
+            let running: Vec<_> = batch
+                .iter()
+                .map(|&seed| scope.spawn(move || one(seed)))
+                .collect();
+            running
+                .into_iter()
+                .map(|r| r.join().expect("a replay panicked"))
+                .collect()
+        });
+        for replay in done {
+            let replay = replay?;
+            placements.push(replay.figures.placement.clone());
+            first.get_or_insert(replay);
+        }
+    }
+    Ok(Replays {
+        first: first.context("no replay")?,
+        placements,
+    })
+}
+
+/// One replay: `workload` on `machine` under the recording's model, the
+/// vCPU wake-up delays drawn from `seed`'s stream; the simulated schedule.
+fn simulate(
+    workload: &nest_sim::workload::Workload,
+    machine: &Machine,
+    recording: Recording,
+    seed: u64,
+) -> Result<Trace> {
+    let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, seed);
     cfg.record_trace = true;
     cfg.linux = recording.kernel;
     let mut policy = recording.scheduler.model().policy(machine)?;
-    let result = nest_sim::run(cfg, &workload, policy.as_mut())?;
+    let result = nest_sim::run(cfg, workload, policy.as_mut())?;
     result.trace.context("the simulator recorded no trace")
 }
 
@@ -1047,25 +1115,38 @@ struct Row {
     workload: Workload,
     figure: &'static str,
     real: Option<f64>,
+    /// The median of the replays' values.
     simulated: Option<f64>,
+    /// The lowest and highest of the replays' values.
+    simulated_range: Option<(f64, f64)>,
     band: Band,
     /// None when either side has no value (e.g. no forks).
     agrees: Option<bool>,
 }
 
+/// Each figure of `real` against the median of its `simulated` replays'
+/// (and the median of the events it counts, for the band's floor).
 fn compare(
     recording: Recording,
     guest_clock: &str,
     others: bool,
     workload: Workload,
     real: &TasksPlacement,
-    simulated: &TasksPlacement,
+    simulated: &[TasksPlacement],
 ) -> Vec<Row> {
     BANDS
         .iter()
         .filter(|f| !f.nest_only || recording.scheduler == Scheduler::ScxNest)
         .map(|f| {
-            let (r, s) = ((f.value)(real), (f.value)(simulated));
+            let r = (f.value)(real);
+            let values: Vec<f64> = simulated.iter().filter_map(f.value).collect();
+            let events: Vec<f64> = simulated.iter().map(|p| (f.events)(p) as f64).collect();
+            let s = median(&values);
+            let range = values.iter().copied().fold(None, |range, v| match range {
+                None => Some((v, v)),
+                Some((low, high)) => Some((v.min(low), v.max(high))),
+            });
+            let s_events = median(&events).unwrap_or(0.0).round() as u64;
             Row {
                 recording,
                 guest_clock: guest_clock.to_string(),
@@ -1074,14 +1155,26 @@ fn compare(
                 figure: f.name,
                 real: r,
                 simulated: s,
+                simulated_range: range,
                 band: f.band,
-                agrees: r.zip(s).map(|(r, s)| {
-                    f.band
-                        .agrees((r, (f.events)(real)), (s, (f.events)(simulated)))
-                }),
+                agrees: r
+                    .zip(s)
+                    .map(|(r, s)| f.band.agrees((r, (f.events)(real)), (s, s_events))),
             }
         })
         .collect()
+}
+
+/// The middle value (the mean of the two middle ones for an even count).
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
 }
 
 /// What a replay contained, in figures.csv and the page's titles.
@@ -1101,8 +1194,9 @@ fn verdict(row: &Row) -> &'static str {
 /// Columns: the recording's kernel and scheduler, the guest clock it was
 /// recorded under (`host`, `icount:N`), the simulator's model
 /// it is compared with (its name in `nest sim -p`: `linux`,
-/// `nest-nospin`), the workload, the figure, its real and simulated
-/// values, its band, the verdict, and what the replay contained (`tree`:
+/// `nest-nospin`), the workload, the figure, its real value, the median
+/// of its replays' values and their range, its band, the verdict (on the
+/// median), and what the replay contained (`tree`:
 /// the command's task tree; `tree+others`: with the guest's other tasks).
 fn figures_table(rows: &[Row]) -> Table {
     let columns = [
@@ -1114,6 +1208,8 @@ fn figures_table(rows: &[Row]) -> Table {
         "figure",
         "real",
         "simulated",
+        "simulated_min",
+        "simulated_max",
         "band",
         "verdict",
         "replay",
@@ -1130,6 +1226,8 @@ fn figures_table(rows: &[Row]) -> Table {
             r.figure.into(),
             number(r.real),
             number(r.simulated),
+            number(r.simulated_range.map(|(low, _)| low)),
+            number(r.simulated_range.map(|(_, high)| high)),
             r.band.cell(),
             verdict(r).into(),
             replay_name(r.others).into(),
@@ -1150,8 +1248,9 @@ struct Pair {
 fn html(table: &Table, pairs: &[Pair]) -> String {
     let mut s = format!(
         "<p>Real kernels in the 2x4x2 guest against the simulator's models on \
-         {GUEST_MACHINE} (its vCPUs waking as late as the recording's did): the kernel's \
-         default scheduler against the Linux model of its \
+         {GUEST_MACHINE} (its vCPUs waking as late as the recording's did), each recording \
+         replayed with several seeds of the vCPU wake-up draws (simulated: their median; \
+         simulated_min and simulated_max: their range): the kernel's default scheduler against the Linux model of its \
          generation, scx_nest against the simulator's Nest (the same C policy). The \
          recorded command's tree over its lifetime, 100 ms intervals. A figure agrees when \
          real and simulated differ by at most its band (x2: by at most a factor of 2, or \
@@ -1202,7 +1301,7 @@ mod tests {
             false,
             Workload::Chain,
             &real,
-            &placement(1.9, 40, 0),
+            &[placement(1.9, 40, 0)],
         );
         // The nest's size is compared for scx_nest only.
         assert_eq!(rows.len(), BANDS.len() - 1);
@@ -1224,18 +1323,20 @@ mod tests {
             false,
             Workload::Chain,
             &real,
-            &placement(1.9, 0, 40),
+            &[placement(1.9, 0, 40)],
         );
         assert_eq!(verdict_of(&rows, "forks to another socket"), "OUTSIDE");
         assert_eq!(verdict_of(&rows, "forks to the parent's LLC"), "OUTSIDE");
         let table = figures_table(&rows);
         let csv = table.to_csv();
         assert!(csv.starts_with(
-            "kernel,scheduler,guest_clock,model,workload,figure,real,simulated,band,verdict,replay\n"
+            "kernel,scheduler,guest_clock,model,workload,figure,real,simulated,simulated_min,\
+             simulated_max,band,verdict,replay\n"
         ));
         assert!(
             csv.contains(
-                "linux-7,default,host,linux,chain,forks to another socket,0.975,0,0.25 or <= 3 events,OUTSIDE,tree\n"
+                "linux-7,default,host,linux,chain,forks to another socket,0.975,0,0,0,0.25 or <= 3 events,\
+                 OUTSIDE,tree\n"
             ),
             "{csv}"
         );
@@ -1250,6 +1351,50 @@ mod tests {
         );
         let page = html(&table, &[]);
         assert!(page.contains("<td>OUTSIDE</td>"), "{page}");
+    }
+
+    #[test]
+    fn the_simulated_figure_is_the_median_of_the_replays_and_the_verdict_is_on_it() {
+        let cpus = |rows: &[Row]| {
+            let row = rows.iter().find(|r| r.figure == "CPUs / 100 ms").unwrap();
+            (row.simulated, row.simulated_range, verdict(row))
+        };
+        let replays = [2.0, 9.0, 5.5].map(|c| placement(c, 0, 1));
+        let rows = compare(
+            LINUX_7_DEFAULT,
+            "host",
+            false,
+            Workload::Batch,
+            &placement(5.0, 0, 1),
+            &replays,
+        );
+        // One replay at 2 or at 9 would be outside; their median is not.
+        assert_eq!(cpus(&rows), (Some(5.5), Some((2.0, 9.0)), "agrees"));
+        let rows = compare(
+            LINUX_7_DEFAULT,
+            "host",
+            false,
+            Workload::Batch,
+            &placement(5.0, 0, 1),
+            &replays[..2],
+        );
+        assert_eq!(
+            cpus(&rows).0,
+            Some(5.5),
+            "an even count: the middle two's mean"
+        );
+        let rows = compare(
+            LINUX_7_DEFAULT,
+            "host",
+            false,
+            Workload::Batch,
+            &placement(7.0, 0, 1),
+            &replays,
+        );
+        assert_eq!(cpus(&rows).2, "OUTSIDE", "inside the range is not enough");
+        assert_eq!(median(&[]), None);
+        assert_eq!(parse(&[]).unwrap().seeds, 21);
+        assert!(parse(&["--seeds", "0"]).is_err(), "at least one replay");
     }
 
     #[test]
@@ -1287,7 +1432,7 @@ mod tests {
                 false,
                 Workload::Pingpong,
                 real,
-                simulated,
+                std::slice::from_ref(simulated),
             )
             .iter()
             .find(|r| r.figure == "forks to another socket")
@@ -1339,16 +1484,16 @@ mod tests {
                 window_ns: 1_000_000_000,
                 ..Default::default()
             },
-            &TasksPlacement {
+            &[TasksPlacement {
                 migrations: 3,
                 window_ns: 500_000_000,
                 ..Default::default()
-            },
+            }],
         );
         let csv = figures_table(&rows).to_csv();
         assert!(
             csv.contains(
-                "linux-7,default,host,linux,chain,migrations / s,10,6,x2 or <= 5 events,agrees,tree\n"
+                "linux-7,default,host,linux,chain,migrations / s,10,6,6,6,x2 or <= 5 events,agrees,tree\n"
             ),
             "{csv}"
         );
@@ -1442,12 +1587,12 @@ mod tests {
             true,
             Workload::Batch,
             &placement(2.0, 1, 0),
-            &placement(2.0, 1, 0),
+            &[placement(2.0, 1, 0)],
         );
         let csv = figures_table(&rows).to_csv();
         assert!(
             csv.contains(
-                "\nlinux-7,scx_nest,icount:0,nest-nospin,batch,CPUs / 100 ms,2,2,1,agrees,\
+                "\nlinux-7,scx_nest,icount:0,nest-nospin,batch,CPUs / 100 ms,2,2,2,2,1,agrees,\
                  tree+others\n"
             ),
             "{csv}"
@@ -1621,6 +1766,8 @@ mod tests {
             "linux-7",
             "--workloads",
             "chain",
+            "--seeds",
+            "3",
             "--out",
             out,
         ];
@@ -1649,7 +1796,12 @@ mod tests {
         // forks go to the other socket: each recording was replayed under
         // its own model.
         for r in &rows[nest_rows..] {
-            assert_eq!(r[9], "agrees", "{r:?}");
+            assert_eq!(r[11], "agrees", "{r:?}");
+        }
+        // The simulated value is the median of the three replays'.
+        for r in rows.iter().filter(|r| r[7] != "-") {
+            let [median, low, high] = [r[7], r[8], r[9]].map(|v| v.parse::<f64>().unwrap());
+            assert!(low <= median && median <= high, "{r:?}");
         }
         let primary = rows.iter().find(|r| r[5] == "primary nest CPUs").unwrap();
         assert!(primary[6].parse::<f64>().unwrap() >= 1.0, "{primary:?}");
@@ -1665,8 +1817,8 @@ mod tests {
         assert!(page.contains(
             "<h2>linux-7 scx_nest vs Nest model: chain (guest clock icount:0, replay tree+others)</h2>"
         ));
-        assert_eq!(rows[0][10], "tree");
-        assert_eq!(rows[nest_rows][10], "tree+others");
+        assert_eq!(rows[0][12], "tree");
+        assert_eq!(rows[nest_rows][12], "tree+others");
         // Each replay is kept beside its recording, for the trace tools.
         let replay = LINUX_7_SCX_NEST.simulated_trace_path(dir.path(), Workload::Chain);
         assert!(replay.ends_with("linux-7-scx_nest-chain.sim.nest.jsonl"));
