@@ -629,11 +629,20 @@ pub struct IdleCpuWakeup {
 /// wake-up"). A CPU counts as idle between its idle entry and exit, and
 /// only once it has entered idle in the trace.
 pub fn idle_cpu_wakeups(trace: &Trace) -> Vec<IdleCpuWakeup> {
+    idle_cpu_wakeups_of_tasks(trace)
+        .into_iter()
+        .map(|(_, _, wakeup)| wakeup)
+        .collect()
+}
+
+/// [`idle_cpu_wakeups`], each with the woken task and when its wakeup was
+/// recorded.
+pub fn idle_cpu_wakeups_of_tasks(trace: &Trace) -> Vec<(Pid, u64, IdleCpuWakeup)> {
     let n = trace.topology.nr_cpus();
     let mut idle = vec![None::<bool>; n];
     let mut idle_since = vec![0u64; n];
-    // Per CPU: the wakeup aimed at it, with when and its other figures.
-    let mut pending = vec![None::<(u64, IdleCpuWakeup)>; n];
+    // Per CPU: the wakeup aimed at it: the task, when, its other figures.
+    let mut pending = vec![None::<(Pid, u64, IdleCpuWakeup)>; n];
     let mut out = Vec::new();
     for e in &trace.events {
         let cpu = e.cpu as usize;
@@ -644,12 +653,14 @@ pub fn idle_cpu_wakeups(trace: &Trace) -> Vec<IdleCpuWakeup> {
             }
             EventKind::IdleExit if cpu < n => {
                 idle[cpu] = Some(false);
-                if let Some((at, wakeup)) = pending[cpu].take() {
+                if let Some((pid, at, wakeup)) = pending[cpu].take() {
                     let delay_ns = e.ts_ns.saturating_sub(at);
-                    out.push(IdleCpuWakeup { delay_ns, ..wakeup });
+                    out.push((pid, at, IdleCpuWakeup { delay_ns, ..wakeup }));
                 }
             }
-            &EventKind::Wakeup { target_cpu, .. } => {
+            &EventKind::Wakeup {
+                pid, target_cpu, ..
+            } => {
                 let target = target_cpu as usize;
                 if target != cpu
                     && target < n
@@ -663,7 +674,7 @@ pub fn idle_cpu_wakeups(trace: &Trace) -> Vec<IdleCpuWakeup> {
                         idle_ns,
                         delay_ns: 0,
                     };
-                    pending[target] = Some((e.ts_ns, wakeup));
+                    pending[target] = Some((pid, e.ts_ns, wakeup));
                 }
             }
             _ => {}
@@ -986,6 +997,15 @@ mod tests {
             meta: vec![],
             events,
         };
+        let by_task: Vec<(Pid, u64)> = idle_cpu_wakeups_of_tasks(&trace)
+            .iter()
+            .map(|&(pid, at, _)| (pid, at))
+            .collect();
+        assert_eq!(
+            by_task,
+            [(5, 2 * MS), (9, 7 * MS)],
+            "the woken task and when"
+        );
         let got = idle_cpu_wakeups(&trace);
         // Woken after 2 and 7 ms of idleness.
         let want = [(1, 2 * MS, 3 * MS), (2, 7 * MS, MS)].map(|(busy_cpus, idle_ns, delay_ns)| {
