@@ -264,6 +264,36 @@ fn a_guest_vcpu_starts_a_task_only_once_woken_unless_it_spins() {
 }
 
 #[test]
+fn a_guest_vcpu_takes_the_recorded_delay_where_the_workload_gives_one() {
+    let m = slow_vcpus(2000.0);
+    let delays = |wakee_events: &str| {
+        let text = format!(
+            r#"{{"tasks": {{
+                "waker": {{ "cpus": [0], "loop": 10, "sleep": 5000, "resume": "q",
+                            "sleep1": 5000, "resume1": "q" }},
+                "wakee": {{ "cpus": [1], "first_vcpu_wakeup": 70, "loop": 10, {wakee_events} }}
+            }}}}"#
+        );
+        let w = rtapp::parse(&text, "inline").unwrap();
+        let r = run_with(&m, &w, &mut Baseline, Governor::Performance, 1);
+        wakeup_to_run_ns_of(&r, "wakee")
+    };
+    // The start and the first wake of each pair take the given delays, the
+    // second the drawn one.
+    let got =
+        delays(r#""vcpu_wakeup": 30, "suspend": "q", "run": 200, "suspend1": "q", "run1": 200"#);
+    let mut want = vec![70_000];
+    want.extend([30_000, 2_000_000].repeat(10));
+    assert_eq!(got, want);
+    // A delay not used by the next start (the task's own timer woke it,
+    // on its awake vCPU) is not kept for a later one.
+    let got = delays(
+        r#""vcpu_wakeup": 30, "sleep": 1000, "suspend": "q", "run": 200, "suspend1": "q", "run1": 200"#,
+    );
+    assert_eq!(got[1..4], [0, 2_000_000, 2_000_000], "{got:?}");
+}
+
+#[test]
 fn a_guest_vcpu_idle_for_longer_takes_longer_to_wake() {
     let m = vcpus_by_idle(100.0, 2000.0);
     let delays = |sleep_us| {

@@ -1355,43 +1355,33 @@ mod tests {
 
     #[test]
     fn the_simulated_figure_is_the_median_of_the_replays_and_the_verdict_is_on_it() {
-        let cpus = |rows: &[Row]| {
+        // The CPUs per 100 ms row of a batch of `real` CPUs against
+        // `replays`: median, range, verdict.
+        let cpus = |real: f64, replays: &[TasksPlacement]| {
+            let rows = compare(
+                LINUX_7_DEFAULT,
+                "host",
+                false,
+                Workload::Batch,
+                &placement(real, 0, 1),
+                replays,
+            );
             let row = rows.iter().find(|r| r.figure == "CPUs / 100 ms").unwrap();
             (row.simulated, row.simulated_range, verdict(row))
         };
         let replays = [2.0, 9.0, 5.5].map(|c| placement(c, 0, 1));
-        let rows = compare(
-            LINUX_7_DEFAULT,
-            "host",
-            false,
-            Workload::Batch,
-            &placement(5.0, 0, 1),
-            &replays,
-        );
         // One replay at 2 or at 9 would be outside; their median is not.
-        assert_eq!(cpus(&rows), (Some(5.5), Some((2.0, 9.0)), "agrees"));
-        let rows = compare(
-            LINUX_7_DEFAULT,
-            "host",
-            false,
-            Workload::Batch,
-            &placement(5.0, 0, 1),
-            &replays[..2],
-        );
+        assert_eq!(cpus(5.0, &replays), (Some(5.5), Some((2.0, 9.0)), "agrees"));
         assert_eq!(
-            cpus(&rows).0,
+            cpus(5.0, &replays[..2]).0,
             Some(5.5),
             "an even count: the middle two's mean"
         );
-        let rows = compare(
-            LINUX_7_DEFAULT,
-            "host",
-            false,
-            Workload::Batch,
-            &placement(7.0, 0, 1),
-            &replays,
+        assert_eq!(
+            cpus(7.0, &replays).2,
+            "OUTSIDE",
+            "inside the range is not enough"
         );
-        assert_eq!(cpus(&rows).2, "OUTSIDE", "inside the range is not enough");
         assert_eq!(median(&[]), None);
         assert_eq!(parse(&[]).unwrap().seeds, 21);
         assert!(parse(&["--seeds", "0"]).is_err(), "at least one replay");

@@ -205,6 +205,7 @@ impl Sim<'_> {
         self.note_migration(task, cpu);
         let t = &mut self.k.tasks[task as usize];
         t.phase = TaskPhase::Running(cpu);
+        t.next_vcpu_wakeup_ns = None;
         t.stats.wait_ns += now - t.enqueued_at;
         self.k.cpus[cpu as usize].curr = Some(task);
         self.new_slice(cpu);

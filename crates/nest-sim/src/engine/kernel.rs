@@ -109,6 +109,9 @@ pub(crate) struct Task {
     pub vruntime_rq: Cpu,
     /// The CPUs it may run on (`p->cpus_ptr`); `None`: every CPU.
     pub cpus: Option<CpuSet>,
+    /// How long its next start on an idle vCPU waits, if the workload
+    /// says ([`crate::workload::Op::VcpuWakeup`]); until it next runs.
+    pub next_vcpu_wakeup_ns: Option<u64>,
     pub stats: TaskStats,
 }
 
@@ -144,6 +147,7 @@ impl Task {
             vruntime: 0,
             vruntime_rq: cpu,
             cpus,
+            next_vcpu_wakeup_ns: None,
             stats,
         }
     }

@@ -68,6 +68,7 @@ impl Sim<'_> {
             None => parent.and_then(|p| k.tasks[p as usize].cpus.clone()),
         };
         let mut task = Task::new(program, parent, cpu, rng, cpus, stats);
+        task.next_vcpu_wakeup_ns = k.workload.programs[program].first_vcpu_wakeup_ns;
         let own_cpus = stay.then(|| task.cpus.replace(CpuSet::of(&[cpu])));
         k.tasks.push(task);
         k.live_tasks += 1;
@@ -243,6 +244,10 @@ impl Sim<'_> {
                 None
             }
             Op::Recv(c) => self.recv(task, c),
+            Op::VcpuWakeup(ns) => {
+                t.next_vcpu_wakeup_ns = Some(ns);
+                None
+            }
         }
     }
 

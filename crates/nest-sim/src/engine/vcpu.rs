@@ -2,7 +2,9 @@
 //! a task placed on an idle vCPU starts only once the host has woken and
 //! scheduled the vCPU's thread, after a delay drawn from the distribution
 //! measured in the guest for as many other busy vCPUs and a vCPU idle
-//! about as long (a thread asleep for longer wakes later). The vCPU that
+//! about as long (a thread asleep for longer wakes later), or the delay
+//! the workload gives for the task's start (a replay's, recorded at the
+//! same wakeup in the guest: `Op::VcpuWakeup`). The vCPU that
 //! raised the wakeup (a timer or interrupt ending a sleep there) is
 //! awake: the guest measures only wake-ups of other vCPUs, and the host's
 //! waking of this one lies within the recorded sleep.
@@ -53,7 +55,11 @@ impl Sim<'_> {
             return false;
         }
         let idle_ns = self.k.now.saturating_sub(c.idle_since);
-        let at = self.k.now + model.delay_ns(self.busy_cpus(), idle_ns, self.k.vcpu_rng.unit());
+        let delay_ns = match self.k.tasks[task as usize].next_vcpu_wakeup_ns.take() {
+            Some(recorded) => recorded,
+            None => model.delay_ns(self.busy_cpus(), idle_ns, self.k.vcpu_rng.unit()),
+        };
+        let at = self.k.now + delay_ns;
         let c = &mut self.k.cpus[cpu as usize];
         c.switching = true;
         c.queue.push_back(task);

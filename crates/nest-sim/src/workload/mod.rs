@@ -60,6 +60,10 @@ pub enum Op {
     LoopEnd {
         start: usize,
     },
+    /// On a guest's model, the task's next start on an idle vCPU waits this
+    /// many ns for the vCPU (a replay's: the guest's delay at that wakeup)
+    /// instead of a drawn delay.
+    VcpuWakeup(u64),
 }
 
 /// A named program: what one kind of task does.
@@ -86,6 +90,9 @@ pub struct Program {
     /// Its tasks are kernel threads (`kernel_thread`: a replayed kernel
     /// thread, `PF_KTHREAD`), which Nest places by rules of their own.
     pub kernel_thread: bool,
+    /// On a guest's model, its tasks' first start on an idle vCPU waits
+    /// this many ns (`first_vcpu_wakeup`: a replay's, as [`Op::VcpuWakeup`]).
+    pub first_vcpu_wakeup_ns: Option<u64>,
 }
 
 impl Program {
@@ -99,6 +106,7 @@ impl Program {
             start_cpu: None,
             prev_cpu: None,
             kernel_thread: false,
+            first_vcpu_wakeup_ns: None,
         }
     }
 }

@@ -39,6 +39,11 @@
 //!   does.
 //! - **sleep**: any other blocked period, from the blocking switch-out to
 //!   the `Wakeup` (or the switch-in when the wakeup was not recorded).
+//! - **vcpu_wakeup**: a blocked period whose wakeup was recorded on one
+//!   CPU and aimed at another, idle, one gets the time that CPU took to
+//!   leave idle (`vcpu_wakeup` before the blocking event; a task's first
+//!   wakeup, `first_vcpu_wakeup` on the task): in a guest, the host
+//!   waking the vCPU, which a guest's model then replays for that wakeup.
 //!
 //! Approximations (the simulator's format cannot express more):
 //!
@@ -95,7 +100,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
-use nest_trace::{Cpu, EventKind, Nest, Pid, PrevState, Topology, Trace, Waker};
+use nest_trace::{Cpu, EventKind, Nest, Pid, PrevState, Topology, Trace, Waker, metrics};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::Nests;
@@ -148,6 +153,10 @@ pub enum ReplayOp {
     Wake { pid: Pid, sync: bool },
     /// Block until another replayed task wakes this one.
     WaitWake,
+    /// The next blocked period's wakeup found an idle vCPU, which took
+    /// this many ns to run the task (`vcpu_wakeup` in
+    /// [`rtapp`](super::rtapp)).
+    VcpuWakeup(u64),
 }
 
 /// One replayed task.
@@ -170,6 +179,9 @@ pub struct ReplayTask {
     pub prev_cpu: Option<Cpu>,
     /// An other task that is a kernel thread ([`Trace::kernel_threads`]).
     pub kernel_thread: bool,
+    /// Its first wakeup (a fork's, or an other task's first in the
+    /// command's window) found an idle vCPU, which took this many ns.
+    pub first_vcpu_wakeup_ns: Option<u64>,
     pub ops: Vec<ReplayOp>,
 }
 
@@ -297,6 +309,9 @@ impl Serialize for Replay {
                 if t.kernel_thread {
                     m.serialize_entry("kernel_thread", &true)?;
                 }
+                if let Some(ns) = t.first_vcpu_wakeup_ns {
+                    m.serialize_entry("first_vcpu_wakeup", &us(ns))?;
+                }
                 for (i, op) in t.ops.iter().enumerate() {
                     match op {
                         ReplayOp::Run(ns) => m.serialize_entry(&format!("run{i}"), &us(*ns))?,
@@ -315,6 +330,9 @@ impl Serialize for Replay {
                         }
                         ReplayOp::WaitWake => {
                             m.serialize_entry(&format!("suspend{i}"), &wake_channel(&t.name()))?
+                        }
+                        ReplayOp::VcpuWakeup(ns) => {
+                            m.serialize_entry(&format!("vcpu_wakeup{i}"), &us(*ns))?
                         }
                     }
                 }
@@ -352,11 +370,13 @@ enum State {
         since: u64,
     },
     /// Blocked since `since`; woken at `woken` if the wakeup was seen,
-    /// by another replayed task if `by_task`.
+    /// by another replayed task if `by_task`, onto an idle vCPU that took
+    /// `vcpu_ns` to run it if that was measured.
     Blocked {
         since: u64,
         woken: Option<u64>,
         by_task: bool,
+        vcpu_ns: Option<u64>,
     },
     Dead,
 }
@@ -387,6 +407,7 @@ impl Builder {
                 start_cpu: None,
                 prev_cpu: None,
                 kernel_thread: false,
+                first_vcpu_wakeup_ns: None,
                 ops: Vec::new(),
             },
             state: State::Runnable,
@@ -415,6 +436,7 @@ impl Builder {
             since: from,
             woken,
             by_task,
+            vcpu_ns,
         } = self.state
         {
             let end = woken.unwrap_or(now);
@@ -423,16 +445,26 @@ impl Builder {
                 .iter()
                 .any(|c| c.1.is_some_and(|x| from <= x && x <= end));
             let child_alive = self.children.iter().any(|c| c.1.is_none_or(|x| x > end));
-            if by_task {
-                self.push(ReplayOp::WaitWake);
+            let block = if by_task {
                 counts.woken += 1;
+                ReplayOp::WaitWake
             } else if child_exited && !child_alive {
-                self.push(ReplayOp::WaitChildren);
                 counts.waits += 1;
+                ReplayOp::WaitChildren
             } else {
-                self.push(ReplayOp::Sleep(end.saturating_sub(from)));
                 counts.sleeps += 1;
+                ReplayOp::Sleep(end.saturating_sub(from))
+            };
+            // A sleep that merges into the previous one, or of 0 ns, has
+            // no wakeup of its own.
+            let wakes = !matches!(
+                (self.task.ops.last(), &block),
+                (_, ReplayOp::Sleep(0)) | (Some(ReplayOp::Sleep(_)), ReplayOp::Sleep(_))
+            );
+            if let Some(ns) = vcpu_ns.filter(|_| wakes) {
+                self.push(ReplayOp::VcpuWakeup(ns));
             }
+            self.push(block);
         }
         if self.state != State::Dead {
             self.state = State::Running { cpu, since };
@@ -713,6 +745,12 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
     // Children whose fork has been seen but not their first wakeup, and
     // their parents.
     let mut unwoken: BTreeMap<Pid, Pid> = BTreeMap::new();
+    // How long each wakeup onto an idle CPU took to run its task, by task
+    // and wakeup time: a guest's vCPU wake-ups.
+    let vcpu_wakeups: BTreeMap<(Pid, u64), u64> = metrics::idle_cpu_wakeups_of_tasks(trace)
+        .into_iter()
+        .map(|(pid, at, wakeup)| ((pid, at), wakeup.delay_ns))
+        .collect();
 
     for e in &trace.events {
         let ts = e.ts_ns;
@@ -802,6 +840,13 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                     tasks.insert(*pid, t);
                     others.push(*pid);
                 }
+                let vcpu_ns = vcpu_wakeups.get(&(*pid, ts)).copied();
+                if let Some(t) = tasks.get_mut(pid)
+                    && t.first_cpu.is_none()
+                    && t.state == State::Runnable
+                {
+                    t.task.first_vcpu_wakeup_ns = t.task.first_vcpu_wakeup_ns.or(vcpu_ns);
+                }
                 if let Some(t) = tasks.get(pid)
                     && let State::Blocked {
                         since, woken: None, ..
@@ -814,6 +859,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                             since,
                             woken: Some(ts),
                             by_task,
+                            vcpu_ns,
                         };
                     }
                 }
@@ -846,6 +892,7 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<Replay> {
                                 since: ts,
                                 woken: None,
                                 by_task: false,
+                                vcpu_ns: None,
                             }
                         }
                         PrevState::Dead => {
@@ -1211,6 +1258,44 @@ mod tests {
                 WaitChildren,
             ]
         );
+    }
+
+    #[test]
+    fn a_wakeup_onto_an_idle_cpu_replays_the_delay_it_took_there() {
+        let mut trace = shell_trace();
+        // CPU 1 idles until 4 us after child 11's fork woke it; CPU 0
+        // idles while the shell waits for that child, until 15 us after
+        // the child's exit woke the shell.
+        trace.events.extend([
+            ev(0, 1, EventKind::IdleEnter),
+            ev(104 * US, 1, EventKind::IdleExit),
+            ev(150 * US, 0, EventKind::IdleEnter),
+            ev(1120 * US, 0, EventKind::IdleExit),
+        ]);
+        trace.events.sort_by_key(|e| e.ts_ns);
+        let r = replay(&trace, &ReplayOptions::default()).unwrap();
+        use ReplayOp::*;
+        assert_eq!(
+            r.tasks[0].ops[..6],
+            [
+                Run(100 * US),
+                Fork(11),
+                Run(50 * US),
+                VcpuWakeup(15 * US),
+                WaitChildren,
+                Run(100 * US),
+            ]
+        );
+        assert_eq!(
+            r.tasks[0].ops.len(),
+            14,
+            "one delay: the other CPUs were busy"
+        );
+        let firsts: Vec<Option<u64>> = r.tasks.iter().map(|t| t.first_vcpu_wakeup_ns).collect();
+        assert_eq!(firsts, [None, Some(4 * US), None, None]);
+        let w = rtapp::parse(&r.to_json_string(), "replay.json").unwrap();
+        assert_eq!(w.programs[0].ops[3], Op::VcpuWakeup(15 * US));
+        assert_eq!(w.programs[1].first_vcpu_wakeup_ns, Some(4 * US));
     }
 
     #[test]

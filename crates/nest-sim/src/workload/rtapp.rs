@@ -13,11 +13,15 @@
 //! on; by default the policy places them as forks from CPU 0; not for
 //! templates) or `prev_cpu` (they start as tasks woken with this previous
 //! CPU, placed by the policy as a wakeup; not for templates),
-//! `kernel_thread` (`true`: its tasks are kernel threads), `global.nests`
+//! `kernel_thread` (`true`: its tasks are kernel threads), `first_vcpu_wakeup`
+//! (us: on a guest's model, its tasks' first start on an idle vCPU waits
+//! this long, a replay's recorded delay, instead of a drawn one),
+//! `global.nests`
 //! (`{"primary": [CPUs], "reserve": [CPUs], "idle_us": {"CPU": us}}`:
 //! Nest's nests at time 0 and how long their CPUs had been idle, as a
 //! replay of a recording of `scx_nest --trace-nests` had them), and events
-//! `wait_children` (`true`: wait for every forked child), `send`
+//! `wait_children` (`true`: wait for every forked child), `vcpu_wakeup`
+//! (us: the same for the task's next start on an idle vCPU), `send`
 //! and `recv` (`resume`/`suspend` with pipe semantics: a `send` wakes its
 //! receiver synchronously, `WF_SYNC`), and `[min, max]` for any
 //! duration (drawn uniformly per use from the task's seeded PRNG).
@@ -130,6 +134,7 @@ const TASK_KEYS: &[&str] = &[
     "start_cpu",
     "prev_cpu",
     "kernel_thread",
+    "first_vcpu_wakeup",
 ];
 
 /// Keys of a phase that are not events.
@@ -225,9 +230,7 @@ fn delay(t: &[(String, Json)], path: &str, instances: i64) -> Result<u64> {
         return Ok(0);
     };
     let path = format!("{path}.delay");
-    let Amount::Fixed(ns) = micros(v, &path)? else {
-        bail!("{path}: expected fixed microseconds (a number >= 0)");
-    };
+    let ns = fixed_micros(v, &path)?;
     if instances == 0 {
         bail!("{path}: only for tasks started at time 0 (\"instance\" >= 1), not templates");
     }
@@ -289,10 +292,7 @@ fn initial_nests(root: &[(String, Json)]) -> Result<Option<Nests>> {
             if !primary.contains(&cpu) && !reserve.contains(&cpu) {
                 bail!("{at}: CPU {cpu} is in neither nest");
             }
-            let Amount::Fixed(ns) = micros(v, &at)? else {
-                bail!("{at}: expected fixed microseconds (a number >= 0)");
-            };
-            idle_ns.insert(cpu, ns);
+            idle_ns.insert(cpu, fixed_micros(v, &at)?);
         }
     }
     Ok(Some(Nests {
@@ -300,6 +300,22 @@ fn initial_nests(root: &[(String, Json)]) -> Result<Option<Nests>> {
         reserve,
         idle_ns,
     }))
+}
+
+/// `first_vcpu_wakeup` of task `t` (extension): how long its tasks' first start
+/// on an idle vCPU waits, ns.
+fn first_vcpu_wakeup(t: &[(String, Json)], path: &str) -> Result<Option<u64>> {
+    get(t, "first_vcpu_wakeup")
+        .map(|v| fixed_micros(v, &format!("{path}.first_vcpu_wakeup")))
+        .transpose()
+}
+
+/// Fixed microseconds (no range), in ns.
+fn fixed_micros(v: &Json, path: &str) -> Result<u64> {
+    match micros(v, path)? {
+        Amount::Fixed(ns) => Ok(ns),
+        _ => bail!("{path}: expected fixed microseconds (a number >= 0)"),
+    }
 }
 
 /// `kernel_thread` of task `t` (extension): are its tasks kernel threads?
@@ -367,6 +383,7 @@ impl Builder {
                 start_cpu: start,
                 prev_cpu,
                 kernel_thread: kernel_thread(t, &path)?,
+                first_vcpu_wakeup_ns: first_vcpu_wakeup(t, &path)?,
             });
         }
         let barriers = barrier_participants(&programs, &initial, self.barriers.len());
@@ -483,6 +500,8 @@ impl Builder {
             Op::Send { chan, sync }
         } else if k.starts_with("suspend") || k.starts_with("recv") {
             Op::Recv(intern(&mut self.channels, name(v, path)?))
+        } else if k.starts_with("vcpu_wakeup") {
+            Op::VcpuWakeup(fixed_micros(v, path)?)
         } else if k.starts_with("wait_children") {
             match v {
                 Json::Bool(true) => Op::WaitChildren,
@@ -493,7 +512,7 @@ impl Builder {
             bail!(
                 "{path}: unknown event `{k}`; expected one of run, runtime, sleep, timer, \
                  barrier, lock, unlock, fork, suspend, resume, send, recv, wait_children, \
-                 instance, loop, phases"
+                 vcpu_wakeup, instance, loop, phases"
             );
         };
         Ok(Some(op))
@@ -602,6 +621,31 @@ mod tests {
 
     fn err(text: &str) -> String {
         format!("{:#}", parse(text, "w.json").unwrap_err())
+    }
+
+    #[test]
+    fn vcpu_wakeups_are_fixed_microseconds_for_the_first_start_or_the_next() {
+        let w = parse(
+            r#"{"tasks": {"t": {"first_vcpu_wakeup": 40, "run": 1, "vcpu_wakeup1": 7.5, "sleep": 9}}}"#,
+            "w.json",
+        )
+        .unwrap();
+        assert_eq!(w.programs[0].first_vcpu_wakeup_ns, Some(40_000));
+        assert_eq!(
+            w.programs[0].ops,
+            [
+                Op::Run(Amount::Fixed(1_000)),
+                Op::VcpuWakeup(7_500),
+                Op::Sleep(Amount::Fixed(9_000)),
+            ]
+        );
+        let e = err(r#"{"tasks": {"t": {"first_vcpu_wakeup": [1, 2], "run": 1}}}"#);
+        assert_eq!(
+            e,
+            "w.json: $.tasks.t.first_vcpu_wakeup: expected fixed microseconds (a number >= 0)"
+        );
+        let e = err(r#"{"tasks": {"t": {"run": 1, "vcpu_wakeup2": -1}}}"#);
+        assert!(e.starts_with("w.json: $.tasks.t.vcpu_wakeup2: "), "{e}");
     }
 
     #[test]
