@@ -10,15 +10,16 @@ use crate::policy::Ctx;
 use crate::policy::{Dispatch, Enqueue, Queued};
 
 impl Sim<'_> {
-    /// Makes `task` (new or woken) runnable on `cpu`, the placement's
-    /// choice: it runs at once if `cpu` is idle; otherwise the policy says
-    /// where it waits ([`Policy::enqueue`]; by default `cpu`'s run queue).
-    pub(crate) fn enqueue(&mut self, task: u32, cpu: Cpu) {
+    /// Makes `task` (new or woken: `why`) runnable on `cpu`, the
+    /// placement's choice: it runs at once if `cpu` is idle; otherwise the
+    /// policy says where it waits ([`Policy::enqueue`]; by default `cpu`'s
+    /// run queue).
+    pub(crate) fn enqueue(&mut self, task: u32, cpu: Cpu, why: Enqueue) {
         let c = &self.k.cpus[cpu as usize];
         if c.curr.is_none() && !c.switching {
             return self.enqueue_since(task, cpu, self.k.now);
         }
-        self.hand_to_policy(task, cpu, Enqueue::Wakeup);
+        self.hand_to_policy(task, cpu, why);
         if self.k.cfs.is_some() {
             self.check_preempt_wakeup(task);
         }

@@ -5,7 +5,7 @@ use nest_trace::{Cpu, EventKind};
 use super::kernel::{Kernel, Remaining, Task, TaskPhase, TaskStats};
 use super::{Ev, Sim};
 use crate::cpuset::CpuSet;
-use crate::policy::{Ctx, Wake};
+use crate::policy::{Ctx, Enqueue, Wake};
 use crate::rng::Rng;
 use crate::workload::{Amount, Op};
 
@@ -106,7 +106,11 @@ impl Sim<'_> {
                 waker: None,
             },
         );
-        self.enqueue_raised_on(id, target, cpu);
+        let why = match start {
+            Start::Fork | Start::Stay => Enqueue::New,
+            Start::Woken => Enqueue::Wakeup,
+        };
+        self.enqueue_raised_on(id, target, cpu, why);
     }
 
     /// Wakes a blocked task; `waker` is the CPU that caused it, if any;
@@ -132,14 +136,15 @@ impl Sim<'_> {
                 waker: None,
             },
         );
-        self.enqueue_raised_on(task, target, from);
+        self.enqueue_raised_on(task, target, from, Enqueue::Wakeup);
     }
 
-    /// Enqueues a woken or new `task` on `target`, the wakeup raised on
-    /// CPU `raised_on` ([`Kernel::waking_cpu`] while it is placed).
-    fn enqueue_raised_on(&mut self, task: u32, target: Cpu, raised_on: Cpu) {
+    /// Enqueues a woken or new `task` (`why`) on `target`, the wakeup
+    /// raised on CPU `raised_on` ([`Kernel::waking_cpu`] while it is
+    /// placed).
+    fn enqueue_raised_on(&mut self, task: u32, target: Cpu, raised_on: Cpu, why: Enqueue) {
         self.k.waking_cpu = Some(raised_on);
-        self.enqueue(task, target);
+        self.enqueue(task, target, why);
         self.k.waking_cpu = None;
     }
 

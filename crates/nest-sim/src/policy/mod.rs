@@ -49,8 +49,13 @@ pub struct Spin {
 /// [`Policy::enqueue`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Enqueue {
-    /// Woken or new: the placement chose a busy CPU.
+    /// Woken: the placement chose a busy CPU.
     Wakeup,
+    /// New (forked), and the placement chose a busy CPU. Not a wakeup to
+    /// sched_ext: `wake_up_new_task()` (kernel/sched/core.c) activates the
+    /// task with `ENQUEUE_INITIAL`, without `ENQUEUE_WAKEUP`, so
+    /// `ops.enqueue()` sees no `SCX_ENQ_WAKEUP`.
+    New,
     /// Still runnable at the end of its slice, or preempted.
     Preempted,
     /// Still runnable, but its CPU's dispatch left it nothing to run and

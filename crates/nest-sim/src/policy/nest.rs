@@ -679,7 +679,9 @@ impl Policy for Nest {
     /// `nest_enqueue()`: a pinned task waits in its CPU's queue; a task
     /// that a pinned one preempted resumes on its CPU; a task leaving a
     /// shared core takes an idle CPU if there is one; the last task of a
-    /// CPU stays there; every other waits in its LLC queue.
+    /// CPU stays there; every other waits in its LLC queue. Only a woken
+    /// task is one (`SCX_ENQ_WAKEUP`): a new one neither asks to preempt
+    /// nor counts as woken at the queue's front ([`Enqueue::New`]).
     fn enqueue(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, why: Enqueue) -> Queued {
         let unpair = std::mem::take(&mut hosted(&mut self.hosted, task).unpair);
         let woken = why == Enqueue::Wakeup;
