@@ -103,7 +103,20 @@ pub struct ValidateArgs {
     /// "One replay is one draw").
     #[arg(long, default_value_t = 21, value_parser = clap::value_parser!(u64).range(1..=99))]
     seeds: u64,
+    /// How many times the guest records each workload, in the same boot
+    /// (every workload, then every workload again). A real figure is the
+    /// median of the runs (their range beside it), the simulated one the
+    /// median of all their replays: one run of the guest is one draw, and
+    /// its fork bursts' nests and CPUs move by more than their bands from
+    /// run to run (docs/sim.md, "The guest's own spread"). With
+    /// --from-traces, the first N recorded runs are compared [default: 5;
+    /// with --from-traces, every run recorded].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
+    runs: Option<u32>,
 }
+
+/// Runs per workload when `--runs` is not given.
+const DEFAULT_RUNS: u32 = 5;
 
 /// Which recordings `nest validate` replays with the guest's other tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -226,25 +239,30 @@ impl Recording {
         )
     }
 
-    /// `OUT/linux-7-chain.nest.jsonl` under the default scheduler (the
-    /// name traces had before scx_nest was recorded too),
-    /// `OUT/linux-7-scx_nest-chain.nest.jsonl` under scx_nest.
-    fn trace_path(self, out: &Path, workload: Workload) -> PathBuf {
+    /// The trace of `workload`'s `run` (from 1): `OUT/linux-7-chain.nest.jsonl`
+    /// under the default scheduler (the name traces had before scx_nest
+    /// was recorded too), `OUT/linux-7-scx_nest-chain.nest.jsonl` under
+    /// scx_nest; from the second run on, `OUT/linux-7-chain-run2.nest.jsonl`.
+    fn trace_path(self, out: &Path, workload: Workload, run: u32) -> PathBuf {
         let scheduler = match self.scheduler {
             Scheduler::Default => String::new(),
             other => format!("{}-", value_name(other)),
         };
+        let run = match run {
+            1 => String::new(),
+            n => format!("-run{n}"),
+        };
         out.join(format!(
-            "{}-{scheduler}{}.nest.jsonl",
+            "{}-{scheduler}{}{run}.nest.jsonl",
             value_name(self.kernel),
             value_name(workload)
         ))
     }
 
-    /// Where the replay of [`Recording::trace_path`] in the simulator
+    /// Where the replay (seed 1) of the first run's trace in the simulator
     /// goes: `OUT/linux-7-scx_nest-chain.sim.nest.jsonl`.
     fn simulated_trace_path(self, out: &Path, workload: Workload) -> PathBuf {
-        let real = self.trace_path(out, workload);
+        let real = self.trace_path(out, workload, 1);
         let name = real.file_name().unwrap_or_default().to_string_lossy();
         real.with_file_name(name.replace(".nest.jsonl", ".sim.nest.jsonl"))
     }
@@ -595,6 +613,14 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let out = nest_vm::output_dir(&args.out)?;
+    // The runs compared: those recorded now, or those asked for (else all)
+    // of an earlier recording; never an earlier recording's extra runs.
+    let recorded_runs = args.runs.unwrap_or(DEFAULT_RUNS);
+    let runs = if args.from_traces {
+        args.runs
+    } else {
+        Some(recorded_runs)
+    };
     if !args.from_traces {
         for kernel in kernels_of(&recordings) {
             let schedulers: Vec<Scheduler> = recordings
@@ -605,6 +631,7 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
             let guest = Guest {
                 timeout: args.timeout,
                 clock: args.guest_clock,
+                runs: recorded_runs,
             };
             record_in_guest(&out, kernel, &schedulers, &args.workloads, guest)?;
         }
@@ -613,20 +640,20 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
     let mut pairs = Vec::new();
     for &recording in &recordings {
-        let traces = recorded_traces(&out, recording, &args.workloads)?;
-        let wakeups: Vec<Vec<IdleCpuWakeup>> = traces
+        let traces = recorded_traces(&out, recording, &args.workloads, runs)?;
+        let wakeups: Vec<Vec<Vec<IdleCpuWakeup>>> = traces
             .iter()
-            .map(|(_, trace)| metrics::idle_cpu_wakeups(trace))
+            .map(|(_, runs)| runs.iter().map(metrics::idle_cpu_wakeups).collect())
             .collect();
-        let boot_wakeups = wakeups.concat();
+        let boot_wakeups = wakeups.concat().concat();
         let sim = Simulation {
             machine: &machine,
             others: args.others.replayed_for(recording.scheduler),
             boot_wakeups: &boot_wakeups,
             seeds: args.seeds,
         };
-        for ((workload, real), own) in traces.into_iter().zip(&wakeups) {
-            let (row, pair) = compare_recorded(&out, sim, recording, workload, real, own)?;
+        for ((workload, runs), own) in traces.into_iter().zip(&wakeups) {
+            let (row, pair) = compare_recorded(&out, sim, recording, workload, runs, own)?;
             rows.extend(row);
             pairs.push(pair);
         }
@@ -681,81 +708,121 @@ struct Simulation<'a> {
     seeds: u64,
 }
 
-/// The recorded traces of `recording`, one per workload.
+/// The recorded traces of `recording`, per workload its first `runs`
+/// (`None`: every run recorded, as many as follow the first without a
+/// gap).
 fn recorded_traces(
     out: &Path,
     recording: Recording,
     workloads: &[Workload],
-) -> Result<Vec<(Workload, Trace)>> {
+    runs: Option<u32>,
+) -> Result<Vec<(Workload, Vec<Trace>)>> {
+    let load = |workload: Workload, run: u32| -> Result<Trace> {
+        let path = recording.trace_path(out, workload, run);
+        let with_runs = runs.map_or_else(String::new, |n| format!(" with --runs {n}"));
+        nest_trace::input::load(&path).with_context(|| {
+            format!(
+                "{}: no recorded trace (record it: run without --from-traces{with_runs}, or \
+                 leave {} {} out with --kernels and --schedulers)",
+                path.display(),
+                value_name(recording.kernel),
+                value_name(recording.scheduler)
+            )
+        })
+    };
+    let recorded = |workload: Workload| {
+        (1..)
+            .take_while(|&run| recording.trace_path(out, workload, run).is_file())
+            .count() as u32
+    };
     workloads
         .iter()
         .map(|&workload| {
-            let path = recording.trace_path(out, workload);
-            let trace = nest_trace::input::load(&path).with_context(|| {
-                format!(
-                    "{}: no recorded trace (record it: run without --from-traces, or leave {} {} \
-                     out with --kernels and --schedulers)",
-                    path.display(),
-                    value_name(recording.kernel),
-                    value_name(recording.scheduler)
-                )
-            })?;
-            Ok((workload, trace))
+            let count = runs.unwrap_or_else(|| recorded(workload).max(1));
+            let traces: Result<Vec<Trace>> = (1..=count).map(|run| load(workload, run)).collect();
+            Ok((workload, traces?))
         })
         .collect()
 }
 
-/// One recorded workload's figures, real against simulated under the
-/// scheduler's model, and the pair of its page's figures (`real_wakeups`:
-/// the idle vCPU wake-ups of its recording, `real`).
+/// One recorded workload's figures, the median of its `runs` against the
+/// median of all their replays under the scheduler's model, and the pair
+/// of its page's figures, the first run's (`runs_wakeups`: each run's idle
+/// vCPU wake-ups).
 fn compare_recorded(
     out: &Path,
     sim: Simulation,
     recording: Recording,
     workload: Workload,
-    real: Trace,
-    real_wakeups: &[IdleCpuWakeup],
+    runs: Vec<Trace>,
+    runs_wakeups: &[Vec<IdleCpuWakeup>],
 ) -> Result<(Vec<Row>, Pair)> {
-    // The guest's vCPUs woke as late as the host let them in this run.
-    let vcpus = VcpuWakeup::measured(real_wakeups, sim.boot_wakeups);
-    let mut machine = sim.machine.clone();
-    machine.vcpu_wakeup = vcpus.clone();
-    let replays = replays(&real, &machine, recording, sim).with_context(|| {
-        let path = recording.trace_path(out, workload);
-        format!("{}: cannot replay in the simulator", path.display())
-    })?;
-    let first = replays.first.trace;
-    nest_trace::format::save(&first, &recording.simulated_trace_path(out, workload))?;
-    let clock = guest_clock_of(&real);
-    let steps = placement_steps(&real, &first);
-    let real = command_figures(&real, None)?;
+    let clock = runs.first().map(guest_clock_of).unwrap_or_default();
     let title = format!(
         "{}: {} (guest clock {clock}, replay {})",
         recording.title(),
         value_name(workload),
         replay_name(sim.others)
     );
-    eprintln!("nest validate: {title}: root {}", real.root);
-    if let Some(vcpus) = &vcpus {
-        eprintln!("nest validate: {title}: vCPU wake-ups (median by CPUs running) {vcpus}");
-    }
-    if let Some(steps) = steps {
-        eprintln!("nest validate: {title}: placements (seed 1; real / simulated) {steps}");
+    let count = runs.len();
+    let mut real_placements = Vec::new();
+    let mut simulated = Vec::new();
+    let mut pair = None;
+    for (run, (real, wakeups)) in (1..).zip(runs.into_iter().zip(runs_wakeups)) {
+        let path = recording.trace_path(out, workload, run);
+        let run_title = match count {
+            1 => title.clone(),
+            _ => format!("{title}: run {run} of {count}"),
+        };
+        let (real, replays) = replay_run(&run_title, sim, recording, &real, wakeups)
+            .with_context(|| format!("{}: cannot replay in the simulator", path.display()))?;
+        if run == 1 {
+            let first = &replays.first.trace;
+            nest_trace::format::save(first, &recording.simulated_trace_path(out, workload))?;
+            pair = Some(Pair {
+                title: title.clone(),
+                real: real.intervals,
+                simulated: replays.first.figures.intervals,
+            });
+        }
+        real_placements.push(real.placement);
+        simulated.extend(replays.placements);
     }
     let rows = compare(
         recording,
         &clock,
         sim.others,
         workload,
-        &real.placement,
-        &replays.placements,
+        &real_placements,
+        &simulated,
     );
-    let pair = Pair {
-        title,
-        real: real.intervals,
-        simulated: replays.first.figures.intervals,
-    };
-    Ok((rows, pair))
+    Ok((rows, pair.context("no recorded run")?))
+}
+
+/// One recorded run's figures and its replays (the vCPUs waking as late
+/// as the host let them in this run, `wakeups`), with what the replays
+/// say of it on stderr under `title`.
+fn replay_run(
+    title: &str,
+    sim: Simulation,
+    recording: Recording,
+    real: &Trace,
+    wakeups: &[IdleCpuWakeup],
+) -> Result<(CommandFigures, Replays)> {
+    let vcpus = VcpuWakeup::measured(wakeups, sim.boot_wakeups);
+    let mut machine = sim.machine.clone();
+    machine.vcpu_wakeup = vcpus.clone();
+    let replays = replays(real, &machine, recording, sim)?;
+    let steps = placement_steps(real, &replays.first.trace);
+    let figures = command_figures(real, None)?;
+    eprintln!("nest validate: {title}: root {}", figures.root);
+    if let Some(vcpus) = &vcpus {
+        eprintln!("nest validate: {title}: vCPU wake-ups (median by CPUs running) {vcpus}");
+    }
+    if let Some(steps) = steps {
+        eprintln!("nest validate: {title}: placements (seed 1; real / simulated) {steps}");
+    }
+    Ok((figures, replays))
 }
 
 /// How the policy decided the placements of the command's tasks and of
@@ -823,11 +890,13 @@ fn check_programs(bin: &Path, schedulers: &[Scheduler]) -> Result<()> {
     Ok(())
 }
 
-/// How the guest is run: its deadline and its clock.
+/// How the guest is run: its deadline, its clock, and how many times it
+/// records each workload.
 #[derive(Clone, Copy, Debug)]
 struct Guest {
     timeout: Duration,
     clock: GuestClock,
+    runs: u32,
 }
 
 /// Boots the guest on `kernel` and records every workload under each of
@@ -855,14 +924,7 @@ fn record_in_guest(
     } else {
         None
     };
-    let script = guest_script(
-        out,
-        &bin,
-        lib.as_deref(),
-        &recordings,
-        workloads,
-        guest.clock,
-    );
+    let script = guest_script(out, &bin, lib.as_deref(), &recordings, workloads, guest);
     let spec = VmSpec {
         numa: true,
         timeout: guest.timeout,
@@ -878,9 +940,10 @@ fn record_in_guest(
         ..VmSpec::with_topology(2, 4, 2)
     };
     eprintln!(
-        "nest validate: recording {} workload(s) under {} ({}) in the 2x4x2 guest, guest \
-         clock {}",
+        "nest validate: recording {} workload(s) {} time(s) under {} ({}) in the 2x4x2 guest, \
+         guest clock {}",
         workloads.len(),
+        guest.runs,
         value_name(kernel),
         names(schedulers),
         guest.clock
@@ -888,7 +951,10 @@ fn record_in_guest(
     // The guest runs its command with sh; the library is bash's.
     let traces: Vec<PathBuf> = recordings
         .iter()
-        .flat_map(|r| workloads.iter().map(|&w| r.trace_path(out, w)))
+        .flat_map(|r| {
+            (1..=guest.runs).flat_map(move |run| workloads.iter().map(move |&w| (r, w, run)))
+        })
+        .map(|(r, w, run)| r.trace_path(out, w, run))
         .collect();
     let finished = AtomicBool::new(false);
     let outcome = std::thread::scope(|s| {
@@ -961,25 +1027,26 @@ fn guest_lib() -> Result<String> {
 }
 
 /// The guest's bash script: records every workload under each recording's
-/// scheduler, in order, into its trace; stops at the first failure
-/// (`bin`: where nest, nest-load and scx_nest are; `lib`: the text of
-/// [`GUEST_LIB`], needed for scx_nest).
+/// scheduler, in order, into its trace, then all of them again for each
+/// further run; stops at the first failure (`bin`: where nest, nest-load
+/// and scx_nest are; `lib`: the text of [`GUEST_LIB`], needed for
+/// scx_nest).
 fn guest_script(
     out: &Path,
     bin: &Path,
     lib: Option<&str>,
     recordings: &[Recording],
     workloads: &[Workload],
-    clock: GuestClock,
+    guest: Guest,
 ) -> String {
     let mut script = format!("set -u\nbin={}\n", shell_quote(&bin.to_string_lossy()));
     if let Some(lib) = lib {
         script.push_str(&format!("# {GUEST_LIB}\n{lib}\n"));
     }
     for &recording in recordings {
-        let records: Vec<String> = workloads
-            .iter()
-            .map(|&w| w.record_command(bin, &recording.trace_path(out, w), clock))
+        let records: Vec<String> = (1..=guest.runs)
+            .flat_map(|run| workloads.iter().map(move |&w| (w, run)))
+            .map(|(w, run)| w.record_command(bin, &recording.trace_path(out, w, run), guest.clock))
             .collect();
         match recording.scheduler {
             Scheduler::Default => {
@@ -1114,7 +1181,10 @@ struct Row {
     others: bool,
     workload: Workload,
     figure: &'static str,
+    /// The median of the recorded runs' values.
     real: Option<f64>,
+    /// The lowest and highest of the recorded runs' values.
+    real_range: Option<(f64, f64)>,
     /// The median of the replays' values.
     simulated: Option<f64>,
     /// The lowest and highest of the replays' values.
@@ -1124,29 +1194,23 @@ struct Row {
     agrees: Option<bool>,
 }
 
-/// Each figure of `real` against the median of its `simulated` replays'
-/// (and the median of the events it counts, for the band's floor).
+/// Each figure's median over the recorded runs of `real` against its
+/// median over the `simulated` replays (and on each side the median of
+/// the events it counts, for the band's floor).
 fn compare(
     recording: Recording,
     guest_clock: &str,
     others: bool,
     workload: Workload,
-    real: &TasksPlacement,
+    real: &[TasksPlacement],
     simulated: &[TasksPlacement],
 ) -> Vec<Row> {
     BANDS
         .iter()
         .filter(|f| !f.nest_only || recording.scheduler == Scheduler::ScxNest)
         .map(|f| {
-            let r = (f.value)(real);
-            let values: Vec<f64> = simulated.iter().filter_map(f.value).collect();
-            let events: Vec<f64> = simulated.iter().map(|p| (f.events)(p) as f64).collect();
-            let s = median(&values);
-            let range = values.iter().copied().fold(None, |range, v| match range {
-                None => Some((v, v)),
-                Some((low, high)) => Some((v.min(low), v.max(high))),
-            });
-            let s_events = median(&events).unwrap_or(0.0).round() as u64;
+            let (r, real_range, r_events) = f.summary(real);
+            let (s, simulated_range, s_events) = f.summary(simulated);
             Row {
                 recording,
                 guest_clock: guest_clock.to_string(),
@@ -1154,15 +1218,31 @@ fn compare(
                 workload,
                 figure: f.name,
                 real: r,
+                real_range,
                 simulated: s,
-                simulated_range: range,
+                simulated_range,
                 band: f.band,
                 agrees: r
                     .zip(s)
-                    .map(|(r, s)| f.band.agrees((r, (f.events)(real)), (s, s_events))),
+                    .map(|(r, s)| f.band.agrees((r, r_events), (s, s_events))),
             }
         })
         .collect()
+}
+
+impl Figure {
+    /// The figure over several runs: the median of their values, the
+    /// lowest and highest, and the median of the events it counts.
+    fn summary(&self, runs: &[TasksPlacement]) -> (Option<f64>, Option<(f64, f64)>, u64) {
+        let values: Vec<f64> = runs.iter().filter_map(self.value).collect();
+        let events: Vec<f64> = runs.iter().map(|p| (self.events)(p) as f64).collect();
+        let range = values.iter().copied().fold(None, |range, v| match range {
+            None => Some((v, v)),
+            Some((low, high)) => Some((v.min(low), v.max(high))),
+        });
+        let events = median(&events).unwrap_or(0.0).round() as u64;
+        (median(&values), range, events)
+    }
 }
 
 /// The middle value (the mean of the two middle ones for an even count).
@@ -1194,9 +1274,10 @@ fn verdict(row: &Row) -> &'static str {
 /// Columns: the recording's kernel and scheduler, the guest clock it was
 /// recorded under (`host`, `icount:N`), the simulator's model
 /// it is compared with (its name in `nest sim -p`: `linux`,
-/// `nest-nospin`), the workload, the figure, its real value, the median
-/// of its replays' values and their range, its band, the verdict (on the
-/// median), and what the replay contained (`tree`:
+/// `nest-nospin`), the workload, the figure, the median of its recorded
+/// runs' values and their range, the median of its replays' values and
+/// their range, its band, the verdict (on the medians), and what the
+/// replay contained (`tree`:
 /// the command's task tree; `tree+others`: with the guest's other tasks).
 fn figures_table(rows: &[Row]) -> Table {
     let columns = [
@@ -1207,6 +1288,8 @@ fn figures_table(rows: &[Row]) -> Table {
         "workload",
         "figure",
         "real",
+        "real_min",
+        "real_max",
         "simulated",
         "simulated_min",
         "simulated_max",
@@ -1225,6 +1308,8 @@ fn figures_table(rows: &[Row]) -> Table {
             value_name(r.workload).into(),
             r.figure.into(),
             number(r.real),
+            number(r.real_range.map(|(low, _)| low)),
+            number(r.real_range.map(|(_, high)| high)),
             number(r.simulated),
             number(r.simulated_range.map(|(low, _)| low)),
             number(r.simulated_range.map(|(_, high)| high)),
@@ -1249,8 +1334,9 @@ fn html(table: &Table, pairs: &[Pair]) -> String {
     let mut s = format!(
         "<p>Real kernels in the 2x4x2 guest against the simulator's models on \
          {GUEST_MACHINE} (its vCPUs waking as late as the recording's did), each recording \
-         replayed with several seeds of the vCPU wake-up draws (simulated: their median; \
-         simulated_min and simulated_max: their range): the kernel's default scheduler against the Linux model of its \
+         replayed with several seeds of the vCPU wake-up draws (real: the median of the \
+         recorded runs, real_min and real_max their range; simulated: the median of all \
+         their replays, simulated_min and simulated_max their range): the kernel's default scheduler against the Linux model of its \
          generation, scx_nest against the simulator's Nest (the same C policy). The \
          recorded command's tree over its lifetime, 100 ms intervals. A figure agrees when \
          real and simulated differ by at most its band (x2: by at most a factor of 2, or \
@@ -1300,7 +1386,7 @@ mod tests {
             "host",
             false,
             Workload::Chain,
-            &real,
+            std::slice::from_ref(&real),
             &[placement(1.9, 40, 0)],
         );
         // The nest's size is compared for scx_nest only.
@@ -1322,7 +1408,7 @@ mod tests {
             "host",
             false,
             Workload::Chain,
-            &real,
+            std::slice::from_ref(&real),
             &[placement(1.9, 0, 40)],
         );
         assert_eq!(verdict_of(&rows, "forks to another socket"), "OUTSIDE");
@@ -1330,13 +1416,13 @@ mod tests {
         let table = figures_table(&rows);
         let csv = table.to_csv();
         assert!(csv.starts_with(
-            "kernel,scheduler,guest_clock,model,workload,figure,real,simulated,simulated_min,\
-             simulated_max,band,verdict,replay\n"
+            "kernel,scheduler,guest_clock,model,workload,figure,real,real_min,real_max,simulated,\
+             simulated_min,simulated_max,band,verdict,replay\n"
         ));
         assert!(
             csv.contains(
-                "linux-7,default,host,linux,chain,forks to another socket,0.975,0,0,0,0.25 or <= 3 events,\
-                 OUTSIDE,tree\n"
+                "linux-7,default,host,linux,chain,forks to another socket,0.975,0.975,0.975,0,0,0,\
+                 0.25 or <= 3 events,OUTSIDE,tree\n"
             ),
             "{csv}"
         );
@@ -1363,7 +1449,7 @@ mod tests {
                 "host",
                 false,
                 Workload::Batch,
-                &placement(real, 0, 1),
+                &[placement(real, 0, 1)],
                 replays,
             );
             let row = rows.iter().find(|r| r.figure == "CPUs / 100 ms").unwrap();
@@ -1421,7 +1507,7 @@ mod tests {
                 "host",
                 false,
                 Workload::Pingpong,
-                real,
+                std::slice::from_ref(real),
                 std::slice::from_ref(simulated),
             )
             .iter()
@@ -1469,11 +1555,11 @@ mod tests {
             "host",
             false,
             Workload::Chain,
-            &TasksPlacement {
+            &[TasksPlacement {
                 migrations: 10,
                 window_ns: 1_000_000_000,
                 ..Default::default()
-            },
+            }],
             &[TasksPlacement {
                 migrations: 3,
                 window_ns: 500_000_000,
@@ -1483,7 +1569,8 @@ mod tests {
         let csv = figures_table(&rows).to_csv();
         assert!(
             csv.contains(
-                "linux-7,default,host,linux,chain,migrations / s,10,6,6,6,x2 or <= 5 events,agrees,tree\n"
+                "linux-7,default,host,linux,chain,migrations / s,10,10,10,6,6,6,x2 or <= 5 events,agrees,\
+                 tree\n"
             ),
             "{csv}"
         );
@@ -1538,16 +1625,23 @@ mod tests {
 
     #[test]
     fn traces_are_named_by_kernel_scheduler_and_workload_without_collisions() {
-        let path = LINUX_510_DEFAULT.trace_path(Path::new("/o"), Workload::Overload);
+        let path = LINUX_510_DEFAULT.trace_path(Path::new("/o"), Workload::Overload, 1);
         assert_eq!(path, PathBuf::from("/o/linux-5.10-overload.nest.jsonl"));
-        let path = LINUX_7_SCX_NEST.trace_path(Path::new("/o"), Workload::Chain);
+        let path = LINUX_7_SCX_NEST.trace_path(Path::new("/o"), Workload::Chain, 1);
         assert_eq!(path, PathBuf::from("/o/linux-7-scx_nest-chain.nest.jsonl"));
+        let path = LINUX_7_SCX_NEST.trace_path(Path::new("/o"), Workload::Chain, 2);
+        assert_eq!(
+            path,
+            PathBuf::from("/o/linux-7-scx_nest-chain-run2.nest.jsonl")
+        );
         let mut paths = Vec::new();
         for kernel in ALL_KERNELS {
             for scheduler in ALL_SCHEDULERS {
                 for workload in Workload::value_variants() {
                     let recording = Recording { kernel, scheduler };
-                    paths.push(recording.trace_path(Path::new("/o"), *workload));
+                    for run in [1, 2, 10] {
+                        paths.push(recording.trace_path(Path::new("/o"), *workload, run));
+                    }
                 }
             }
         }
@@ -1576,13 +1670,13 @@ mod tests {
             "icount:0",
             true,
             Workload::Batch,
-            &placement(2.0, 1, 0),
+            &[placement(2.0, 1, 0)],
             &[placement(2.0, 1, 0)],
         );
         let csv = figures_table(&rows).to_csv();
         assert!(
             csv.contains(
-                "\nlinux-7,scx_nest,icount:0,nest-nospin,batch,CPUs / 100 ms,2,2,2,2,1,agrees,\
+                "\nlinux-7,scx_nest,icount:0,nest-nospin,batch,CPUs / 100 ms,2,2,2,2,2,2,1,agrees,\
                  tree+others\n"
             ),
             "{csv}"
@@ -1680,7 +1774,7 @@ mod tests {
             Some("with_scx_nest() { :; }"),
             &[LINUX_7_DEFAULT, LINUX_7_SCX_NEST],
             &[Workload::Chain, Workload::Batch],
-            GuestClock::Host,
+            guest(1),
         );
         let record = |trace: &str, load: &str| {
             format!(
@@ -1708,7 +1802,7 @@ mod tests {
             None,
             &[LINUX_510_DEFAULT],
             &[Workload::Chain],
-            GuestClock::Host,
+            guest(1),
         );
         assert_eq!(
             script,
@@ -1717,13 +1811,47 @@ mod tests {
                 record("linux-5.10-chain", chain)
             )
         );
+        // Several runs: every workload, then every workload again.
+        let script = guest_script(
+            Path::new("/o"),
+            Path::new("/b"),
+            None,
+            &[LINUX_510_DEFAULT],
+            &[Workload::Chain, Workload::Batch],
+            guest(2),
+        );
+        let runs = [
+            record("linux-5.10-chain", chain),
+            record("linux-5.10-batch", batch),
+            record("linux-5.10-chain-run2", chain),
+            record("linux-5.10-batch-run2", batch),
+        ];
+        assert_eq!(
+            script,
+            format!("set -u\nbin=/b\n{} || exit 1\n", runs.join(" || exit 1\n"))
+        );
+    }
+
+    /// The guest of the script tests: the host's clock, `runs` runs.
+    fn guest(runs: u32) -> Guest {
+        Guest {
+            timeout: Duration::from_secs(60),
+            clock: GuestClock::Host,
+            runs,
+        }
     }
 
     /// A schedule of a fork/wait chain simulated under Nest, saved as a
     /// recorded trace of it at `path` (its shell as the command).
     fn save_simulated_chain(path: &Path, clock: Option<GuestClock>) {
+        save_simulated_configure(path, clock, 20);
+    }
+
+    /// As [`save_simulated_chain`], a chain of `steps` forks.
+    fn save_simulated_configure(path: &Path, clock: Option<GuestClock>, steps: u32) {
         let machine = Machine::builtin(GUEST_MACHINE).unwrap();
-        let workload = nest_sim::cli::load_workload("configure:steps=20", &machine).unwrap();
+        let spec = format!("configure:steps={steps}");
+        let workload = nest_sim::cli::load_workload(&spec, &machine).unwrap();
         let mut cfg = SimConfig::new(machine.clone(), Governor::Performance, 1);
         cfg.record_trace = true;
         let mut policy = Model::Nest.policy(&machine).unwrap();
@@ -1742,11 +1870,11 @@ mod tests {
         // A trace from before the guest_clock meta (the host's clock),
         // and one recorded under icount.
         save_simulated_chain(
-            &LINUX_7_DEFAULT.trace_path(dir.path(), Workload::Chain),
+            &LINUX_7_DEFAULT.trace_path(dir.path(), Workload::Chain, 1),
             None,
         );
         save_simulated_chain(
-            &LINUX_7_SCX_NEST.trace_path(dir.path(), Workload::Chain),
+            &LINUX_7_SCX_NEST.trace_path(dir.path(), Workload::Chain, 1),
             Some(GuestClock::Icount { shift: 0 }),
         );
         let out = dir.path().to_str().unwrap();
@@ -1786,11 +1914,11 @@ mod tests {
         // forks go to the other socket: each recording was replayed under
         // its own model.
         for r in &rows[nest_rows..] {
-            assert_eq!(r[11], "agrees", "{r:?}");
+            assert_eq!(r[13], "agrees", "{r:?}");
         }
         // The simulated value is the median of the three replays'.
-        for r in rows.iter().filter(|r| r[7] != "-") {
-            let [median, low, high] = [r[7], r[8], r[9]].map(|v| v.parse::<f64>().unwrap());
+        for r in rows.iter().filter(|r| r[9] != "-") {
+            let [median, low, high] = [r[9], r[10], r[11]].map(|v| v.parse::<f64>().unwrap());
             assert!(low <= median && median <= high, "{r:?}");
         }
         let primary = rows.iter().find(|r| r[5] == "primary nest CPUs").unwrap();
@@ -1798,7 +1926,8 @@ mod tests {
         let linux_forks = rows
             .iter()
             .find(|r| r[1] == "default" && r[5] == "forks to another socket");
-        assert_eq!(linux_forks.unwrap()[6..8], ["0", "1"], "{csv}");
+        let linux_forks = linux_forks.unwrap();
+        assert_eq!([linux_forks[6], linux_forks[9]], ["0", "1"], "{csv}");
         let page = std::fs::read_to_string(dir.path().join("validate.html")).unwrap();
         // The guest's other tasks are replayed for scx_nest's recordings.
         assert!(page.contains(
@@ -1807,8 +1936,8 @@ mod tests {
         assert!(page.contains(
             "<h2>linux-7 scx_nest vs Nest model: chain (guest clock icount:0, replay tree+others)</h2>"
         ));
-        assert_eq!(rows[0][12], "tree");
-        assert_eq!(rows[nest_rows][12], "tree+others");
+        assert_eq!(rows[0][14], "tree");
+        assert_eq!(rows[nest_rows][14], "tree+others");
         // Each replay is kept beside its recording, for the trace tools.
         let replay = LINUX_7_SCX_NEST.simulated_trace_path(dir.path(), Workload::Chain);
         assert!(replay.ends_with("linux-7-scx_nest-chain.sim.nest.jsonl"));
@@ -1827,6 +1956,89 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("leave linux-5.10 default out"), "{err}");
+    }
+
+    #[test]
+    fn a_workload_s_runs_are_compared_by_their_median() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two runs of unequal chains: the first run's figures differ from
+        // the second's.
+        for (run, steps) in [(1, 20), (2, 6)] {
+            let path = LINUX_7_SCX_NEST.trace_path(dir.path(), Workload::Chain, run);
+            save_simulated_configure(&path, None, steps);
+        }
+        let out = dir.path().to_str().unwrap();
+        let compare_runs = |runs: &[&str]| {
+            let mut argv = vec![
+                "--from-traces",
+                "--kernels",
+                "linux-7",
+                "--schedulers",
+                "scx_nest",
+                "--workloads",
+                "chain",
+                "--seeds",
+                "1",
+                "--out",
+                out,
+            ];
+            argv.extend(runs);
+            run(parse(&argv).unwrap())
+        };
+        // real, real_min, real_max, simulated, simulated_min, simulated_max
+        let figures = || -> Vec<Vec<f64>> {
+            let csv = std::fs::read_to_string(dir.path().join("figures.csv")).unwrap();
+            csv.lines()
+                .skip(1)
+                .map(|l| {
+                    l.split(',')
+                        .skip(6)
+                        .take(6)
+                        .map(|v| v.parse().unwrap())
+                        .collect()
+                })
+                .collect()
+        };
+        // Without --runs, every run recorded.
+        compare_runs(&[]).unwrap();
+        let rows = figures();
+        assert_eq!(rows.len(), BANDS.len(), "{rows:?}");
+        // Real and simulated: the median of two runs is their mean.
+        for r in &rows {
+            for side in [&r[..3], &r[3..]] {
+                let (median, low, high) = (side[0], side[1], side[2]);
+                assert!((median - (low + high) / 2.0).abs() < 1e-9, "{rows:?}");
+            }
+        }
+        assert!(
+            rows.iter().any(|r| r[1] < r[2]),
+            "the runs differ: {rows:?}"
+        );
+        assert!(
+            rows.iter().any(|r| r[4] < r[5]),
+            "so do their replays: {rows:?}"
+        );
+        // One replay kept and one figure on the page: the first run's.
+        let kept: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sim.nest.jsonl"))
+            .collect();
+        assert_eq!(kept, ["linux-7-scx_nest-chain.sim.nest.jsonl"]);
+        let page = std::fs::read_to_string(dir.path().join("validate.html")).unwrap();
+        assert_eq!(page.matches("<h2>").count(), 1, "{page}");
+        // The first run alone.
+        compare_runs(&["--runs", "1"]).unwrap();
+        assert!(figures().iter().all(|r| r[1] == r[2]), "{:?}", figures());
+        // A run not recorded: which one, and how to record it.
+        let err = format!("{:#}", compare_runs(&["--runs", "3"]).unwrap_err());
+        assert!(
+            err.contains("linux-7-scx_nest-chain-run3.nest.jsonl: no recorded trace"),
+            "{err}"
+        );
+        assert!(err.contains("with --runs 3"), "{err}");
+        assert!(parse(&["--runs", "0"]).is_err(), "at least one run");
+        assert_eq!(parse(&[]).unwrap().runs, None, "5 when recording");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `nest validate` on a short set: the fork/wait chain recorded under
+//! `nest validate` on a short set: the fork/wait chain recorded twice under
 //! Debian's sched_ext kernel and Debian 11's 5.10, under their default
 //! schedulers, replayed in the simulator's Linux models of the same
 //! generations; and, in the same 7.x guest, under scx_nest, replayed in
@@ -21,7 +21,7 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
     // Both schedulers (the default): scx_nest under linux-7 only, in the
     // same boot as its default scheduler; linux-5.10 is skipped for it.
     let output = Command::new(bin_dir().join("nest"))
-        .args(["validate", "--workloads", "chain", "--out"])
+        .args(["validate", "--workloads", "chain", "--runs", "2", "--out"])
         .arg(out.path())
         .output()
         .expect("run nest validate");
@@ -43,7 +43,22 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
         column("figure"),
     );
     let (real, verdict) = (column("real"), column("verdict"));
+    let (real_min, real_max) = (column("real_min"), column("real_max"));
     let rows: Vec<Vec<&str>> = lines.collect();
+    // Two runs of the chain in each boot, compared by their median.
+    for trace in [
+        "linux-7-chain-run2",
+        "linux-7-scx_nest-chain-run2",
+        "linux-5.10-chain-run2",
+    ] {
+        let path = out.path().join(format!("{trace}.nest.jsonl"));
+        assert!(path.is_file(), "no second run: {}", path.display());
+    }
+    for r in rows.iter().filter(|r| r[real] != "-") {
+        let [median, low, high] = [r[real], r[real_min], r[real_max]].map(|v| v.parse::<f64>());
+        let (median, low, high) = (median.unwrap(), low.unwrap(), high.unwrap());
+        assert!(low <= median && median <= high, "{r:?}");
+    }
     // Six figures for each of linux-7 default and linux-5.10 default, and
     // seven (the primary nest's size too) for linux-7 scx_nest, all under
     // the host's clock (the default).
