@@ -952,9 +952,8 @@ fn record_in_guest(
     let traces: Vec<PathBuf> = recordings
         .iter()
         .flat_map(|r| {
-            (1..=guest.runs).flat_map(move |run| workloads.iter().map(move |&w| (r, w, run)))
+            recording_order(workloads, guest.runs).map(|(w, run)| r.trace_path(out, w, run))
         })
-        .map(|(r, w, run)| r.trace_path(out, w, run))
         .collect();
     let finished = AtomicBool::new(false);
     let outcome = std::thread::scope(|s| {
@@ -1026,6 +1025,12 @@ fn guest_lib() -> Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
 }
 
+/// The order the guest records in under one scheduler: every workload of
+/// the first run, then every workload again for each further run.
+fn recording_order(workloads: &[Workload], runs: u32) -> impl Iterator<Item = (Workload, u32)> {
+    (1..=runs).flat_map(move |run| workloads.iter().map(move |&w| (w, run)))
+}
+
 /// The guest's bash script: records every workload under each recording's
 /// scheduler, in order, into its trace, then all of them again for each
 /// further run; stops at the first failure (`bin`: where nest, nest-load
@@ -1044,8 +1049,7 @@ fn guest_script(
         script.push_str(&format!("# {GUEST_LIB}\n{lib}\n"));
     }
     for &recording in recordings {
-        let records: Vec<String> = (1..=guest.runs)
-            .flat_map(|run| workloads.iter().map(move |&w| (w, run)))
+        let records: Vec<String> = recording_order(workloads, guest.runs)
             .map(|(w, run)| w.record_command(bin, &recording.trace_path(out, w, run), guest.clock))
             .collect();
         match recording.scheduler {
@@ -1841,14 +1845,10 @@ mod tests {
         }
     }
 
-    /// A schedule of a fork/wait chain simulated under Nest, saved as a
-    /// recorded trace of it at `path` (its shell as the command).
-    fn save_simulated_chain(path: &Path, clock: Option<GuestClock>) {
-        save_simulated_configure(path, clock, 20);
-    }
-
-    /// As [`save_simulated_chain`], a chain of `steps` forks.
-    fn save_simulated_configure(path: &Path, clock: Option<GuestClock>, steps: u32) {
+    /// A schedule of a fork/wait chain of `steps` forks simulated under
+    /// Nest, saved as a recorded trace of it at `path` (its shell as the
+    /// command).
+    fn save_simulated_chain(path: &Path, clock: Option<GuestClock>, steps: u32) {
         let machine = Machine::builtin(GUEST_MACHINE).unwrap();
         let spec = format!("configure:steps={steps}");
         let workload = nest_sim::cli::load_workload(&spec, &machine).unwrap();
@@ -1872,10 +1872,12 @@ mod tests {
         save_simulated_chain(
             &LINUX_7_DEFAULT.trace_path(dir.path(), Workload::Chain, 1),
             None,
+            20,
         );
         save_simulated_chain(
             &LINUX_7_SCX_NEST.trace_path(dir.path(), Workload::Chain, 1),
             Some(GuestClock::Icount { shift: 0 }),
+            20,
         );
         let out = dir.path().to_str().unwrap();
         let argv = [
@@ -1965,7 +1967,7 @@ mod tests {
         // the second's.
         for (run, steps) in [(1, 20), (2, 6)] {
             let path = LINUX_7_SCX_NEST.trace_path(dir.path(), Workload::Chain, run);
-            save_simulated_configure(&path, None, steps);
+            save_simulated_chain(&path, None, steps);
         }
         let out = dir.path().to_str().unwrap();
         let compare_runs = |runs: &[&str]| {
