@@ -1,32 +1,44 @@
-//! Per-core frequency dynamics and the Linux frequency governors.
+//! What a core's frequency does with what the cpufreq governor asks
+//! (docs/sim.md, "Frequency model").
 //!
 //! The engine calls [`CoreFreq::step`] for every physical core at a fixed
 //! period (1 ms by default) with the share of that period the core was
-//! active. The model (see docs/sim.md, "Frequency dynamics"):
+//! active, how long it has been idle, the highest schedutil request of its
+//! threads (engine/sugov.rs) and its socket's turbo ceiling for the number
+//! of active cores. Per governor, as Linux's intel_pstate drives Intel
+//! servers (drivers/cpufreq/intel_pstate.c):
 //!
-//! - *hardware-managed* (`powersave` with HWP, and `performance` with a floor
-//!   at nominal): an active core climbs at `(max - min) / ramp_up` per unit of
-//!   active time; an idle core, once idle for longer than `down_hold`, falls at
-//!   `(max - min) / ramp_down` until it reaches the settling band, then
-//!   oscillates with decaying amplitude for `settle` before sitting at min;
-//! - `schedutil`: the OS imposes `1.25 * f_max * util / capacity` where util
-//!   is a PELT-like average with a 32 ms half-life, re-evaluated at most once
-//!   per rate limit (5 ms, intel_pstate with HWP), as Linux 5.11 and later
-//!   do; `schedutil-hint` (before 5.11) makes that request a floor under the
-//!   hardware-managed dynamics;
-//! - every core is capped by its socket's turbo ceiling for the number of
-//!   active cores, and runs at a multiple of the P-state step.
+//! - `performance`: the OS asks for the highest P-state (active mode with
+//!   HWP: `intel_pstate_hwp_set()` sets HWP's minimum to its maximum;
+//!   without HWP the generic governor asks for the policy's maximum): every
+//!   core runs at its socket's turbo ceiling;
+//! - `powersave`: the frequency the hardware (HWP) or, without HWP,
+//!   intel_pstate's own controller picks, modelled by the machine file's
+//!   ramps: an active core climbs at `(max - min) / ramp_up` per unit of
+//!   active time; an idle core, once idle for longer than `down_hold`,
+//!   falls at `(max - min) / ramp_down` until it reaches the settling band,
+//!   then oscillates with decaying amplitude for `settle` before sitting at
+//!   min;
+//! - `schedutil` (Linux 5.11 and later): the request is imposed (HWP:
+//!   `intel_cpufreq_adjust_perf()` writes it as HWP's desired level, which
+//!   disables the hardware's own choice; without HWP it is the P-state);
+//! - `schedutil-hint` (5.9 and 5.10): with HWP the request is HWP's minimum
+//!   (`intel_cpufreq_adjust_hwp()` writes the minimum and maximum, not the
+//!   desired level) and the hardware's own choice runs above it; without
+//!   HWP it is the P-state, as under `schedutil`;
+//! - a request above nominal lies in the turbo range, where the hardware
+//!   picks the frequency (HWP as without it): the core runs at the request
+//!   plus `turbo_request_grant` of the way to the ceiling;
+//! - every core is capped by its socket's turbo ceiling and runs at a
+//!   multiple of the P-state step.
 
 use serde::{Deserialize, Serialize};
 
-use crate::machine::Machine;
+use crate::machine::{Machine, PStateControl};
 
-/// PELT half-life (Linux: 32 periods of 1024 us; we use 32 ms).
-pub const PELT_HALF_LIFE_NS: f64 = 32_000_000.0;
-/// schedutil's headroom factor.
+/// schedutil's headroom: it asks for 1.25 times the utilisation
+/// (`map_util_freq()`/`map_util_perf()`: `util + util / 4`).
 pub const SCHEDUTIL_MARGIN: f64 = 1.25;
-/// intel_pstate's request rate limit with HWP.
-pub const SCHEDUTIL_RATE_LIMIT_NS: u64 = 5_000_000;
 
 /// A Linux cpufreq governor (with intel_pstate semantics where they differ).
 #[derive(
@@ -44,15 +56,17 @@ pub const SCHEDUTIL_RATE_LIMIT_NS: u64 = 5_000_000;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Governor {
-    /// The OS asks for at least nominal; the hardware picks up to turbo.
+    /// The OS asks for the highest P-state; cores run at their turbo
+    /// ceiling.
     Performance,
-    /// The hardware picks from its own activity estimate (HWP).
+    /// The hardware picks from its own activity estimate (HWP), or
+    /// intel_pstate's own controller without HWP.
     Powersave,
-    /// The OS imposes a frequency from the scheduler's utilisation (HWP
-    /// range, Linux 5.11 and later).
+    /// The OS imposes a frequency from the scheduler's utilisation (HWP's
+    /// desired level, Linux 5.11 and later).
     Schedutil,
-    /// schedutil before Linux 5.11: the request is only a floor; the
-    /// hardware still climbs on its own (HWP) above it.
+    /// schedutil before Linux 5.11: with HWP the request is only a floor;
+    /// the hardware still climbs on its own above it.
     SchedutilHint,
 }
 
@@ -64,8 +78,8 @@ impl Governor {
         Governor::SchedutilHint,
     ];
 
-    /// Does it read the scheduler's utilisation (schedutil)?
-    fn uses_util(self) -> bool {
+    /// Does it request frequencies from the scheduler's utilisation?
+    pub fn is_schedutil(self) -> bool {
         matches!(self, Governor::Schedutil | Governor::SchedutilHint)
     }
 
@@ -75,6 +89,16 @@ impl Governor {
             Governor::Powersave => "powersave",
             Governor::Schedutil => "schedutil",
             Governor::SchedutilHint => "schedutil-hint",
+        }
+    }
+
+    /// Does the frequency the hardware picks itself (the ramps) matter on
+    /// machine `m` under this governor?
+    fn autonomous(self, m: &Machine) -> bool {
+        match self {
+            Governor::Powersave => true,
+            Governor::SchedutilHint => m.dynamics.control == PStateControl::Hwp,
+            Governor::Performance | Governor::Schedutil => false,
         }
     }
 }
@@ -87,8 +111,9 @@ pub struct CoreActivity {
     pub active: f64,
     /// How long the core has been continuously idle at the end of the step.
     pub idle_for_ns: u64,
-    /// Utilisation (PELT) of the busiest thread of the core, in [0, 1].
-    pub util: f64,
+    /// The highest schedutil request of the core's threads, MHz (0 under
+    /// other governors).
+    pub request_mhz: f64,
     /// Turbo ceiling of the socket for its current active-core count.
     pub ceiling_mhz: u32,
 }
@@ -96,44 +121,43 @@ pub struct CoreActivity {
 /// Frequency state of one physical core (SMT siblings share it).
 #[derive(Clone, Debug)]
 pub struct CoreFreq {
-    /// Internal, continuous frequency the hardware is heading through.
+    /// The frequency the hardware heads through on its own (the ramps).
     mhz: f64,
     /// Time spent oscillating in the settling band while idle (0: not).
     settle_ns: u64,
     /// Amplitude (MHz above min) of the current settling oscillation.
     settle_cap: f64,
-    /// Time since schedutil last re-evaluated its request.
-    since_request_ns: u64,
-    /// schedutil's current request, MHz.
-    request_mhz: f64,
     /// The effective (quantised, capped) frequency.
     effective_mhz: u32,
     /// Idle and settled: further idle steps change nothing.
     quiet: bool,
-    /// Idle and settling under a hardware-managed governor, with an
-    /// amplitude too small to reach another P-state: further idle steps
-    /// only move `settle_ns` ([`CoreFreq::coast`]), and `mhz` is left
-    /// behind until a step needs it.
+    /// Idle and settling with an amplitude too small to reach another
+    /// P-state: further idle steps only move `settle_ns`
+    /// ([`CoreFreq::coast`]), and `mhz` is left behind until a step needs
+    /// it.
     coasting: bool,
 }
 
 impl CoreFreq {
-    /// A core that has been idle for long: at its lowest frequency.
+    /// A core that has been idle for long: at its lowest frequency, or at
+    /// the highest under `performance`.
     pub fn new(m: &Machine, gov: Governor) -> Self {
-        let floor = floor_mhz(m, gov);
+        let min = m.frequency.min_mhz;
+        let start = match gov {
+            Governor::Performance => m.turbo_ceiling_mhz(1),
+            _ => min,
+        };
         Self {
-            mhz: f64::from(floor),
+            mhz: f64::from(min),
             settle_ns: u64::MAX / 2,
             settle_cap: 0.0,
-            since_request_ns: SCHEDUTIL_RATE_LIMIT_NS,
-            request_mhz: 0.0,
-            effective_mhz: floor,
+            effective_mhz: start,
             quiet: false,
             coasting: false,
         }
     }
 
-    /// Idle and settled at its floor: idle steps change nothing.
+    /// Idle and settled: idle steps change nothing.
     pub fn is_quiet(&self) -> bool {
         self.quiet
     }
@@ -148,7 +172,7 @@ impl CoreFreq {
     /// steps of most cores; the others call [`CoreFreq::move_step`].
     #[inline]
     pub fn step(&mut self, m: &Machine, gov: Governor, dt_ns: u64, act: CoreActivity) -> u32 {
-        let idle = act.active == 0.0 && (!gov.uses_util() || act.util < 1e-9);
+        let idle = act.active == 0.0;
         if idle && (self.quiet || self.coasting && self.coast(m, dt_ns, act)) {
             return self.effective_mhz;
         }
@@ -164,43 +188,36 @@ impl CoreFreq {
         act: CoreActivity,
         idle: bool,
     ) -> u32 {
-        let floor = f64::from(floor_mhz(m, gov));
-        if self.coasting {
-            // Where the coasting steps would have left it.
-            self.mhz = self
-                .settling_mhz(m)
-                .clamp(floor, f64::from(m.frequency.max_mhz));
-        }
-        match gov {
-            Governor::Performance | Governor::Powersave => self.hardware_step(m, dt_ns, act),
-            Governor::Schedutil => {
-                self.schedutil_request(m, dt_ns, act);
-                self.mhz = self.request_mhz;
-            }
-            Governor::SchedutilHint => {
-                self.schedutil_request(m, dt_ns, act);
-                self.hardware_step(m, dt_ns, act);
-                self.mhz = self.mhz.max(self.request_mhz);
-            }
-        }
-        let ceiling = f64::from(act.ceiling_mhz.max(floor_mhz(m, gov)));
-        self.mhz = self.mhz.clamp(floor, f64::from(m.frequency.max_mhz));
-        let f = self.mhz.clamp(floor, ceiling);
-        self.effective_mhz = p_state(m, floor, f);
-        let settled = match gov {
-            Governor::Schedutil => self.mhz <= floor,
-            Governor::SchedutilHint => self.request_mhz <= floor && self.hw_settled(m, floor),
-            _ => self.hw_settled(m, floor),
-        };
-        self.quiet = idle && settled;
-        // The settling frequency stays within [min, min + settle_cap]
-        // (clamped to [floor, ..]): if its top is at the floor's P-state,
-        // so is every point of it (p_state() is monotonic).
         let min = f64::from(m.frequency.min_mhz);
+        let ceiling = f64::from(act.ceiling_mhz.max(m.frequency.min_mhz));
+        let autonomous = gov.autonomous(m);
+        if autonomous {
+            if self.coasting {
+                // Where the coasting steps would have left it.
+                self.mhz = self.settling_mhz(m);
+            }
+            self.hardware_step(m, dt_ns, act);
+            self.mhz = self.mhz.clamp(min, f64::from(m.frequency.max_mhz));
+        }
+        let target = match gov {
+            Governor::Performance => ceiling,
+            Governor::Powersave => self.mhz,
+            Governor::Schedutil => granted(m, act.request_mhz, ceiling),
+            Governor::SchedutilHint if autonomous => {
+                granted(m, act.request_mhz, ceiling).max(self.mhz)
+            }
+            Governor::SchedutilHint => granted(m, act.request_mhz, ceiling),
+        };
+        self.effective_mhz = p_state(m, min, target.clamp(min, ceiling));
+        self.quiet = idle && (!autonomous || self.hw_settled(m, min));
+        // The settling frequency stays within [min, min + settle_cap]: if
+        // its top is at min's P-state, so is every point of it (p_state()
+        // is monotonic), and under schedutil-hint the request, fixed while
+        // the core idles, is unchanged.
         self.coasting = idle
-            && !gov.uses_util()
+            && autonomous
             && self.settle_ns > 0
-            && p_state(m, floor, min + self.settle_cap) <= p_state(m, floor, floor);
+            && p_state(m, min, min + self.settle_cap) <= p_state(m, min, min);
         self.effective_mhz
     }
 
@@ -257,20 +274,33 @@ impl CoreFreq {
         self.mhz = self.settling_mhz(m);
     }
 
-    /// Re-evaluates schedutil's request, at most once per rate limit.
-    fn schedutil_request(&mut self, m: &Machine, dt_ns: u64, act: CoreActivity) {
-        self.since_request_ns += dt_ns;
-        if self.since_request_ns < SCHEDUTIL_RATE_LIMIT_NS {
-            return;
-        }
-        self.since_request_ns = 0;
-        let max = f64::from(m.frequency.max_mhz);
-        self.request_mhz = SCHEDUTIL_MARGIN * max * act.util.clamp(0.0, 1.0);
+    fn hw_settled(&self, m: &Machine, min: f64) -> bool {
+        self.settle_ns >= m.dynamics.settle_us * 1000 && self.mhz <= min
     }
+}
 
-    fn hw_settled(&self, m: &Machine, floor: f64) -> bool {
-        self.settle_ns >= m.dynamics.settle_us * 1000 && self.mhz <= floor
+/// What a core runs at when the OS asks for `request` MHz, its socket's
+/// ceiling being `ceiling`: the request, but above nominal (the turbo
+/// range, where the hardware chooses: the kernel's "Implement passive mode
+/// with HWP enabled", 5.9, says so of the HWP floor as of a non-HWP
+/// P-state) `turbo_request_grant` of the way to the ceiling.
+fn granted(m: &Machine, request: f64, ceiling: f64) -> f64 {
+    let nominal = f64::from(m.frequency.nominal_mhz);
+    if request <= nominal || request >= ceiling {
+        return request.min(ceiling);
     }
+    request + m.dynamics.turbo_request_grant * (ceiling - request)
+}
+
+/// schedutil's request for a CPU with utilisation `util` (a share of the
+/// CPU at f_max, frequency-invariant): `1.25 * f_max * util`
+/// (`get_next_freq()`), rounded up to a P-state as intel_cpufreq does
+/// (`DIV_ROUND_UP(target_freq, scaling)`), within [min, max].
+pub fn schedutil_request_mhz(m: &Machine, util: f64) -> f64 {
+    let f = &m.frequency;
+    let target = SCHEDUTIL_MARGIN * f64::from(f.max_mhz) * util.clamp(0.0, 1.0);
+    let step = f64::from(f.step_mhz);
+    ((target / step).ceil() * step).clamp(f64::from(f.min_mhz), f64::from(f.max_mhz))
 }
 
 /// Idle time of a step of `dt_ns` that lies beyond the hold period, ns.
@@ -313,22 +343,6 @@ fn settle_shape(m: &Machine, s_ns: u64) -> f64 {
     (1.0 - s / settle) * tri
 }
 
-/// The lowest frequency a governor lets a core run at.
-pub fn floor_mhz(m: &Machine, gov: Governor) -> u32 {
-    match gov {
-        Governor::Performance => m.frequency.nominal_mhz,
-        Governor::Powersave | Governor::Schedutil | Governor::SchedutilHint => m.frequency.min_mhz,
-    }
-}
-
-/// One PELT-like utilisation update: `util` decays with a 32 ms half-life
-/// towards `contrib` (the share of the period spent running, scaled by
-/// frequency for invariance).
-pub fn pelt_update(util: f64, contrib: f64, dt_ns: u64) -> f64 {
-    let decay = (-(dt_ns as f64) * std::f64::consts::LN_2 / PELT_HALF_LIFE_NS).exp();
-    util * decay + (1.0 - decay) * contrib
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,7 +351,7 @@ mod tests {
         CoreActivity {
             active,
             idle_for_ns,
-            util: active,
+            request_mhz: 0.0,
             ceiling_mhz,
         }
     }
@@ -393,7 +407,10 @@ mod tests {
         // settles. Stepped without coasting, a copy must agree on every
         // effective frequency and, whenever the core runs or is settled,
         // on its state.
-        let m = Machine::builtin("xeon-e7-8870-v4-4s").unwrap();
+        let mut m = Machine::builtin("xeon-e7-8870-v4-4s").unwrap();
+        // The dynamics the scenario is built for.
+        m.dynamics.ramp_down_us = 10_000;
+        m.dynamics.settle_us = 98_000;
         let gov = Governor::Powersave;
         let mut c = CoreFreq::new(&m, gov);
         let mut r = c.clone();
@@ -419,42 +436,79 @@ mod tests {
     }
 
     #[test]
-    fn ceiling_caps_and_performance_floors_at_nominal() {
+    fn performance_runs_every_active_core_at_its_ceiling() {
         let m = Machine::builtin("xeon-gold-5218-2s").unwrap();
         let mut c = CoreFreq::new(&m, Governor::Performance);
-        assert_eq!(c.mhz(), 2300);
-        for _ in 0..100 {
-            c.step(&m, Governor::Performance, 1_000_000, act(1.0, 0, 2800));
-        }
-        assert_eq!(c.mhz(), 2800);
-        for ms in 1..300 {
-            c.step(
-                &m,
-                Governor::Performance,
-                1_000_000,
-                act(0.0, ms * 1_000_000, 2800),
-            );
-        }
-        assert_eq!(c.mhz(), 2300);
+        assert_eq!(c.mhz(), 3900);
+        assert_eq!(
+            c.step(&m, Governor::Performance, 1_000_000, act(1.0, 0, 2800)),
+            2800
+        );
+        assert_eq!(
+            c.step(&m, Governor::Performance, 1_000_000, act(0.5, 0, 3600)),
+            3600
+        );
+        // Idle, it stays where it was: nothing to move.
+        c.step(
+            &m,
+            Governor::Performance,
+            1_000_000,
+            act(0.0, 1_000_000, 3900),
+        );
+        assert!(c.is_quiet());
     }
 
     #[test]
-    fn schedutil_follows_utilisation() {
+    fn schedutil_asks_for_a_quarter_more_than_the_utilisation_rounded_up() {
         let m = Machine::builtin("xeon-gold-5218-2s").unwrap();
-        let mut c = CoreFreq::new(&m, Governor::Schedutil);
-        let mut u = 0.0;
-        for _ in 0..200 {
-            u = pelt_update(u, 1.0, 1_000_000);
+        // 1.25 * 3900 * 0.5 = 2437.5 -> 2500 MHz.
+        assert_eq!(schedutil_request_mhz(&m, 0.5), 2500.0);
+        // 1.25 * 3900 * 0.1 = 487.5 -> the minimum, 1000 MHz.
+        assert_eq!(schedutil_request_mhz(&m, 0.1), 1000.0);
+        assert_eq!(schedutil_request_mhz(&m, 0.9), 3900.0);
+    }
+
+    #[test]
+    fn a_request_below_nominal_is_imposed_and_one_above_is_granted_towards_the_ceiling() {
+        let mut m = Machine::builtin("xeon-gold-5218-2s").unwrap();
+        let step = |m: &Machine, gov, request_mhz, ceiling_mhz| {
+            let mut c = CoreFreq::new(m, gov);
             let a = CoreActivity {
-                util: u,
-                ..act(1.0, 0, 3900)
+                request_mhz,
+                ..act(1.0, 0, ceiling_mhz)
             };
-            c.step(&m, Governor::Schedutil, 1_000_000, a);
-        }
-        assert_eq!(c.mhz(), 3900);
-        // Half-life: after 32 ms idle, util halves.
-        let half = (0..32).fold(1.0, |u, _| pelt_update(u, 0.0, 1_000_000));
-        assert!((half - 0.5f64).abs() < 1e-9);
+            c.step(m, gov, 1_000_000, a)
+        };
+        m.dynamics.turbo_request_grant = 1.0;
+        assert_eq!(step(&m, Governor::Schedutil, 1800.0, 3600), 1800);
+        assert_eq!(step(&m, Governor::Schedutil, 2500.0, 3600), 3600);
+        m.dynamics.turbo_request_grant = 0.5;
+        assert_eq!(step(&m, Governor::Schedutil, 2500.0, 3500), 3000);
+        // Capped by the ceiling whatever the grant.
+        assert_eq!(step(&m, Governor::Schedutil, 3900.0, 2800), 2800);
+        // schedutil-hint with HWP: the request is a floor under the
+        // hardware's own choice, which starts at min after a long idle.
+        assert_eq!(step(&m, Governor::SchedutilHint, 1800.0, 3600), 1800);
+        let mut c = CoreFreq::new(&m, Governor::SchedutilHint);
+        let a = CoreActivity {
+            request_mhz: 1800.0,
+            ..act(1.0, 0, 3900)
+        };
+        let after_60_ms = (0..60)
+            .map(|_| c.step(&m, Governor::SchedutilHint, 1_000_000, a))
+            .last();
+        assert_eq!(after_60_ms, Some(3900));
+        // Without HWP the request is the P-state itself.
+        let e7 = Machine::builtin("xeon-e7-8870-v4-4s").unwrap();
+        let mut c = CoreFreq::new(&e7, Governor::SchedutilHint);
+        let a = CoreActivity {
+            request_mhz: 1800.0,
+            ..act(1.0, 0, 2600)
+        };
+        let after_60_ms = (0..60)
+            .map(|_| c.step(&e7, Governor::SchedutilHint, 1_000_000, a))
+            .last();
+        assert_eq!(after_60_ms, Some(1800));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod cpuset;
 pub mod engine;
 pub mod governor;
 pub mod machine;
+pub mod pelt;
 pub mod policy;
 pub mod power;
 pub mod results;

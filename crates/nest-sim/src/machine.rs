@@ -32,10 +32,39 @@ pub struct Frequency {
     pub turbo_by_active_cores: Vec<TurboBin>,
 }
 
-/// How fast the hardware moves a core's frequency (see docs/sim.md).
+/// Who picks a core's P-state (docs/sim.md, "Frequency model").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PStateControl {
+    /// Hardware P-states (Speed Shift, HWP): the core picks its own
+    /// frequency within the bounds the OS writes to `IA32_HWP_REQUEST`.
+    Hwp,
+    /// Enhanced SpeedStep: the OS writes a P-state to `IA32_PERF_CTL`;
+    /// above nominal the hardware picks the turbo frequency.
+    Os,
+}
+
+impl PStateControl {
+    /// schedutil's rate limit on this machine: the `transition_delay_us`
+    /// intel_cpufreq gives its policies (drivers/cpufreq/intel_pstate.c,
+    /// `INTEL_CPUFREQ_TRANSITION_DELAY_HWP` 5000 us with HWP since 5.9,
+    /// `INTEL_CPUFREQ_TRANSITION_DELAY` 500 us without).
+    pub fn rate_limit_ns(self) -> u64 {
+        match self {
+            PStateControl::Hwp => 5_000_000,
+            PStateControl::Os => 500_000,
+        }
+    }
+}
+
+/// How a core's frequency moves (see docs/sim.md, "Frequency model").
+/// The ramp, hold and settling fields describe the frequency the hardware
+/// (HWP) or intel_pstate's own controller (without HWP) picks under
+/// `powersave`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dynamics {
+    pub control: PStateControl,
     /// Time to climb from min to max frequency under full activity.
     pub ramp_up_us: u64,
     /// Time to fall from max to the settling band once idle.
@@ -47,8 +76,22 @@ pub struct Dynamics {
     /// How long the oscillation lasts before the core sits at min.
     pub settle_us: u64,
     pub oscillation_period_us: u64,
+    /// Where in the turbo range a core runs when the OS asks for a
+    /// frequency above nominal: the share of the way from the request to
+    /// the socket's turbo ceiling (0: the request, 1: the ceiling).
+    pub turbo_request_grant: f64,
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
+}
+
+/// The plausible range of a parameter that no measurement fixes, with the
+/// reasoning behind it (`nest sim --sensitivity` runs both ends).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assumption {
+    pub low: f64,
+    pub high: f64,
+    pub why: String,
 }
 
 /// One idle state (C-state) of a core, as the kernel's cpuidle driver
@@ -347,6 +390,13 @@ fn duration_us(us: u64) -> String {
     }
 }
 
+/// The JSON pointer of a parameter path: `power.idle_states.2.core_w` is
+/// `/power/idle_states/2/core_w`.
+fn json_pointer(path: &str) -> String {
+    path.split('.')
+        .fold(String::new(), |p, part| p + "/" + part)
+}
+
 /// A whole machine model, as stored in a machine file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -367,6 +417,10 @@ pub struct Machine {
     /// Only for a virtual machine: its vCPUs' wake-up delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcpu_wakeup: Option<VcpuWakeup>,
+    /// Parameters that are assumptions, by path (`dynamics.ramp_up_us`,
+    /// `power.idle_states.2.exit_latency_us`), with their ranges.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub assumptions: BTreeMap<String, Assumption>,
 }
 
 /// The built-in machine files, embedded at build time.
@@ -503,6 +557,10 @@ impl Machine {
         if self.dynamics.ramp_up_us == 0 || self.dynamics.ramp_down_us == 0 {
             bail!("dynamics: ramp times must be positive");
         }
+        if !(0.0..=1.0).contains(&self.dynamics.turbo_request_grant) {
+            bail!("dynamics.turbo_request_grant: expected a value in [0, 1]");
+        }
+        self.validate_assumptions()?;
         if !(0.0..=1.0).contains(&self.smt_thread_throughput) {
             bail!("smt_thread_throughput: expected a value in [0, 1]");
         }
@@ -510,6 +568,54 @@ impl Machine {
             v.validate()?;
         }
         self.power.validate()
+    }
+
+    /// Every assumption names a numeric parameter of the file and brackets
+    /// its value.
+    fn validate_assumptions(&self) -> Result<()> {
+        let value = serde_json::to_value(self)?;
+        for (path, a) in &self.assumptions {
+            let Some(current) = value.pointer(&json_pointer(path)).and_then(|v| v.as_f64()) else {
+                bail!("assumptions: `{path}` names no numeric parameter of the machine");
+            };
+            if !(a.low <= current && current <= a.high) {
+                bail!(
+                    "assumptions: `{path}` is {current}, outside its range [{}, {}]",
+                    a.low,
+                    a.high
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of a numeric parameter by path (as in `assumptions`).
+    pub fn parameter(&self, path: &str) -> Result<f64> {
+        let value = serde_json::to_value(self)?;
+        value
+            .pointer(&json_pointer(path))
+            .and_then(|v| v.as_f64())
+            .with_context(|| format!("`{path}` names no numeric parameter of the machine"))
+    }
+
+    /// This machine with the parameter at `path` set to `value` (rounded
+    /// for an integer parameter), validated.
+    pub fn with_parameter(&self, path: &str, value: f64) -> Result<Self> {
+        let mut tree = serde_json::to_value(self)?;
+        let Some(slot) = tree.pointer_mut(&json_pointer(path)) else {
+            bail!("`{path}` names no parameter of the machine");
+        };
+        *slot = if slot.is_u64() {
+            serde_json::Value::from(value.round().max(0.0) as u64)
+        } else if slot.is_f64() {
+            serde_json::Value::from(value)
+        } else {
+            bail!("`{path}` is not a numeric parameter");
+        };
+        let m: Machine = serde_json::from_value(tree)?;
+        m.validate()
+            .with_context(|| format!("{}: with {path} = {value}", self.name))?;
+        Ok(m)
     }
 
     pub fn nr_cpus(&self) -> usize {
@@ -570,6 +676,84 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every frequency, dynamics and power parameter of every built-in
+    /// machine has a source; one whose source calls it an assumption has a
+    /// range in `assumptions`.
+    #[test]
+    fn every_builtin_parameter_cites_a_source_or_states_its_range() {
+        for name in Machine::builtin_names() {
+            let m = Machine::builtin(name).unwrap();
+            let tree = serde_json::to_value(&m).unwrap();
+            let mut cited: Vec<(String, String, Vec<String>)> = Vec::new();
+            for key in [
+                "topology",
+                "frequency",
+                "step_mhz",
+                "turbo_by_active_cores",
+                "smt_thread_throughput",
+            ] {
+                let source = m.sources.get(key).cloned().unwrap_or_default();
+                let paths = (key == "smt_thread_throughput").then(|| key.to_owned());
+                cited.push((key.to_owned(), source, paths.into_iter().collect()));
+            }
+            for section in ["dynamics", "power"] {
+                let fields = tree[section].as_object().unwrap();
+                let sources = &tree[section]["sources"];
+                let mut keys: Vec<&str> = fields
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|k| *k != "sources")
+                    .collect();
+                if section == "power" {
+                    keys.push("idle_state_power");
+                }
+                for key in keys {
+                    let source = sources[key].as_str().unwrap_or_default().to_owned();
+                    let paths = if key == "idle_state_power" {
+                        (0..m.power.idle_states.len())
+                            .map(|i| format!("power.idle_states.{i}.core_w"))
+                            .collect()
+                    } else {
+                        vec![format!("{section}.{key}")]
+                    };
+                    cited.push((format!("{section}.{key}"), source, paths));
+                }
+            }
+            for (key, source, paths) in cited {
+                assert!(!source.is_empty(), "{name}: {key} has no source");
+                if source.contains("Assumption") {
+                    for path in paths {
+                        assert!(
+                            m.assumptions.contains_key(&path),
+                            "{name}: {key} is an assumption without a range for {path}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_assumption_must_bracket_a_parameter_of_the_file() {
+        let mut m = Machine::builtin("xeon-gold-5218-2s").unwrap();
+        let ramp = m.assumptions["dynamics.ramp_up_us"].clone();
+        assert!(m.with_parameter("dynamics.ramp_up_us", ramp.high).is_ok());
+        assert!(
+            m.with_parameter("dynamics.ramp_up_us", ramp.high + 1.0)
+                .is_err()
+        );
+        m.assumptions.insert(
+            "dynamics.no_such_field".into(),
+            Assumption {
+                low: 0.0,
+                high: 1.0,
+                why: String::new(),
+            },
+        );
+        let err = Machine::from_json(&serde_json::to_string(&m).unwrap(), "m.json").unwrap_err();
+        assert!(format!("{err:#}").contains("no_such_field"), "{err:#}");
+    }
 
     #[test]
     fn builtins_load_and_validate() {

@@ -159,7 +159,10 @@ fn a_fork_chain_avoids_the_core_its_last_child_left() {
                    "fork0": "child", "wait_children1": true, "run2": 2000},
         "child": {"instance": 0, "run": 20000}}}"#;
     let w: Workload = rtapp::parse(chain, "inline").unwrap();
-    let mut cfg = SimConfig::new(guest(), Governor::Performance, 1);
+    // At one speed (2.3 GHz), so that no blocked-load update falls between
+    // a child's exit and the next fork.
+    let machine = Machine::builtin("test-guest-2s-tcg").unwrap();
+    let mut cfg = SimConfig::new(machine, Governor::Performance, 1);
     cfg.record_trace = true;
     cfg.linux = LinuxVersion::Linux510;
     let r = nest_sim::run(cfg, &w, &mut nest_sim::policy::baseline::Baseline).unwrap();

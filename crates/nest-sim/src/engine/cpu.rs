@@ -6,6 +6,7 @@ use nest_trace::{Cpu, EventKind, PrevState};
 use super::kernel::{Kernel, Remaining, TaskPhase};
 use super::task::Outcome;
 use super::{Ev, Sim};
+use crate::governor::Governor;
 use crate::policy::Ctx;
 use crate::policy::{Dispatch, Enqueue, Queued};
 
@@ -204,10 +205,12 @@ impl Sim<'_> {
             },
         );
         self.note_migration(task, cpu);
+        let step_start = self.k.stats.accounted_to;
         let t = &mut self.k.tasks[task as usize];
         t.phase = TaskPhase::Running(cpu);
         t.next_vcpu_wakeup_ns = None;
         t.stats.wait_ns += now - t.enqueued_at;
+        t.wait_in_step += now - t.enqueued_at.max(step_start);
         self.k.cpus[cpu as usize].curr = Some(task);
         self.new_slice(cpu);
         self.set_running(cpu, true);
@@ -217,6 +220,10 @@ impl Sim<'_> {
         self.policy
             .task_running(&mut Ctx { k: &mut self.k }, task, cpu);
         self.apply_actions();
+        if self.k.cfg.governor == Governor::Schedutil && self.policy.perf_target(cpu).is_some() {
+            // scx_bpf_cpuperf_set() from ops.running().
+            self.sugov_update(cpu);
+        }
         self.siblings_changed(cpu);
         self.resume(cpu, task);
     }
@@ -338,6 +345,12 @@ impl Sim<'_> {
             .task_stopping(&mut Ctx { k: &mut self.k }, task, cpu, state);
         self.apply_actions();
         self.k.cpus[cpu as usize].curr = None;
+        if state == PrevState::Blocked {
+            self.util_est_update(task);
+        }
+        // The dequeue's PELT update (its util_est gone, its utilisation
+        // still the CPU's).
+        self.sugov_update(cpu);
         if self.balances() {
             self.k.tasks[task as usize].fair.exec_start = Some(self.k.now);
         }
@@ -378,10 +391,23 @@ impl Sim<'_> {
         self.go_idle(cpu);
     }
 
+    /// `task` goes to sleep: its `util_est` takes a sample of its
+    /// utilisation, unless that has not moved since the last sample
+    /// (`util_est_update()`, `UTIL_AVG_UNCHANGED`).
+    fn util_est_update(&mut self, task: u32) {
+        let kernel = self.k.cfg.linux;
+        let t = &mut self.k.tasks[task as usize];
+        if t.util != t.util_at_sleep {
+            t.util_at_sleep = t.util;
+            t.util_est.update(kernel, t.util, t.runnable);
+        }
+    }
+
     /// `cpu` has nothing to run: idle, or warm-spin if the policy asks.
     fn go_idle(&mut self, cpu: Cpu) {
         let now = self.k.now;
         self.k.cpus[cpu as usize].idle_since = now;
+        self.k.cpus[cpu as usize].sugov.idle_since_update = true;
         self.k.update_idle_core(cpu);
         self.set_active(cpu, false);
         self.k.emit(cpu, EventKind::IdleEnter);

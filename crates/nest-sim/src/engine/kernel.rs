@@ -7,10 +7,12 @@ use nest_trace::{Cpu, Topology, Trace};
 
 use super::idle::CoreIdle;
 use super::queue::EventQueue;
+use super::sugov::SugovCpu;
 use super::{Ev, SimConfig};
 use crate::cpuset::CpuSet;
 use crate::governor::CoreFreq;
 use crate::machine::Machine;
+use crate::pelt::{PeltClock, PeltStep, UtilEst};
 use crate::policy::fork_balance::ForkGroups;
 use crate::policy::wakeup::FairTask;
 use crate::power::socket_power_w;
@@ -93,13 +95,23 @@ pub(crate) struct Task {
     /// Next activation of each rt-app timer (0: not started).
     pub timers: Vec<u64>,
     pub enqueued_at: u64,
-    /// PELT-like utilisation in [0, 1]; counts on `cpu`'s run queue even
-    /// while the task sleeps (Linux keeps blocked utilisation).
+    /// PELT utilisation (`util_avg`) in [0, 1]; counts on `cpu`'s run
+    /// queue even while the task sleeps (Linux keeps blocked utilisation).
     pub util: f64,
+    /// PELT runnable average (`runnable_avg`): running or waiting.
+    pub runnable: f64,
+    /// `util_est`, updated each time the task goes to sleep.
+    pub util_est: UtilEst,
+    /// `util` when the task last went to sleep: one whose `util` has not
+    /// moved since leaves `util_est` alone (`UTIL_AVG_UNCHANGED`).
+    pub util_at_sleep: f64,
     /// Running since (None when not running).
     pub run_start: Option<u64>,
     /// Running time during the current frequency step.
     pub run_in_step: u64,
+    /// Time spent waiting for a CPU during the current frequency step, up
+    /// to the last time it was accounted.
+    pub wait_in_step: u64,
     /// What the fair scheduler keeps per task for wakeups.
     pub fair: FairTask,
     /// `se.vruntime` minus the task's running time (`sum_exec_runtime`),
@@ -140,8 +152,12 @@ impl Task {
             timers: Vec::new(),
             enqueued_at: stats.start_ns,
             util: 0.0,
+            runnable: 0.0,
+            util_est: UtilEst::default(),
+            util_at_sleep: 0.0,
             run_start: None,
             run_in_step: 0,
+            wait_in_step: 0,
             // wake_up_new_task(): recent_used_cpu = the parent's CPU.
             fair: FairTask::new(cpu),
             vruntime: 0,
@@ -201,8 +217,19 @@ pub(crate) struct CpuState {
     /// When the CPU last stopped being active.
     pub inactive_since: u64,
     /// Sum of its tasks' utilisation (running, waiting or blocked), capped
-    /// at 1: PELT's `cfs_rq->avg.util_avg` as the governor reads it.
+    /// at 1: PELT's `cfs_rq->avg.util_avg`.
     pub util: f64,
+    /// Sum of its tasks' runnable averages (`cfs_rq->avg.runnable_avg`).
+    pub runnable: f64,
+    /// Its PELT clock (frequency invariance).
+    pub pelt: PeltClock,
+    /// How that clock advanced over the step that ended at `pelt_stamp`
+    /// (steps of idle cores, which the frequency step does not visit,
+    /// advance it by wall time).
+    pub pelt_step: PeltStep,
+    pub pelt_stamp: u64,
+    /// schedutil's state for this CPU (engine/sugov.rs).
+    pub sugov: SugovCpu,
     /// Utilisation of tasks that left this CPU while not on its run queue
     /// (they exited, or woke up elsewhere): the kernel defers taking it out
     /// of `util_avg` (`remove_entity_load_avg()`) to the CPU's next PELT

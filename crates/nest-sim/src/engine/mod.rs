@@ -9,7 +9,8 @@
 //! context switches, idling and warm spinning; `balance` the kernel's load
 //! balancing; `fair` the fair scheduler's virtual runtime and wakeup
 //! preemption (`linux-5.10`); `idle` the cores' idle states; `step` runs
-//! the periodic frequency step, tick and accounting.
+//! the periodic frequency step, tick and accounting; `sugov` schedutil's
+//! frequency requests.
 
 mod balance;
 mod cpu;
@@ -18,6 +19,7 @@ mod idle;
 mod kernel;
 mod queue;
 mod step;
+mod sugov;
 mod task;
 mod vcpu;
 

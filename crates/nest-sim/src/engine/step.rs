@@ -3,9 +3,10 @@
 
 use nest_trace::{Cpu, EventKind};
 
-use super::kernel::band_of;
+use super::kernel::{TaskPhase, band_of};
 use super::{Ev, Interval, Sim};
-use crate::governor::{CoreActivity, Governor, pelt_update};
+use crate::governor::CoreActivity;
+use crate::pelt::PeltStep;
 use crate::policy::Ctx;
 use crate::power::{CoreSample, socket_power_w};
 
@@ -55,6 +56,8 @@ impl Sim<'_> {
         let mut active_ns = 0;
         let mut run_ns = 0;
         let mut busiest_run_ns = 0;
+        let mhz = k.cores[core].freq.mhz();
+        let scale = f64::from(mhz) / f64::from(k.machine.frequency.max_mhz);
         for &cpu in &k.core_cpus[core] {
             let c = &mut k.cpus[cpu as usize];
             if let Some(s) = c.active_since {
@@ -68,10 +71,11 @@ impl Sim<'_> {
             active_ns = active_ns.max(c.active_ns);
             busiest_run_ns = busiest_run_ns.max(c.run_ns);
             run_ns += c.run_ns;
+            c.pelt_step = c.pelt.step(dt as f64, scale, c.run_ns >= dt);
+            c.pelt_stamp = now;
             c.active_ns = 0;
             c.run_ns = 0;
         }
-        let mhz = k.cores[core].freq.mhz();
         if run_ns > 0 {
             k.stats.residency_ns[k.cores[core].band] += run_ns;
         }
@@ -115,13 +119,18 @@ impl Sim<'_> {
         hot.retain(|&core| self.k.hot[core]);
     }
 
-    /// Updates every live task's utilisation (frequency-invariant: running
-    /// at f counts f / f_max), then each CPU's: the sum of the tasks whose
-    /// run queue it is, running or blocked, capped at 1.
+    /// Updates every live task's PELT averages (crate::pelt), on the PELT
+    /// clock of its CPU, then each CPU's sums: those of the tasks whose
+    /// run queue it is, running, waiting or blocked (utilisation capped at
+    /// 1).
     fn update_util(&mut self, dt: u64, now: u64) {
         let k = &mut self.k;
-        k.for_util_cpus(|c| c.util = 0.0);
-        let max = f64::from(k.machine.frequency.max_mhz);
+        k.for_util_cpus(|c| {
+            c.util = 0.0;
+            c.runnable = 0.0;
+        });
+        let step_start = now - dt;
+        let idle = PeltStep::idle(dt as f64);
         for &id in &k.live {
             let t = &mut k.tasks[id as usize];
             if let Some(s) = t.run_start {
@@ -129,12 +138,21 @@ impl Sim<'_> {
                 t.stats.run_ns += now - s;
                 t.run_start = Some(now);
             }
-            let core = k.topo.cpus[t.cpu as usize].core as usize;
-            let scale = f64::from(k.cores[core].freq.mhz()) / max;
-            let contrib = (t.run_in_step as f64 / dt as f64).min(1.0) * scale;
-            t.util = pelt_update(t.util, contrib, dt);
+            if matches!(t.phase, TaskPhase::Queued(_) | TaskPhase::Held) {
+                t.wait_in_step += now - t.enqueued_at.max(step_start);
+            }
+            let c = &mut k.cpus[t.cpu as usize];
+            let step = if c.pelt_stamp == now {
+                c.pelt_step
+            } else {
+                idle
+            };
+            t.util = step.update(t.util, t.run_in_step as f64);
+            t.runnable = step.update(t.runnable, (t.run_in_step + t.wait_in_step) as f64);
             t.run_in_step = 0;
-            k.cpus[t.cpu as usize].util += t.util;
+            t.wait_in_step = 0;
+            c.util += t.util;
+            c.runnable += t.runnable;
         }
         k.for_util_cpus(|c| c.util = c.util.min(1.0));
         k.util_stale.clear();
@@ -185,10 +203,9 @@ impl Sim<'_> {
     }
 
     /// What the governor of `core` sees at the end of a step, and whether
-    /// a thread of it is active now. Under `schedutil`, a policy that makes
-    /// frequency requests (a sched_ext scheduler) replaces the utilisation
-    /// with its request, the highest of the core's threads (SMT siblings
-    /// share the frequency).
+    /// a thread of it is active now. Its schedutil request is its threads'
+    /// highest (SMT siblings share the frequency; HWP resolves their
+    /// requests to the highest).
     fn core_inputs(
         &self,
         core: usize,
@@ -198,25 +215,17 @@ impl Sim<'_> {
     ) -> (CoreActivity, bool) {
         let mut any_active = false;
         let mut inactive_since = 0;
-        let mut util: f64 = 0.0;
-        let mut requested: Option<u32> = None;
-        let requests = self.k.cfg.governor == Governor::Schedutil;
+        let mut request_mhz: f64 = 0.0;
         for &cpu in &self.k.core_cpus[core] {
             let c = &self.k.cpus[cpu as usize];
             any_active |= c.active_since.is_some();
             inactive_since = inactive_since.max(c.inactive_since);
-            util = util.max(c.util);
-            if requests && let Some(target) = self.policy.perf_target(cpu) {
-                requested = Some(requested.unwrap_or(0).max(target));
-            }
-        }
-        if let Some(target) = requested {
-            util = f64::from(target) / f64::from(nest_policy::PERF_ONE);
+            request_mhz = request_mhz.max(c.sugov.request_mhz);
         }
         let act = CoreActivity {
             active,
             idle_for_ns: if any_active { 0 } else { now - inactive_since },
-            util,
+            request_mhz,
             ceiling_mhz,
         };
         (act, any_active)
@@ -238,6 +247,7 @@ impl Sim<'_> {
             self.tick_preempt();
         }
         self.refresh_tick_mhz();
+        self.sugov_tick();
         self.tick_balance();
         if self.policy_ticks {
             self.policy_tick();
@@ -245,6 +255,19 @@ impl Sim<'_> {
         if self.k.tasks_remain() {
             let next = now + self.k.cfg.tick_ns();
             self.k.push(next, Ev::Tick);
+        }
+    }
+
+    /// schedutil at the tick of every CPU running a task (`entity_tick()`
+    /// updates its PELT averages, which calls `cpufreq_update_util()`).
+    fn sugov_tick(&mut self) {
+        if !self.k.cfg.governor.is_schedutil() {
+            return;
+        }
+        for cpu in 0..self.k.cpus.len() as Cpu {
+            if self.k.cpus[cpu as usize].curr.is_some() {
+                self.sugov_update(cpu);
+            }
         }
     }
 

@@ -88,15 +88,14 @@ impl Sim<'_> {
             Start::Woken => self.select(id, cpu, None, Wake::Wakeup { sync: false }),
             Start::Fork | Start::Stay => self.select(id, cpu, parent.map(|_| cpu), Wake::Fork),
         };
-        // Linux (post_init_entity_util_avg): half the CPU's spare capacity.
-        let spare = (1.0 - self.k.cpus[target as usize].util).max(0.0);
+        let util = crate::pelt::post_init_util(self.k.cpus[target as usize].util);
         let t = &mut self.k.tasks[id as usize];
         if let Some(own) = own_cpus {
             t.cpus = own;
         }
-        t.util = spare / 2.0;
+        t.util = util;
         t.cpu = target;
-        self.k.cpus[target as usize].util += spare / 2.0;
+        self.k.cpus[target as usize].util += util;
         // As Linux's sched_wakeup_new: where the new task was placed.
         self.k.emit(
             cpu,
@@ -146,6 +145,10 @@ impl Sim<'_> {
         self.k.waking_cpu = Some(raised_on);
         self.enqueue(task, target, why);
         self.k.waking_cpu = None;
+        if raised_on == target {
+            // The enqueue's PELT update runs on the CPU itself.
+            self.sugov_update(target);
+        }
     }
 
     /// `select_task_rq()` (kernel/sched/core.c): the policy's choice only
