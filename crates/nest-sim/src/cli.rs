@@ -117,6 +117,19 @@ pub struct SimArgs {
     /// No progress on stderr.
     #[arg(short, long, help_heading = OUTPUT)]
     pub quiet: bool,
+
+    #[command(subcommand)]
+    pub command: Option<SimCommand>,
+}
+
+/// What `nest sim` does instead of a comparison.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum SimCommand {
+    /// Run the calibration suite: published behaviour of the modelled
+    /// hardware and of the default scheduler on it, reproduced by the
+    /// built-in models; prints each case's source, expected and simulated
+    /// figures and verdict, and fails if a case fails.
+    Calibrate,
 }
 
 /// A placement policy the simulator runs.
@@ -207,6 +220,9 @@ pub fn run(args: SimArgs) -> Result<()> {
     if args.list {
         return list();
     }
+    if let Some(SimCommand::Calibrate) = args.command {
+        return calibrate();
+    }
     if args.sweep {
         return sweep(&args);
     }
@@ -215,6 +231,27 @@ pub fn run(args: SimArgs) -> Result<()> {
     let configs = run_all(&args, &machine, &workload)?;
     let cmps = results::compare(configs);
     print_results(&args, &machine, &workload, &cmps)
+}
+
+/// `nest sim calibrate`.
+fn calibrate() -> Result<()> {
+    let results = crate::calibrate::run_all()?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "calibration: published behaviour of the hardware and of the default scheduler, \
+         simulated on the built-in models\n"
+    )?;
+    write!(out, "{}", crate::calibrate::table(&results))?;
+    let failed: Vec<_> = results
+        .iter()
+        .filter(|(_, o)| !o.pass)
+        .map(|(c, _)| c.id)
+        .collect();
+    if !failed.is_empty() {
+        bail!("calibration cases failed: {}", failed.join(", "));
+    }
+    Ok(())
 }
 
 type Config = (String, String, Vec<RunResult>);
@@ -299,16 +336,7 @@ fn print_results(
 ) -> Result<()> {
     let csv = results::csv(cmps);
     if let Some(dir) = &args.csv {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let tick_ns = 1_000_000_000 / u64::from(args.tick_hz);
-        for (name, text) in [
-            ("runs.csv", csv.clone()),
-            ("tasks.csv", results::tasks_csv(cmps)),
-            ("timeline.csv", results::timeline_csv(cmps, tick_ns)),
-        ] {
-            let path = dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-        }
+        write_csv_dir(args, dir, cmps)?;
     }
     let mut out = std::io::stdout().lock();
     match args.format {
@@ -337,6 +365,21 @@ fn print_results(
                  used - tasks running at once); migr: migrations; wait: total run-queue wait."
             )?;
         }
+    }
+    Ok(())
+}
+
+/// `--csv DIR`: runs.csv, tasks.csv and timeline.csv.
+fn write_csv_dir(args: &SimArgs, dir: &std::path::Path, cmps: &[Comparison]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tick_ns = 1_000_000_000 / u64::from(args.tick_hz);
+    for (name, text) in [
+        ("runs.csv", results::csv(cmps)),
+        ("tasks.csv", results::tasks_csv(cmps)),
+        ("timeline.csv", results::timeline_csv(cmps, tick_ns)),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -12,6 +12,7 @@
 //! println!("{} ms", r.completion_ns / 1_000_000);
 //! ```
 
+pub mod calibrate;
 pub mod cli;
 pub mod cpuset;
 pub mod engine;
