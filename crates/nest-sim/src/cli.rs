@@ -110,6 +110,16 @@ pub struct SimArgs {
     #[arg(long, conflicts_with_all = ["format", "csv"], help_heading = OUTPUT)]
     pub sweep: bool,
 
+    /// Rerun the comparison with each assumption of the machine file (its
+    /// `assumptions`: parameters no measurement fixes, with their ranges)
+    /// at both ends of its range, one at a time, then all at their low and
+    /// all at their high ends, and report each gain as median [low, high]
+    /// with the assumption that moves it most: with several policies, each
+    /// against the first under each governor; with one, each governor
+    /// against the first. With --csv, also writes sensitivity.csv.
+    #[arg(long, conflicts_with = "sweep")]
+    pub sensitivity: bool,
+
     /// List built-in machines and workloads, then exit.
     #[arg(long, help_heading = OUTPUT)]
     pub list: bool,
@@ -228,9 +238,64 @@ pub fn run(args: SimArgs) -> Result<()> {
     }
     let machine = Machine::load(&args.machine)?;
     let workload = load_workload(&args.workload, &machine)?;
+    if args.sensitivity {
+        return sensitivity(&args, &machine, &workload);
+    }
     let configs = run_all(&args, &machine, &workload)?;
     let cmps = results::compare(configs);
     print_results(&args, &machine, &workload, &cmps)
+}
+
+/// `nest sim --sensitivity`.
+fn sensitivity(args: &SimArgs, machine: &Machine, workload: &Workload) -> Result<()> {
+    let variants = crate::sensitivity::variants(machine)?;
+    let quiet = SimArgs {
+        quiet: true,
+        ..args.clone()
+    };
+    let mut central = Vec::new();
+    let mut per_variant = Vec::new();
+    for (i, v) in variants.iter().enumerate() {
+        if !args.quiet {
+            eprintln!("[{}/{}] {}", i + 1, variants.len(), v.label);
+        }
+        let cmps = results::compare(run_all(&quiet, &v.machine, workload)?);
+        per_variant.push(crate::sensitivity::gains(&cmps));
+        if i == 0 {
+            central = cmps;
+        }
+    }
+    let spreads = crate::sensitivity::spreads(&variants, &per_variant);
+    if let Some(dir) = &args.csv {
+        write_csv_dir(args, dir, &central)?;
+        let path = dir.join("sensitivity.csv");
+        std::fs::write(&path, crate::sensitivity::csv(&spreads))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        Format::Csv => write!(out, "{}", crate::sensitivity::csv(&spreads))?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &spreads).map_err(std::io::Error::from)?
+        }
+        Format::Table => {
+            writeln!(
+                out,
+                "machine {} ({}), workload {}, {} seed(s); gains as improvements (0 = same, + = better): \
+                 the machine file's values (central), then the median [low, high] over {} variants: \
+                 each of its {} assumptions at the low and at the high end of its range, all at their \
+                 low ends, all at their high ends, and the central values\n",
+                machine.name,
+                machine.description,
+                workload.name,
+                args.seeds,
+                variants.len(),
+                machine.assumptions.len()
+            )?;
+            write!(out, "{}", crate::sensitivity::table(&spreads))?;
+        }
+    }
+    Ok(())
 }
 
 /// `nest sim calibrate`.

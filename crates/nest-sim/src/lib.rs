@@ -23,6 +23,7 @@ pub mod policy;
 pub mod power;
 pub mod results;
 pub mod rng;
+pub mod sensitivity;
 pub mod workload;
 
 pub use engine::{Sim, SimConfig};

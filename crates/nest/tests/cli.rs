@@ -214,3 +214,41 @@ fn a_binary_trace_without_its_tool_says_which_package_to_install() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn sensitivity_reports_each_gain_as_a_range_over_the_assumptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv_dir = dir.path().display().to_string();
+    let output = nest(&[
+        "sim",
+        "--sensitivity",
+        "-m",
+        "xeon-gold-5218-2s",
+        "-w",
+        "configure:steps=20",
+        "-g",
+        "performance,schedutil",
+        "-s",
+        "1",
+        "-q",
+        "--csv",
+        &csv_dir,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("median [low, high]"), "{table}");
+    let machine = nest_sim::Machine::builtin("xeon-gold-5218-2s").unwrap();
+    let csv = std::fs::read_to_string(dir.path().join("sensitivity.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    // Nest against Linux under each governor, in time and energy.
+    assert_eq!(rows.len(), 4, "{csv}");
+    for row in &rows {
+        assert_eq!((row[0], row[2]), ("nest", "linux"), "{csv}");
+        let value = |i: usize| row[i].parse::<f64>().unwrap();
+        let (central, median, low, high) = (value(4), value(5), value(6), value(7));
+        assert!(low <= median && median <= high, "{csv}");
+        assert!(low <= central && central <= high, "{csv}");
+        assert!(machine.assumptions.contains_key(row[8]), "{csv}");
+    }
+    assert!(dir.path().join("runs.csv").exists());
+}
