@@ -32,6 +32,9 @@ pub const HALF_LIFE_NS: f64 = 32_000_000.0;
 pub const UTIL_EST_MARGIN: f64 = 10.0 / 1024.0;
 
 /// The factor by which an average decays over `pelt_ns` of PELT time.
+/// Not inlined: the compiler would compute the libm call ahead of the
+/// branches that cache it ([`PeltClock::step`]), for every CPU.
+#[inline(never)]
 pub fn decay(pelt_ns: f64) -> f64 {
     (-pelt_ns * std::f64::consts::LN_2 / HALF_LIFE_NS).exp()
 }
@@ -59,6 +62,9 @@ pub fn post_init_util(cpu_util: f64) -> f64 {
 pub struct PeltClock {
     /// Wall time the clock is behind, released at the next idle period.
     pub lag_ns: f64,
+    /// The last step the CPU ran throughout: most such steps repeat it
+    /// (same length, same frequency), and [`decay`] is a libm call.
+    last_busy: PeltStep,
 }
 
 /// The PELT time of one step on one CPU.
@@ -90,17 +96,28 @@ impl PeltStep {
 }
 
 impl PeltClock {
-    /// Advances over a step of `dt_ns` in which the CPU ran without a
-    /// break (`busy`) or not, its core at `scale` = f / f_max.
-    pub fn step(&mut self, dt_ns: f64, scale: f64, busy: bool) -> PeltStep {
-        let pelt_ns = if busy {
+    /// Advances over a step in which the CPU ran without a break (`busy`)
+    /// or not, its core at `scale` = f / f_max; `idle` is the step of an
+    /// idle CPU ([`PeltStep::idle`] of the step's length).
+    pub fn step(&mut self, idle: &PeltStep, scale: f64, busy: bool) -> PeltStep {
+        let dt_ns = idle.pelt_ns;
+        if busy {
             self.lag_ns += (1.0 - scale) * dt_ns;
-            scale * dt_ns
-        } else {
-            let released = dt_ns + self.lag_ns;
-            self.lag_ns = 0.0;
-            released
-        };
+            let pelt_ns = scale * dt_ns;
+            if self.last_busy.pelt_ns != pelt_ns || self.last_busy.scale != scale {
+                self.last_busy = PeltStep {
+                    pelt_ns,
+                    scale,
+                    decay: decay(pelt_ns),
+                };
+            }
+            return self.last_busy;
+        }
+        if self.lag_ns == 0.0 {
+            return PeltStep { scale, ..*idle };
+        }
+        let pelt_ns = dt_ns + self.lag_ns;
+        self.lag_ns = 0.0;
         PeltStep {
             pelt_ns,
             scale,
@@ -206,14 +223,14 @@ mod tests {
         let mut clock = PeltClock::default();
         let mut u = 0.0;
         for _ in 0..64 {
-            let step = clock.step(MS, 0.5, true);
+            let step = clock.step(&PeltStep::idle(MS), 0.5, true);
             u = step.update(u, MS);
         }
         assert!(close(u, 0.5), "{u}");
         assert!(close(clock.lag_ns, 32.0 * MS));
         // It then idles 1 ms: the clock catches up the 32 ms it lagged,
         // plus the 1 ms itself: a decay of 2^(-33/32).
-        let step = clock.step(MS, 0.5, false);
+        let step = clock.step(&PeltStep::idle(MS), 0.5, false);
         assert!(close(step.pelt_ns, 33.0 * MS));
         assert!(close(step.update(u, 0.0), 0.5 * 0.5f64.powf(33.0 / 32.0)));
         assert_eq!(clock.lag_ns, 0.0);
@@ -227,7 +244,7 @@ mod tests {
         let mut clock = PeltClock::default();
         let mut u = 0.0;
         for _ in 0..3000 {
-            u = clock.step(MS, 0.5, false).update(u, 0.5 * MS);
+            u = clock.step(&PeltStep::idle(MS), 0.5, false).update(u, 0.5 * MS);
         }
         assert!((u - 0.25).abs() < 1e-6, "{u}");
     }

@@ -34,12 +34,13 @@ impl Sim<'_> {
         hot.sort_unstable();
         let mut samples = std::mem::take(&mut self.k.scratch);
         samples.clear();
+        let idle = PeltStep::idle(dt as f64);
         for &core in &hot {
-            let sample = self.sample_core(core, now, dt);
+            let sample = self.sample_core(core, now, dt, &idle);
             samples.push(sample);
         }
         self.account_energy(&hot, &samples, dt);
-        self.update_util(dt, now);
+        self.update_util(dt, now, &idle);
         self.move_frequencies(&hot, &samples, dt, now);
         self.cool_down(&mut hot);
         hot.append(&mut self.k.hot_list);
@@ -51,7 +52,7 @@ impl Sim<'_> {
     /// (adding its busy time to the frequency residency) and returns the
     /// shares of the step it was active and ran a task (its busiest
     /// thread's), the frequency it ran at and its idle state's power.
-    fn sample_core(&mut self, core: usize, now: u64, dt: u64) -> CoreSample {
+    fn sample_core(&mut self, core: usize, now: u64, dt: u64, idle: &PeltStep) -> CoreSample {
         let k = &mut self.k;
         let mut active_ns = 0;
         let mut run_ns = 0;
@@ -71,7 +72,7 @@ impl Sim<'_> {
             active_ns = active_ns.max(c.active_ns);
             busiest_run_ns = busiest_run_ns.max(c.run_ns);
             run_ns += c.run_ns;
-            c.pelt_step = c.pelt.step(dt as f64, scale, c.run_ns >= dt);
+            c.pelt_step = c.pelt.step(idle, scale, c.run_ns >= dt);
             c.pelt_stamp = now;
             c.active_ns = 0;
             c.run_ns = 0;
@@ -123,14 +124,13 @@ impl Sim<'_> {
     /// clock of its CPU, then each CPU's sums: those of the tasks whose
     /// run queue it is, running, waiting or blocked (utilisation capped at
     /// 1).
-    fn update_util(&mut self, dt: u64, now: u64) {
+    fn update_util(&mut self, dt: u64, now: u64, idle: &PeltStep) {
         let k = &mut self.k;
         k.for_util_cpus(|c| {
             c.util = 0.0;
             c.runnable = 0.0;
         });
         let step_start = now - dt;
-        let idle = PeltStep::idle(dt as f64);
         for &id in &k.live {
             let t = &mut k.tasks[id as usize];
             if let Some(s) = t.run_start {
@@ -145,7 +145,7 @@ impl Sim<'_> {
             let step = if c.pelt_stamp == now {
                 c.pelt_step
             } else {
-                idle
+                *idle
             };
             t.util = step.update(t.util, t.run_in_step as f64);
             t.runnable = step.update(t.runnable, (t.run_in_step + t.wait_in_step) as f64);
