@@ -487,28 +487,21 @@ mod tests {
         // Capped by the ceiling whatever the grant.
         assert_eq!(step(&m, Governor::Schedutil, 3900.0, 2800), 2800);
         // schedutil-hint with HWP: the request is a floor under the
-        // hardware's own choice, which starts at min after a long idle.
+        // hardware's own choice, which starts at min after a long idle
+        // and climbs above it.
         assert_eq!(step(&m, Governor::SchedutilHint, 1800.0, 3600), 1800);
-        let mut c = CoreFreq::new(&m, Governor::SchedutilHint);
-        let a = CoreActivity {
-            request_mhz: 1800.0,
-            ..act(1.0, 0, 3900)
+        let busy_60_ms = |m: &Machine, ceiling_mhz| {
+            let mut c = CoreFreq::new(m, Governor::SchedutilHint);
+            let a = CoreActivity {
+                request_mhz: 1800.0,
+                ..act(1.0, 0, ceiling_mhz)
+            };
+            (0..60).fold(0, |_, _| c.step(m, Governor::SchedutilHint, 1_000_000, a))
         };
-        let after_60_ms = (0..60)
-            .map(|_| c.step(&m, Governor::SchedutilHint, 1_000_000, a))
-            .last();
-        assert_eq!(after_60_ms, Some(3900));
+        assert_eq!(busy_60_ms(&m, 3900), 3900);
         // Without HWP the request is the P-state itself.
         let e7 = Machine::builtin("xeon-e7-8870-v4-4s").unwrap();
-        let mut c = CoreFreq::new(&e7, Governor::SchedutilHint);
-        let a = CoreActivity {
-            request_mhz: 1800.0,
-            ..act(1.0, 0, 2600)
-        };
-        let after_60_ms = (0..60)
-            .map(|_| c.step(&e7, Governor::SchedutilHint, 1_000_000, a))
-            .last();
-        assert_eq!(after_60_ms, Some(1800));
+        assert_eq!(busy_60_ms(&e7, 2600), 1800);
     }
 
     #[test]

@@ -244,7 +244,9 @@ mod tests {
         let mut clock = PeltClock::default();
         let mut u = 0.0;
         for _ in 0..3000 {
-            u = clock.step(&PeltStep::idle(MS), 0.5, false).update(u, 0.5 * MS);
+            u = clock
+                .step(&PeltStep::idle(MS), 0.5, false)
+                .update(u, 0.5 * MS);
         }
         assert!((u - 0.25).abs() < 1e-6, "{u}");
     }

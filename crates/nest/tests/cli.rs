@@ -239,7 +239,11 @@ fn sensitivity_reports_each_gain_as_a_range_over_the_assumptions() {
     assert!(table.contains("median [low, high]"), "{table}");
     let machine = nest_sim::Machine::builtin("xeon-gold-5218-2s").unwrap();
     let csv = std::fs::read_to_string(dir.path().join("sensitivity.csv")).unwrap();
-    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
     // Nest against Linux under each governor, in time and energy.
     assert_eq!(rows.len(), 4, "{csv}");
     for row in &rows {

@@ -247,11 +247,11 @@ impl Sim<'_> {
             self.tick_preempt();
         }
         self.refresh_tick_mhz();
-        self.sugov_tick();
         self.tick_balance();
         if self.policy_ticks {
             self.policy_tick();
         }
+        self.sugov_tick();
         if self.k.tasks_remain() {
             let next = now + self.k.cfg.tick_ns();
             self.k.push(next, Ev::Tick);
@@ -259,7 +259,9 @@ impl Sim<'_> {
     }
 
     /// schedutil at the tick of every CPU running a task (`entity_tick()`
-    /// updates its PELT averages, which calls `cpufreq_update_util()`).
+    /// updates its PELT averages, which calls `cpufreq_update_util()`; a
+    /// sched_ext scheduler's `ops.tick` may set its performance target
+    /// first).
     fn sugov_tick(&mut self) {
         if !self.k.cfg.governor.is_schedutil() {
             return;
