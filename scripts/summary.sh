@@ -2,36 +2,44 @@
 # The main job's summary (scripts/run.sh): what the simulation and the guest
 # showed, in a few lines.
 #
-# Usage: summary.sh RUNS_CSV GUEST_OUTPUT
-#   RUNS_CSV      `nest sim --csv DIR`'s DIR/runs.csv (one row per run)
+# Usage: summary.sh SIM_DIR GUEST_OUTPUT
+#   SIM_DIR       `nest sim --sensitivity --csv DIR`'s DIR: runs.csv (the
+#                 central model's runs) and sensitivity.csv (each gain over
+#                 the model's assumption ranges)
 #   GUEST_OUTPUT  what scripts/guest-demo.sh printed
 set -euo pipefail
-runs=${1:?usage: summary.sh RUNS_CSV GUEST_OUTPUT}
-guest=${2:?usage: summary.sh RUNS_CSV GUEST_OUTPUT}
+sim=${1:?usage: summary.sh SIM_DIR GUEST_OUTPUT}
+guest=${2:?usage: summary.sh SIM_DIR GUEST_OUTPUT}
 
-# Means over seeds of Nest and Linux under each governor, Nest against Linux.
+# Nest's improvement over Linux under each governor (median [low, high]
+# over the assumption variants), and the CPUs each kept busy (central
+# model, mean over seeds).
 awk -F, '
-	NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-	{
-		key = $col["policy"] SUBSEP $col["governor"]
-		time[key] += $col["completion_ms"]; energy[key] += $col["energy_j"]
-		cpus[key] += $col["mean_cpus_used"]; n[key]++
-		machine = $col["machine"]; workload = $col["workload"]
-		if (!($col["governor"] in seen)) { seen[$col["governor"]]; order[++governors] = $col["governor"] }
+	FNR == 1 { for (i = 1; i <= NF; i++) col[FILENAME, $i] = i; next }
+	function c(name) { return $col[FILENAME, name] }
+	FILENAME ~ /runs.csv$/ {
+		key = c("policy") SUBSEP c("governor")
+		cpus[key] += c("mean_cpus_used"); n[key]++
+		machine = c("machine"); workload = c("workload")
+		seeds[c("seed")]
+		next
+	}
+	c("policy") == "nest" && c("against") == "linux" {
+		g = c("governor")
+		if (!(g in seen)) { seen[g]; order[++governors] = g }
+		gain[g, c("metric")] = sprintf("%+.1f%% [%+.1f, %+.1f]", 100 * c("median"), 100 * c("low"), 100 * c("high"))
 	}
 	END {
-		printf "simulation (%s, %s workload, mean of the seeds), Nest against Linux\n", machine, workload
-		printf "(time and energy: change with Nest; CPUs busy: Nest vs Linux):\n"
+		for (s in seeds) nseeds++
+		printf "simulation (%s, %s workload, %d seeds), Nest'"'"'s improvement over Linux\n", machine, workload, nseeds
+		printf "(+ = better; median [low, high] over the model'"'"'s assumption ranges, nest sim --sensitivity):\n"
 		for (i = 1; i <= governors; i++) {
 			g = order[i]
 			l = "linux" SUBSEP g; s = "nest" SUBSEP g
-			if (!(l in n) || !(s in n)) continue
-			printf "  %-12s time %+6.1f%% (%.0f vs %.0f ms), energy %+6.1f%% (%.1f vs %.1f J), CPUs busy %.2f vs %.2f\n",
-				g, 100 * (time[s] / n[s] / (time[l] / n[l]) - 1), time[s] / n[s], time[l] / n[l],
-				100 * (energy[s] / n[s] / (energy[l] / n[l]) - 1), energy[s] / n[s], energy[l] / n[l],
-				cpus[s] / n[s], cpus[l] / n[l]
+			printf "  %-12s time %s, energy %s, CPUs busy %.2f vs %.2f\n",
+				g, gain[g, "time"], gain[g, "energy"], cpus[s] / n[s], cpus[l] / n[l]
 		}
-	}' "$runs"
+	}' "$sim/runs.csv" "$sim/sensitivity.csv"
 
 # guest-demo.sh prints one "CPUs doing >= 5% of the work" line per scheduler.
 mapfile -t spread < <(grep -o 'CPUs doing >= 5% of the work: .*' "$guest" || true)
