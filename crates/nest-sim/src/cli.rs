@@ -116,7 +116,8 @@ pub struct SimArgs {
     /// all at their high ends, and report each gain as median [low, high]
     /// with the assumption that moves it most: with several policies, each
     /// against the first under each governor; with one, each governor
-    /// against the first. With --csv, also writes sensitivity.csv.
+    /// against the first. With --csv, also writes sensitivity.csv beside
+    /// the central model's runs; --trace-dir keeps the central model's.
     #[arg(long, conflicts_with = "sweep")]
     pub sensitivity: bool,
 
@@ -249,17 +250,19 @@ pub fn run(args: SimArgs) -> Result<()> {
 /// `nest sim --sensitivity`.
 fn sensitivity(args: &SimArgs, machine: &Machine, workload: &Workload) -> Result<()> {
     let variants = crate::sensitivity::variants(machine)?;
-    let quiet = SimArgs {
-        quiet: true,
-        ..args.clone()
-    };
     let mut central = Vec::new();
     let mut per_variant = Vec::new();
     for (i, v) in variants.iter().enumerate() {
         if !args.quiet {
             eprintln!("[{}/{}] {}", i + 1, variants.len(), v.label);
         }
-        let cmps = results::compare(run_all(&quiet, &v.machine, workload)?);
+        // Traces (--trace-dir) of the central model only.
+        let variant_args = SimArgs {
+            quiet: true,
+            trace_dir: args.trace_dir.clone().filter(|_| i == 0),
+            ..args.clone()
+        };
+        let cmps = results::compare(run_all(&variant_args, &v.machine, workload)?);
         per_variant.push(crate::sensitivity::gains(&cmps));
         if i == 0 {
             central = cmps;

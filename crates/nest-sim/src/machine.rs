@@ -573,11 +573,8 @@ impl Machine {
     /// Every assumption names a numeric parameter of the file and brackets
     /// its value.
     fn validate_assumptions(&self) -> Result<()> {
-        let value = serde_json::to_value(self)?;
         for (path, a) in &self.assumptions {
-            let Some(current) = value.pointer(&json_pointer(path)).and_then(|v| v.as_f64()) else {
-                bail!("assumptions: `{path}` names no numeric parameter of the machine");
-            };
+            let current = self.parameter(path).context("assumptions")?;
             if !(a.low <= current && current <= a.high) {
                 bail!(
                     "assumptions: `{path}` is {current}, outside its range [{}, {}]",
