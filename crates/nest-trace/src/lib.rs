@@ -6,6 +6,8 @@
 //! - [`input`]: open any trace file (nest, trace.dat, perf.data, text) by content.
 //! - [`readers`]: `perf script`, `trace-cmd report` and tracefs text.
 //! - [`record`]: record a real schedule through a private tracefs instance.
+//! - [`freq`]: where a recording's frequencies come from (CPU counters,
+//!   the cpu_frequency tracepoint, or polling).
 //! - [`timeline`]: the per-CPU, per-task state replayed from events.
 //! - [`metrics`]: placement, concurrency, work conservation, latency, frequency.
 //! - [`table`]: the table type every metric returns, with CSV output.
@@ -16,6 +18,7 @@
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod freq;
 pub mod input;
 pub mod metrics;
 pub mod model;

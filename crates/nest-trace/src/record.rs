@@ -14,9 +14,11 @@
 //! --trace-nests` reports its nests); sets the per-CPU buffer size and the `mono` trace
 //! clock; runs a command (or waits a duration, system-wide: all tasks of the
 //! machine are recorded either way); then reads the instance's `trace` text
-//! with the tracefs reader. Meanwhile it samples each CPU's
-//! `cpufreq/scaling_cur_freq` where present and adds the changes as
-//! `Frequency` events (on the same monotonic clock).
+//! with the tracefs reader. Meanwhile it reads each CPU's frequency from
+//! the best source the machine has ([`crate::freq`]: APERF/MPERF counters
+//! every 4 ms, else the cpu_frequency tracepoint, else `scaling_cur_freq`
+//! polled) as `Frequency` events on the same monotonic clock, and names
+//! the source in the trace's `frequency_source`.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -29,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::model::{Cpu, Event, EventKind, KERNEL_THREADS_META, Pid, Trace};
+pub use crate::freq::FREQUENCY_SOURCE_META;
+use crate::freq::{self, Sampler};
+use crate::model::{Cpu, KERNEL_THREADS_META, Pid, Trace};
 use crate::readers::{WAKE_FLAGS_EVENT, read_tracefs};
 use nest_topology::read_sysfs_topology;
 
@@ -110,7 +114,9 @@ pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace
     }
     let interrupted = Arc::new(AtomicBool::new(false));
     let _signals = Signals::catch(&interrupted)?;
-    let mut sampler = FreqSampler::new(&opts.sysfs_root);
+    let topology = read_sysfs_topology(&opts.sysfs_root).ok();
+    let cpus: Vec<Cpu> = (0..topology.as_ref().map_or(0, |t| t.nr_cpus() as Cpu)).collect();
+    let mut sampler = Sampler::new(&opts.sysfs_root, &cpus);
     let kernel_threads_at_start = kernel_thread_pids(&opts.sysfs_root);
     instance.write("tracing_on", "1")?;
     let started = mono_ns();
@@ -126,8 +132,9 @@ pub fn record(workload: &Workload, opts: &RecordOptions) -> anyhow::Result<Trace
     let overrun = instance.overrun();
     drop(instance);
     let mut trace = read_tracefs(&text).context("cannot parse the recorded trace")?;
-    sampler.merge_into(&mut trace, started);
-    if let Ok(topology) = read_sysfs_topology(&opts.sysfs_root)
+    sampler.merge_into(&mut trace, started, opts.freq_period);
+    freq::bands_meta(&mut trace, &opts.sysfs_root);
+    if let Some(topology) = topology
         && topology.nr_cpus() >= trace.topology.nr_cpus()
     {
         trace.topology = topology;
@@ -383,14 +390,14 @@ fn run_workload(
     workload: &Workload,
     opts: &RecordOptions,
     interrupted: &AtomicBool,
-    sampler: &mut FreqSampler,
+    sampler: &mut Sampler,
 ) -> anyhow::Result<Outcome> {
-    let tick = sampler.period(opts.freq_period);
+    let tick = sampler.period(opts.freq_period).unwrap_or(IDLE_POLL);
     match workload {
         Workload::Duration(d) => {
             let start = Instant::now();
             while start.elapsed() < *d && !interrupted.load(Ordering::SeqCst) {
-                sampler.sample();
+                sampler.sample(mono_ns);
                 std::thread::sleep(tick.min(d.saturating_sub(start.elapsed())));
             }
             Ok(Outcome {
@@ -415,7 +422,7 @@ fn run_workload(
                     let _ = child.kill();
                     killed = true;
                 }
-                sampler.sample();
+                sampler.sample(mono_ns);
                 std::thread::sleep(tick);
             };
             Ok(Outcome {
@@ -426,87 +433,13 @@ fn run_workload(
     }
 }
 
-/// The recorder's wake-up period when there is no frequency to sample.
+/// The recorder's wake-up period when there is no frequency to sample
+/// (a virtual machine): then the wake-ups only look for the command's
+/// exit, and each is a task the recorded schedule did not ask for (in an
+/// emulated guest, 502 of the 1162 times a configure task found its idle
+/// previous CPU claimed by another task's wake-up, the taker was the
+/// recorder waking every 10 ms).
 const IDLE_POLL: Duration = Duration::from_millis(100);
-
-/// Periodic samples of `scaling_cur_freq`.
-struct FreqSampler {
-    files: Vec<(Cpu, PathBuf)>,
-    last: Vec<Option<u32>>,
-    samples: Vec<(u64, Cpu, u32)>,
-}
-
-impl FreqSampler {
-    fn new(root: &Path) -> Self {
-        let dir = root.join("sys/devices/system/cpu");
-        let mut files: Vec<(Cpu, PathBuf)> = fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                let e = e.ok()?;
-                let cpu: Cpu = e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok()?;
-                let file = e.path().join("cpufreq/scaling_cur_freq");
-                file.exists().then_some((cpu, file))
-            })
-            .collect();
-        files.sort();
-        let last = vec![None; files.len()];
-        Self {
-            files,
-            last,
-            samples: Vec::new(),
-        }
-    }
-
-    /// How often the recorder wakes up: every `freq_period` to sample,
-    /// or every [`IDLE_POLL`] when the machine has no cpufreq (a virtual
-    /// machine): then the wake-ups only look for the command's exit, and
-    /// each is a task the recorded schedule did not ask for (in an
-    /// emulated guest, 502 of the 1162 times a configure task found its
-    /// idle previous CPU claimed by another task's wake-up, the taker was
-    /// the recorder waking every 10 ms).
-    fn period(&self, freq_period: Duration) -> Duration {
-        if self.files.is_empty() {
-            IDLE_POLL
-        } else {
-            freq_period.max(Duration::from_millis(1))
-        }
-    }
-
-    fn sample(&mut self) {
-        let now = mono_ns();
-        for (i, (cpu, file)) in self.files.iter().enumerate() {
-            let Some(khz) = fs::read_to_string(file)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-            else {
-                continue;
-            };
-            if self.last[i] != Some(khz) {
-                self.last[i] = Some(khz);
-                self.samples.push((now, *cpu, khz));
-            }
-        }
-    }
-
-    /// Add the samples as Frequency events, on the trace's time base.
-    fn merge_into(&self, trace: &mut Trace, started: u64) {
-        let origin = trace
-            .meta_get("time_origin_ns")
-            .and_then(|v| v.parse().ok())
-            .filter(|_| !trace.events.is_empty())
-            .unwrap_or(started);
-        for &(ts, cpu, khz) in &self.samples {
-            trace.events.push(Event {
-                ts_ns: ts.saturating_sub(origin),
-                cpu,
-                kind: EventKind::Frequency { khz },
-            });
-        }
-        trace.events.sort_by_key(|e| e.ts_ns);
-        trace.meta_set("cpufreq_samples", self.samples.len().to_string());
-    }
-}
 
 fn describe(
     trace: &mut Trace,
@@ -571,25 +504,33 @@ mod tests {
             fs::create_dir_all(file(cpu).parent().unwrap()).unwrap();
             fs::write(file(cpu), "1200000\n").unwrap();
         }
-        let mut sampler = FreqSampler::new(&root);
+        let mut sampler = Sampler::Polled(freq::Polled::new(&root));
+        let period = Duration::from_millis(10);
+        assert_eq!(sampler.period(period), Some(period));
         let started = mono_ns();
-        sampler.sample();
-        sampler.sample();
+        sampler.sample(mono_ns);
+        sampler.sample(mono_ns);
         fs::write(file(1), "3000000\n").unwrap();
-        sampler.sample();
+        sampler.sample(mono_ns);
         let mut trace = Trace::default();
-        sampler.merge_into(&mut trace, started);
+        sampler.merge_into(&mut trace, started, period);
         let got: Vec<(Cpu, u32)> = trace
             .events
             .iter()
             .map(|e| match e.kind {
-                EventKind::Frequency { khz } => (e.cpu, khz),
+                crate::model::EventKind::Frequency { khz } => (e.cpu, khz),
                 _ => unreachable!(),
             })
             .collect();
         assert_eq!(got, vec![(0, 1_200_000), (1, 1_200_000), (1, 3_000_000)]);
         assert_eq!(trace.meta_get("cpufreq_samples"), Some("3"));
         fs::remove_dir_all(&root).unwrap();
+        let none = Sampler::Polled(freq::Polled::new(Path::new("/nonexistent")));
+        assert_eq!(
+            none.period(period),
+            None,
+            "nothing to sample: the idle period"
+        );
     }
 
     #[test]
