@@ -10,6 +10,7 @@ mod affinity;
 mod batch;
 mod churn;
 mod cpus;
+mod data;
 mod hogs;
 mod pingpong;
 mod process;
@@ -85,6 +86,16 @@ enum Load {
     Affinity {
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
+    },
+    /// Write compressible input for compression workloads: the same bytes
+    /// on every machine, half repeats and half literals.
+    Data {
+        /// Size in MiB.
+        #[arg(long)]
+        mib: usize,
+        /// The file to write.
+        #[arg(long)]
+        out: std::path::PathBuf,
     },
 }
 
@@ -172,6 +183,7 @@ fn run(cli: Cli) -> Result<Vec<String>> {
         }
         Load::Pingpong { seconds } => vec![pingpong::run(deadline(seconds)?)?],
         Load::Affinity { seconds } => vec![affinity::run(deadline(seconds)?)?],
+        Load::Data { mib, out } => vec![data::run(mib, &out)?],
     })
 }
 
