@@ -35,6 +35,11 @@ fn is_complete(tree: &Path) -> bool {
     tree.join(".complete").exists()
 }
 
+/// Is `package`'s tree in the cache, complete?
+pub fn is_cached(package: &str) -> bool {
+    is_complete(&tree(package))
+}
+
 /// The unpacked tree of `package`, fetched first if it is not cached.
 pub fn fetch(package: &str) -> Result<PathBuf> {
     let tree = tree(package);

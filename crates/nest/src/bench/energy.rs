@@ -93,6 +93,11 @@ impl Rapl {
             .collect()
     }
 
+    /// Does it measure anything: domains whose counters can be read?
+    pub fn measures(&self) -> bool {
+        !self.domains.is_empty() && self.read().is_ok()
+    }
+
     /// Start measuring; `None` without domains or readable counters.
     pub fn start(&self) -> Option<Meter<'_>> {
         if self.domains.is_empty() {

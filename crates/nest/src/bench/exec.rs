@@ -55,15 +55,36 @@ pub fn parse_metric(output: &str, after: &str, combine: Combine) -> Option<f64> 
     combine.apply(&values)
 }
 
-/// `{cpus}` and `{2cpus}` in a command, replaced.
+/// `{cpus}` and `{Ncpus}` (N times the CPUs: `{2cpus}`, `{200cpus}`) in
+/// a command, replaced.
 pub fn expand(command: &[String], cpus: usize) -> Vec<String> {
-    command
-        .iter()
-        .map(|arg| {
-            arg.replace("{2cpus}", &(2 * cpus).to_string())
-                .replace("{cpus}", &cpus.to_string())
-        })
-        .collect()
+    command.iter().map(|arg| expand_arg(arg, cpus)).collect()
+}
+
+fn expand_arg(arg: &str, cpus: usize) -> String {
+    let mut out = String::new();
+    let mut rest = arg;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let inside = &rest[open + 1..];
+        let factor = inside
+            .find("cpus}")
+            .map(|end| (end, &inside[..end]))
+            .filter(|(_, n)| n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|(end, n)| Some((end, if n.is_empty() { 1 } else { n.parse().ok()? })));
+        match factor {
+            Some((end, n)) => {
+                out.push_str(&(n * cpus).to_string());
+                rest = &inside[end + "cpus}".len()..];
+            }
+            None => {
+                out.push('{');
+                rest = inside;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 pub fn online_cpus() -> usize {
@@ -71,6 +92,9 @@ pub fn online_cpus() -> usize {
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     usize::try_from(n).unwrap_or(1).max(1)
 }
+
+/// Where a trace says which figure its frequencies are.
+const FREQUENCY_SOURCE_META: &str = nest_trace::record::FREQUENCY_SOURCE_META;
 
 /// 100 ms: the interval of the project's placement checks.
 const TRACE_INTERVAL_NS: u64 = 100_000_000;
@@ -216,14 +240,22 @@ impl Bench<'_> {
             (None, Ok(trace)) => {
                 let timeline = workload_timeline(&trace);
                 traced.residency = super::residency::shares(&trace, &timeline);
+                traced.frequency_source = trace.meta_get(FREQUENCY_SOURCE_META).map(String::from);
+                if let Some(root) = trace.command_pid() {
+                    let all = nest_trace::timeline::Timeline::build(&trace);
+                    let p = nest_trace::metrics::tree_placement_in(
+                        &trace,
+                        &all,
+                        root,
+                        TRACE_INTERVAL_NS,
+                    );
+                    traced.mean_cpus_used = Some(p.mean_cpus);
+                    traced.mean_sockets_used = Some(p.mean_sockets);
+                    traced.distinct_cpus = Some(p.cpus_used);
+                    traced.mean_concurrency =
+                        (p.window_ns > 0).then(|| p.run_ns as f64 / p.window_ns as f64);
+                }
                 let stats = nest_trace::metrics::interval_stats(&timeline, TRACE_INTERVAL_NS);
-                let mean = |f: fn(&nest_trace::metrics::IntervalStats) -> f64| {
-                    (!stats.is_empty())
-                        .then(|| stats.iter().map(f).sum::<f64>() / stats.len() as f64)
-                };
-                traced.mean_cpus_used = mean(|s| f64::from(s.cpus_used));
-                traced.mean_sockets_used = mean(|s| f64::from(s.sockets_used));
-                traced.mean_concurrency = mean(|s| s.avg_concurrency);
                 let title = format!(
                     "{}: CPUs used per 100 ms (traced run)",
                     self.results.cells[run.cell].id()
@@ -264,12 +296,15 @@ impl Bench<'_> {
     fn progress(&self, planned: &PlannedRun, done: usize, total: usize, elapsed: Duration) {
         let cells = self.results.cells.len();
         let cell = &self.results.cells[planned.cell];
+        let method = &self.results.method;
         let (kind, of) = if planned.warmup {
-            ("warm-up", self.results.method.warmup)
+            ("warm-up", method.warmup)
         } else if planned.traced {
             ("traced run", 1)
+        } else if planned.power {
+            ("power run", method.power_runs)
         } else {
-            ("run", self.results.method.runs)
+            ("run", method.runs)
         };
         let eta = if done == 0 {
             "ETA ?".to_string()
@@ -298,6 +333,7 @@ impl Bench<'_> {
             cell: planned.cell,
             run: planned.run,
             warmup: planned.warmup,
+            power: planned.power,
             status: Status::Failed,
             metric: None,
             wall_s: 0.0,
@@ -359,8 +395,9 @@ impl Bench<'_> {
         })
     }
 
-    /// A fresh copy of the workload's source tree, if it has one, with
-    /// its setup command run in it (or in the current directory).
+    /// The run's own directory (a fresh copy of the workload's source
+    /// tree, or an empty one for a setup), with its setup command run in
+    /// it; `None` (the current directory) for a workload without either.
     fn prepare(
         &self,
         cell: &Cell,
@@ -368,6 +405,7 @@ impl Bench<'_> {
         stem: &str,
         failed: &impl Fn(String) -> Run,
     ) -> Result<Option<WorkDir>, Outcome> {
+        let setup = &cell.workload.setup;
         let work_dir = match &cell.workload.source {
             Some(package) => {
                 let dir = WorkDir(work_dirs().join(stem));
@@ -376,9 +414,18 @@ impl Bench<'_> {
                     .map_err(|err| Outcome::Done(failed(format!("{err:#}"))))?;
                 Some(dir)
             }
+            // What the setup makes (an input file) stays in the run's own
+            // directory too.
+            None if !setup.is_empty() => {
+                let dir = WorkDir(work_dirs().join(stem));
+                let _ = std::fs::remove_dir_all(&dir.0);
+                std::fs::create_dir_all(&dir.0).map_err(|err| {
+                    Outcome::Done(failed(format!("cannot create {}: {err}", dir.0.display())))
+                })?;
+                Some(dir)
+            }
             None => None,
         };
-        let setup = &cell.workload.setup;
         if !setup.is_empty() {
             let dir = work_dir.as_ref().map(|w| w.0.as_path());
             let log = logs.join(format!("{stem}.setup.log"));
@@ -468,6 +515,7 @@ impl Bench<'_> {
                 cell: planned.cell,
                 run: planned.run,
                 warmup: planned.warmup,
+                power: planned.power,
                 status: Status::Ok,
                 metric: Some(value),
                 wall_s,
@@ -518,6 +566,8 @@ mod tests {
     fn commands_get_the_cpu_count() {
         let cmd = ["batch", "--tasks", "{2cpus}", "-g", "{cpus}"].map(String::from);
         assert_eq!(expand(&cmd, 4), ["batch", "--tasks", "8", "-g", "4"]);
+        let cmd = ["--ops", "{200cpus}", "x{cpus}y{", "{n}", "{2cpu}"].map(String::from);
+        assert_eq!(expand(&cmd, 3), ["--ops", "600", "x3y{", "{n}", "{2cpu}"]);
     }
 
     #[test]

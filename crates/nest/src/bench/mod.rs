@@ -4,6 +4,7 @@
 //! `nest bench compare A.json B.json` compares two result files.
 //! The method is described in docs/bench.md.
 
+mod dryrun;
 mod energy;
 mod exec;
 mod governor;
@@ -26,31 +27,39 @@ use clap::{Args, Subcommand};
 use nest_policy::parse_duration;
 
 use crate::{source, usage};
-use results::{Cell, Method, Results};
-use suite::{Scheduler, Suite, Workload};
+use results::{Baseline, Cell, Method, Results};
+use stats::Center;
+use suite::{INSTALLED, Scheduler, Suite, Workload};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
     #[command(subcommand)]
     command: Option<BenchCommand>,
-    /// A built-in suite (quick, default, guest) or a TOML suite file.
+    /// A built-in suite (quick, default, guest, paper, paper-guest,
+    /// peers, peers-guest) or a TOML suite file.
     #[arg(long, default_value = "default")]
     suite: String,
-    /// Only these of the suite's schedulers, in this order (comma-separated;
-    /// the first is the baseline). A name not in the suite may be a
-    /// built-in one (default, scx_nest) or an installed `scx_*` program.
+    /// Only these of the suite's schedulers, in this order (comma-separated).
+    /// A name not in the suite may be a built-in one (default, scx_nest),
+    /// an installed `scx_*` program, or `installed` for all of those.
     #[arg(long, value_name = "NAMES")]
     schedulers: Option<String>,
     /// Only these of the suite's workloads (comma-separated).
     #[arg(long, value_name = "NAMES")]
     workloads: Option<String>,
-    /// Unmeasured runs of each cell before the measured ones.
-    #[arg(long, default_value_t = 1)]
-    warmup: usize,
-    /// Measured runs of each cell.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
-    runs: u16,
+    /// Unmeasured runs of each cell before the measured ones (default:
+    /// the suite's, else 1).
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// Measured runs of each cell (default: the suite's, else 5).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    runs: Option<u16>,
+    /// Measured runs of each cell for its energy, where RAPL exists: the
+    /// rounds beyond --runs count for energy only (default: the suite's,
+    /// else --runs).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    power_runs: Option<u16>,
     /// A workload still running after this is killed and its run FAILED.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
     timeout: Duration,
@@ -59,21 +68,42 @@ pub struct BenchArgs {
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
     attach_timeout: Duration,
     /// Run every cell under each of these cpufreq governors
-    /// (comma-separated), restoring the machine's afterwards; ignored, with
-    /// a note, where there is no cpufreq.
+    /// (comma-separated; GOVERNOR or GOVERNOR@MODE to pin the intel_pstate
+    /// or amd-pstate mode), switching the driver's mode where the governor
+    /// needs it and restoring everything afterwards; ignored, with a note,
+    /// where there is no cpufreq (default: the suite's).
     #[arg(long, value_delimiter = ',', value_name = "GOVERNORS")]
     governor: Vec<String>,
-    /// Directory for results.json, results.csv, report.html and logs/.
+    /// The one cell every other cell of a workload is compared with:
+    /// SCHEDULER or SCHEDULER/GOVERNOR (default: the suite's, else the
+    /// first scheduler under schedutil if it is run, else under the first
+    /// governor).
+    #[arg(long, value_name = "CELL")]
+    baseline: Option<String>,
+    /// Compare the cells' means (the paper's) or medians (default: the
+    /// suite's, else mean).
+    #[arg(long, value_enum)]
+    center: Option<Center>,
+    /// Directory for results.json, results.csv, report.html, figures/ and
+    /// logs/.
     #[arg(short, long, default_value = "out/bench", value_name = "DIR")]
     out: PathBuf,
     /// After the measured runs, one more run of each cell under
-    /// `nest trace record` (needs root and tracefs): the CPUs its work
-    /// used, in the table and report.html. Not a measurement.
+    /// `nest trace record` (needs root and tracefs): the CPUs and sockets
+    /// its work used and its frequencies, in the tables and report.html.
+    /// Not a measurement.
     #[arg(long)]
     trace: bool,
     /// List the built-in suites, workloads and schedulers, then exit.
     #[arg(long)]
     list: bool,
+    /// Print the whole plan (cells, runs, governors and driver modes,
+    /// what is missing here and how to get it) and exit; changes nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The CPUs' sysfs directory (a fake tree in tests).
+    #[arg(long, hide = true, default_value = governor::CPUS)]
+    cpufreq_root: PathBuf,
     /// Benchmark this command (after `--`) instead of the suite's
     /// workloads; its metric is wall time.
     #[arg(last = true, value_name = "CMD", conflicts_with = "workloads")]
@@ -118,8 +148,88 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         print!("{}", list());
         return Ok(ExitCode::SUCCESS);
     }
-    let (schedulers, mut workloads) = choose(&args)?;
+    let suite: Suite = suite::load(&args.suite).map_err(usage)?;
+    let (schedulers, workloads) = choose(&args, &suite)?;
+    let method = Resolved::of(&args, &suite);
+    if args.dry_run {
+        print!("{}", dryrun::plan(&args, &method, &schedulers, &workloads));
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut notes = Vec::new();
+    let workloads = installed_workloads(workloads, &mut notes);
+    fetch_sources(&workloads)?;
+    check_programs(&schedulers, &workloads)?;
+    preflight(&schedulers)?;
+    let cpus = &args.cpufreq_root;
+    let settings = governors(cpus, &method.governors, &mut notes)?;
+    let specs: Vec<String> = settings.iter().map(|(spec, _)| spec.clone()).collect();
+    let baseline = baseline(method.baseline.as_deref(), &schedulers, &specs)?;
+    let cells = cells(&workloads, &schedulers, &specs);
+    let rapl = rapl(&mut notes);
+    let power_runs = if !rapl.measures() {
+        if method.power_runs > method.runs {
+            notes.push(format!(
+                "no RAPL: the {} power runs per cell are not run",
+                method.power_runs
+            ));
+        }
+        method.runs
+    } else {
+        method.power_runs.max(method.runs)
+    };
+    let results = Results {
+        machine: machine::describe(&rapl),
+        method: Method {
+            suite: suite_name(&args),
+            warmup: method.warmup,
+            runs: method.runs,
+            power_runs,
+            timeout_s: args.timeout.as_secs_f64(),
+            baseline: Some(baseline),
+            center: method.center,
+        },
+        cells,
+        runs: Vec::new(),
+        interrupted: false,
+        notes,
+        traces: Vec::new(),
+    };
+    bench(&args, results, rapl, settings)
+}
+
+/// The method: the command line's options, else the suite's, else the
+/// defaults.
+pub struct Resolved {
+    pub warmup: usize,
+    pub runs: usize,
+    pub power_runs: usize,
+    pub governors: Vec<String>,
+    pub baseline: Option<String>,
+    pub center: Center,
+}
+
+impl Resolved {
+    fn of(args: &BenchArgs, suite: &Suite) -> Self {
+        let m = &suite.method;
+        let runs = args.runs.or(m.runs).map_or(5, usize::from);
+        Self {
+            warmup: args.warmup.or(m.warmup).unwrap_or(1),
+            runs,
+            power_runs: args.power_runs.or(m.power_runs).map_or(runs, usize::from),
+            governors: if args.governor.is_empty() {
+                m.governors.clone()
+            } else {
+                args.governor.clone()
+            },
+            baseline: args.baseline.clone().or_else(|| m.baseline.clone()),
+            center: args.center.or(m.center).unwrap_or_default(),
+        }
+    }
+}
+
+/// The workloads whose programs are here; a note for each optional one
+/// that is skipped.
+fn installed_workloads(mut workloads: Vec<Workload>, notes: &mut Vec<String>) -> Vec<Workload> {
     workloads.retain(|w| {
         let program = &w.command[0];
         let found = process::resolve(program).is_some();
@@ -128,27 +238,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
         found || !w.optional
     });
-    fetch_sources(&workloads)?;
-    check_programs(&schedulers, &workloads)?;
-    preflight(&schedulers)?;
-    let governors = governors(&args.governor, &mut notes)?;
-    let cells = cells(&workloads, &schedulers, &governors);
-    let rapl = rapl(&mut notes);
-    let results = Results {
-        machine: machine::describe(&rapl),
-        method: Method {
-            suite: suite_name(&args),
-            warmup: args.warmup,
-            runs: args.runs.into(),
-            timeout_s: args.timeout.as_secs_f64(),
-        },
-        cells,
-        runs: Vec::new(),
-        interrupted: false,
-        notes,
-        traces: Vec::new(),
-    };
-    bench(&args, results, rapl, !governors.is_empty())
+    workloads
 }
 
 fn suite_name(args: &BenchArgs) -> String {
@@ -160,11 +250,10 @@ fn suite_name(args: &BenchArgs) -> String {
 }
 
 /// The schedulers and workloads the arguments ask for.
-fn choose(args: &BenchArgs) -> Result<(Vec<Scheduler>, Vec<Workload>)> {
-    let suite: Suite = suite::load(&args.suite).map_err(usage)?;
+fn choose(args: &BenchArgs, suite: &Suite) -> Result<(Vec<Scheduler>, Vec<Workload>)> {
     let schedulers = match &args.schedulers {
-        None => suite.schedulers.clone(),
-        Some(names) => pick(names, |name| schedulers_named(&suite, name))?
+        None => suite_schedulers(suite),
+        Some(names) => pick(names, |name| schedulers_named(suite, name))?
             .into_iter()
             .flatten()
             .collect(),
@@ -180,7 +269,7 @@ fn choose(args: &BenchArgs) -> Result<(Vec<Scheduler>, Vec<Workload>)> {
     let workloads = if !args.run.is_empty() {
         vec![command_workload(&args.run)]
     } else if let Some(names) = &args.workloads {
-        pick(names, |name| workload_named(&suite, name))?
+        pick(names, |name| workload_named(suite, name))?
     } else {
         suite.workloads.clone()
     };
@@ -201,14 +290,34 @@ fn pick<T>(names: &str, named: impl Fn(&str) -> Result<T, String>) -> Result<Vec
         .map_err(usage)
 }
 
-/// What `--schedulers installed` stands for: every sched_ext scheduler
-/// found beside nest or on PATH but scx_nest (scx_bpfland, scx_lavd, ...).
-const INSTALLED: &str = "installed";
-
+/// What `installed` stands for: every sched_ext scheduler found beside
+/// nest, on PATH or in the peers' directory but scx_nest (scx_bpfland,
+/// scx_lavd, ...).
 fn installed_peers() -> Vec<String> {
     let mut peers = process::programs_starting_with("scx_");
     peers.retain(|p| p != "scx_nest");
     peers
+}
+
+/// The scheduler of an installed peer program.
+fn peer(program: &str) -> Scheduler {
+    suite::scheduler_for_command(program, vec![program.to_string()])
+}
+
+/// The suite's schedulers, with every installed peer where its
+/// `installed` entry stands.
+fn suite_schedulers(suite: &Suite) -> Vec<Scheduler> {
+    let mut schedulers = suite.schedulers.clone();
+    if let Some(at) = suite.installed_at {
+        let named = |p: &String| schedulers.iter().any(|s| &s.name == p);
+        let peers: Vec<Scheduler> = installed_peers()
+            .iter()
+            .filter(|p| !named(p))
+            .map(|p| peer(p))
+            .collect();
+        schedulers.splice(at.min(schedulers.len())..at.min(schedulers.len()), peers);
+    }
+    schedulers
 }
 
 /// A scheduler of the suite, a built-in one, or an installed `scx_*`
@@ -220,21 +329,20 @@ fn schedulers_named(suite: &Suite, name: &str) -> Result<Vec<Scheduler>, String>
     if let Some(s) = suite::builtin_scheduler(name) {
         return Ok(vec![s]);
     }
-    let for_program = |p: &String| suite::scheduler_for_command(p, vec![p.clone()]);
     if name == INSTALLED {
         let peers = installed_peers();
         if peers.is_empty() {
-            return Err(
-                "--schedulers installed: no sched_ext scheduler but scx_nest is \
-                        installed (scx_* beside nest or on PATH; e.g. `cargo install \
-                        scx_bpfland`)"
-                    .into(),
-            );
+            return Err(format!(
+                "--schedulers installed: no sched_ext scheduler but scx_nest is installed \
+                 (scx_* beside nest, on PATH or in {}: `scripts/peers.sh` builds \
+                 scx_bpfland, scx_cosmos and scx_lavd there)",
+                process::peers_dir().display()
+            ));
         }
-        return Ok(peers.iter().map(for_program).collect());
+        return Ok(peers.iter().map(|p| peer(p)).collect());
     }
     if name.starts_with("scx_") && process::resolve(name).is_some() {
-        return Ok(vec![for_program(&name.to_string())]);
+        return Ok(vec![peer(name)]);
     }
     let in_suite: Vec<&str> = suite.schedulers.iter().map(|s| s.name.as_str()).collect();
     Err(format!(
@@ -271,6 +379,7 @@ fn command_workload(command: &[String]) -> Workload {
         optional: false,
         source: None,
         setup: Vec::new(),
+        install: None,
     }
 }
 
@@ -334,27 +443,72 @@ fn preflight(schedulers: &[Scheduler]) -> Result<()> {
     }
 }
 
-/// The governors to run under; empty to leave the machine's alone.
-fn governors(asked: &[String], notes: &mut Vec<String>) -> Result<Vec<String>> {
+/// The governors to run under, each as asked and what it needs here;
+/// empty to leave the machine's alone.
+fn governors(
+    cpus: &Path,
+    asked: &[String],
+    notes: &mut Vec<String>,
+) -> Result<Vec<(String, governor::Setting)>> {
     if asked.is_empty() {
         return Ok(Vec::new());
     }
-    let cpus = Path::new(governor::CPUS);
     if !governor::cpufreq_present(cpus) {
         notes.push(format!(
-            "no cpufreq on this machine: --governor {} ignored",
+            "no cpufreq on this machine: governors {} ignored",
             asked.join(",")
         ));
         return Ok(Vec::new());
     }
-    let available = governor::Governors::available(cpus);
-    if let Some(bad) = asked.iter().find(|g| !available.contains(g)) {
+    let mut settings = Vec::new();
+    for spec in asked {
+        if settings.iter().any(|(s, _)| s == spec) {
+            return Err(usage(format!("governor '{spec}' is named twice")));
+        }
+        let setting = governor::setting(cpus, spec).map_err(usage)?;
+        notes.push(format!("governor {spec}: {}", setting.describe(cpus)));
+        settings.push((spec.clone(), setting));
+    }
+    Ok(settings)
+}
+
+/// The baseline cell: `spec` (`SCHEDULER[/GOVERNOR]`), or the first
+/// scheduler under schedutil if it is run, else under the first governor.
+fn baseline(
+    spec: Option<&str>,
+    schedulers: &[Scheduler],
+    governors: &[String],
+) -> Result<Baseline> {
+    let (scheduler, governor) = match spec.map(|s| s.split_once('/').unwrap_or((s, ""))) {
+        Some((scheduler, governor)) => (scheduler.to_string(), governor.to_string()),
+        None => (schedulers[0].name.clone(), String::new()),
+    };
+    if !schedulers.iter().any(|s| s.name == scheduler) {
+        let names: Vec<&str> = schedulers.iter().map(|s| s.name.as_str()).collect();
         return Err(usage(format!(
-            "governor '{bad}' is not available here; valid: {}",
-            available.join(", ")
+            "baseline '{scheduler}' is not one of the schedulers run ({})",
+            names.join(", ")
         )));
     }
-    Ok(asked.to_vec())
+    let governor = if governors.is_empty() {
+        None
+    } else if governor.is_empty() {
+        let schedutil = governors
+            .iter()
+            .find(|g| g.split('@').next() == Some("schedutil"));
+        Some(schedutil.unwrap_or(&governors[0]).clone())
+    } else if governors.contains(&governor) {
+        Some(governor)
+    } else {
+        return Err(usage(format!(
+            "baseline governor '{governor}' is not one of the governors run ({})",
+            governors.join(", ")
+        )));
+    };
+    Ok(Baseline {
+        scheduler,
+        governor,
+    })
 }
 
 /// The RAPL domains that measure each run's energy; a note if their
@@ -394,7 +548,7 @@ fn bench(
     args: &BenchArgs,
     results: Results,
     rapl: energy::Rapl,
-    switch_governors: bool,
+    settings: Vec<(String, governor::Setting)>,
 ) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
@@ -403,26 +557,50 @@ fn bench(
         timeout: args.timeout,
         attach_timeout: args.attach_timeout,
     };
+    let m = &results.method;
     let plan = plan::interleaved(
         results.cells.len(),
-        args.warmup,
-        args.runs.into(),
-        args.trace,
+        plan::Rounds {
+            warmup: m.warmup,
+            runs: m.runs,
+            power_runs: m.power_runs,
+            traced: args.trace,
+        },
     );
+    let cpus = &args.cpufreq_root;
+    let governors = if settings.is_empty() {
+        None
+    } else {
+        let before = governor::describe(cpus);
+        eprintln!("nest bench: cpufreq before: {before}");
+        Some((governor::Governors::save(cpus, settings)?, before))
+    };
+    let (governors, before) = governors.unzip();
     let mut bench = exec::Bench {
         options: &options,
         results,
         stop: exec::stop_flag()?,
         rapl,
-        governors: if switch_governors {
-            Some(governor::Governors::save(Path::new(governor::CPUS))?)
-        } else {
-            None
-        },
+        governors,
     };
     let outcome = bench.run(&plan);
     // Governors go back before the reports are written.
-    bench.governors = None;
+    if bench.governors.take().is_some() {
+        let after = governor::describe(cpus);
+        eprintln!("nest bench: cpufreq after: {after}");
+        let before = before.unwrap_or_default();
+        bench
+            .results
+            .notes
+            .push(format!("cpufreq before: {before}"));
+        bench.results.notes.push(format!("cpufreq after: {after}"));
+        if after != before {
+            bench
+                .results
+                .notes
+                .push("cpufreq NOT restored as it was: see above".into());
+        }
+    }
     let results = bench.results;
     write_all(&results, &args.out)?;
     print!("{}", report::text(&results));
@@ -452,11 +630,16 @@ fn write_data(results: &Results, out: &Path) -> Result<()> {
     write("results.csv", results.to_csv())
 }
 
-/// Everything, at the end.
+/// Everything, at the end: the data, report.html and the figures as PNG
+/// in figures/ (a figure that cannot be drawn loses nothing else).
 fn write_all(results: &Results, out: &Path) -> Result<()> {
     write_data(results, out)?;
     std::fs::write(out.join("report.html"), report::html(results))
-        .with_context(|| format!("cannot write {}", out.join("report.html").display()))
+        .with_context(|| format!("cannot write {}", out.join("report.html").display()))?;
+    if let Err(err) = report::write_pngs(results, &out.join("figures")) {
+        eprintln!("nest bench: figures not drawn as PNG: {err:#}");
+    }
+    Ok(())
 }
 
 fn list() -> String {
@@ -476,13 +659,17 @@ fn list() -> String {
     }
     let peers = installed_peers();
     s.push_str(&format!(
-        "installed sched_ext schedulers (--schedulers NAME, or `{INSTALLED}` for all): {}\n",
-        if peers.is_empty() {
-            "none but scx_nest".to_string()
-        } else {
-            peers.join(", ")
-        }
+        "installed sched_ext schedulers (--schedulers NAME, or `{INSTALLED}` for all; \
+         `scripts/peers.sh` builds scx_bpfland, scx_cosmos and scx_lavd into {}):\n",
+        process::peers_dir().display()
     ));
+    if peers.is_empty() {
+        s.push_str("  none but scx_nest\n");
+    }
+    for peer in peers {
+        let path = process::resolve(&peer).unwrap_or_default();
+        s.push_str(&format!("  {peer:<16} {}\n", path.display()));
+    }
     s
 }
 
@@ -503,6 +690,12 @@ mod tests {
             .args
     }
 
+    /// The suite's schedulers and workloads the arguments choose.
+    fn chosen(args: &BenchArgs) -> Result<(Vec<Scheduler>, Vec<Workload>)> {
+        let suite = suite::load(&args.suite).map_err(usage)?;
+        choose(args, &suite)
+    }
+
     fn exit_code(err: anyhow::Error) -> i32 {
         err.downcast_ref::<clap::Error>()
             .map_or(1, |e| e.exit_code())
@@ -510,7 +703,7 @@ mod tests {
 
     #[test]
     fn the_quick_suite_makes_four_cells_baseline_first() {
-        let (schedulers, workloads) = choose(&parse(&["--suite", "quick"])).unwrap();
+        let (schedulers, workloads) = chosen(&parse(&["--suite", "quick"])).unwrap();
         let cells = cells(&workloads, &schedulers, &[]);
         let ids: Vec<String> = cells.iter().map(Cell::id).collect();
         assert_eq!(
@@ -526,7 +719,7 @@ mod tests {
 
     #[test]
     fn a_builtin_workload_can_be_asked_for_outside_the_suite() {
-        let (_, workloads) = choose(&parse(&[
+        let (_, workloads) = chosen(&parse(&[
             "--suite",
             "quick",
             "--workloads",
@@ -540,14 +733,14 @@ mod tests {
 
     #[test]
     fn unknown_names_are_usage_errors_listing_the_valid_ones() {
-        let err = choose(&parse(&["--suite", "quick", "--workloads", "chain,pipes"])).unwrap_err();
+        let err = chosen(&parse(&["--suite", "quick", "--workloads", "chain,pipes"])).unwrap_err();
         assert!(
             err.to_string()
                 .contains("unknown workload 'pipes': valid are the suite's (chain, pipe)"),
             "{err}"
         );
         assert_eq!(exit_code(err), 2);
-        let err = choose(&parse(&[
+        let err = chosen(&parse(&[
             "--suite",
             "quick",
             "--schedulers",
@@ -571,7 +764,7 @@ mod tests {
             "[[scheduler]]\nname = \"default\"\n[[workload]]\nnmae = \"chain\"\n",
         )
         .unwrap();
-        let err = choose(&parse(&["--suite", path.to_str().unwrap()])).unwrap_err();
+        let err = chosen(&parse(&["--suite", path.to_str().unwrap()])).unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains(&format!("{}:4: unknown field `nmae`", path.display())),
@@ -583,7 +776,7 @@ mod tests {
     #[test]
     fn a_command_after_the_dashes_is_the_only_workload() {
         let args = parse(&["--suite", "quick", "--", "make", "-j8"]);
-        let (_, workloads) = choose(&args).unwrap();
+        let (_, workloads) = chosen(&args).unwrap();
         assert_eq!(workloads.len(), 1);
         assert_eq!(workloads[0].name, "make");
         assert_eq!(workloads[0].command, ["make", "-j8"]);
@@ -603,7 +796,7 @@ mod tests {
 
     #[test]
     fn governors_multiply_the_cells() {
-        let (schedulers, workloads) = choose(&parse(&["--suite", "quick"])).unwrap();
+        let (schedulers, workloads) = chosen(&parse(&["--suite", "quick"])).unwrap();
         let governors = ["performance".to_string(), "schedutil".to_string()];
         let cells = cells(&workloads[..1], &schedulers, &governors);
         let ids: Vec<String> = cells.iter().map(Cell::id).collect();

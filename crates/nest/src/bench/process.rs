@@ -32,8 +32,14 @@ pub enum Waited {
     Interrupted,
 }
 
+/// Where `scripts/peers.sh` installs the scx project's schedulers
+/// (`cargo install --root $NEST_CACHE/peers`).
+pub fn peers_dir() -> PathBuf {
+    crate::source::cache_dir().join("peers/bin")
+}
+
 /// Where programs are looked for, in order: beside this `nest` binary
-/// (scx_nest, nest-load), then on `PATH`.
+/// (scx_nest, nest-load), on `PATH`, then in [`peers_dir`].
 fn program_dirs() -> impl Iterator<Item = PathBuf> {
     let beside = std::env::current_exe()
         .ok()
@@ -41,7 +47,7 @@ fn program_dirs() -> impl Iterator<Item = PathBuf> {
     let on_path = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>());
-    beside.into_iter().chain(on_path)
+    beside.into_iter().chain(on_path).chain([peers_dir()])
 }
 
 /// Where `program` is: itself if it has a `/`, else in the first of

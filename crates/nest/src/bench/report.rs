@@ -35,12 +35,14 @@ fn improvement_cells(imp: Option<Improvement>) -> [String; 2] {
     ]
 }
 
-/// Cell `i`'s improvement columns: `baseline` for a baseline cell.
+/// Cell `i`'s improvement columns: `baseline` for the baseline cell,
+/// with its own runs' spread around its center.
 fn vs_baseline_cells(results: &Results, i: usize, imp: Option<Improvement>) -> [String; 2] {
+    let [percent, sd] = improvement_cells(imp);
     if results.baseline_of(i) == Some(i) {
-        ["baseline".into(), "-".into()]
+        ["baseline".into(), sd]
     } else {
-        improvement_cells(imp)
+        [percent, sd]
     }
 }
 
@@ -52,7 +54,15 @@ pub fn summary_table(results: &Results) -> Table {
     if with_governor {
         columns.push("governor");
     }
-    columns.extend(["runs ok", "mean", "stddev", "unit", "vs baseline", "+-"]);
+    columns.extend([
+        "runs ok",
+        "mean",
+        "median",
+        "stddev",
+        "unit",
+        "vs baseline",
+        "+-",
+    ]);
     if with_energy {
         columns.extend(["energy J", "energy vs baseline", "energy +-"]);
     }
@@ -69,11 +79,13 @@ pub fn summary_table(results: &Results) -> Table {
             (Some(_), _) => row.push("FAILED".into()),
             (None, Some(s)) => {
                 row.push(num(s.mean));
+                row.push(num(s.median));
                 row.push(s.stddev.map(num).unwrap_or_else(|| "-".into()));
                 row.push(cell.workload.metric.unit.clone());
                 row.extend(vs_baseline_cells(results, i, results.improvement(i)));
                 if with_energy {
-                    row.push(summary.energy.map_or_else(|| "-".into(), |e| num(e.mean)));
+                    let energy = summary.energy.as_ref();
+                    row.push(energy.map_or_else(|| "-".into(), |e| num(e.mean)));
                     row.extend(vs_baseline_cells(results, i, results.energy_improvement(i)));
                 }
             }
@@ -94,16 +106,21 @@ pub fn text(results: &Results) -> String {
         let _ = writeln!(s, "{label}");
     }
     let m = &results.method;
-    let baseline = results
-        .cells
-        .first()
-        .map(|c| c.scheduler.name.as_str())
-        .unwrap_or("");
+    let center = m.center.name();
+    let power = if m.power_runs > m.runs {
+        format!(" (+ power runs up to {} for energy)", m.power_runs)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "suite {}: {} warm-up + {} measured runs per cell, interleaved; \
-         vs baseline: improvement over {baseline} in % (+ = better), with its stddev",
-        m.suite, m.warmup, m.runs
+        "suite {}: {} warm-up + {} measured runs per cell{power}, interleaved; vs baseline: \
+         the {center}'s improvement over {} in % (+ = better); +-: the standard deviation of \
+         each run's improvement over the baseline's {center}",
+        m.suite,
+        m.warmup,
+        m.runs,
+        results.baseline_name()
     );
     for note in &results.notes {
         let _ = writeln!(s, "note: {note}");
@@ -119,15 +136,29 @@ pub fn text(results: &Results) -> String {
         let _ = writeln!(s, "{line}");
     }
     if !results.traces.is_empty() {
-        s.push_str("\ntraced runs (the workload's tasks, per 100 ms):\n");
+        s.push_str(
+            "\ntime beside placement (traced runs: the workload's tasks, per 100 ms of its life):\n",
+        );
         s.push_str(&traces_table(results).to_text());
     }
     s
 }
 
-/// Where each cell's traced run ran its work.
+/// Each cell's time (its center, and against the baseline) beside where
+/// its traced run ran its work: CPUs and sockets per 100 ms.
 pub fn traces_table(results: &Results) -> Table {
-    let columns = ["cell", "CPUs used", "sockets used", "concurrency", "trace"];
+    let center = results.method.center.name();
+    let columns = [
+        "cell",
+        center,
+        "unit",
+        "vs baseline",
+        "CPUs/100ms",
+        "sockets/100ms",
+        "distinct CPUs",
+        "concurrency",
+        "trace",
+    ];
     let mut table = Table::new("traces", &columns);
     for traced in &results.traces {
         let value = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
@@ -142,10 +173,23 @@ pub fn traces_table(results: &Results) -> Table {
                 traced.file.rsplit('/').next().unwrap_or_default()
             ),
         };
+        let cell = &results.cells[traced.cell];
+        let summary = results.summarize(traced.cell);
+        let time = summary
+            .result()
+            .map_or_else(|| "FAILED".into(), |s| num(results.method.center.of(s)));
+        let [vs, _] = vs_baseline_cells(results, traced.cell, results.improvement(traced.cell));
         table.push(vec![
-            results.cells[traced.cell].id().into(),
+            cell.id().into(),
+            time.into(),
+            cell.workload.metric.unit.as_str().into(),
+            vs.into(),
             value(traced.mean_cpus_used).into(),
             value(traced.mean_sockets_used).into(),
+            traced
+                .distinct_cpus
+                .map_or_else(|| "-".into(), |n| n.to_string())
+                .into(),
             value(traced.mean_concurrency).into(),
             file.into(),
         ]);
@@ -364,24 +408,30 @@ fn residency_legend(
     (legend, y + 12.0)
 }
 
-/// The cells of each workload (and governor), in order: what one
-/// figure shows.
+/// The cells of each workload, in order: what one figure shows (every
+/// scheduler under every governor, against the one baseline).
 fn groups(results: &Results) -> Vec<(String, Vec<usize>)> {
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, cell) in results.cells.iter().enumerate() {
-        let key = match &cell.governor {
-            Some(g) => format!("{} ({g})", cell.workload.name),
-            None => cell.workload.name.clone(),
-        };
-        match groups.iter_mut().find(|(k, _)| *k == key) {
+        let key = &cell.workload.name;
+        match groups.iter_mut().find(|(k, _)| k == key) {
             Some((_, cells)) => cells.push(i),
-            None => groups.push((key, vec![i])),
+            None => groups.push((key.clone(), vec![i])),
         }
     }
     groups
 }
 
-/// A bar per cell: its scheduler, and its improvement.
+/// A cell's label in a figure: `scx_nest`, or `scx_nest / performance`.
+fn bar_name(results: &Results, i: usize) -> String {
+    let cell = &results.cells[i];
+    match &cell.governor {
+        Some(g) => format!("{} / {g}", cell.scheduler.name),
+        None => cell.scheduler.name.clone(),
+    }
+}
+
+/// A bar per cell: its label, and its improvement.
 fn bars(
     results: &Results,
     cells: &[usize],
@@ -392,7 +442,7 @@ fn bars(
         .map(|&i| {
             let imp = imp(i);
             (
-                results.cells[i].scheduler.name.clone(),
+                bar_name(results, i),
                 imp.map(|i| i.percent),
                 imp.and_then(|i| i.stddev),
             )
@@ -400,14 +450,30 @@ fn bars(
         .collect()
 }
 
-/// Each workload's improvement bars (every non-baseline cell), with its
-/// energy bars beside them when its runs measured energy.
-fn figures(results: &Results) -> Vec<String> {
-    let baseline = results
-        .cells
-        .first()
-        .map(|c| c.scheduler.name.as_str())
-        .unwrap_or("");
+/// One of the paper's figures: `name` is its file name stem.
+pub struct Figure {
+    pub name: String,
+    pub svg: String,
+}
+
+/// A file name part from a free name.
+fn file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Each workload's speedup bars (every cell but the baseline), and its
+/// energy bars when its runs measured energy.
+pub fn speedup_figures(results: &Results) -> Vec<(Figure, Option<Figure>)> {
+    let baseline = results.baseline_name();
+    let center = results.method.center.name();
     let mut figures = Vec::new();
     for (key, cells) in groups(results) {
         let has_energy = cells.iter().any(|&i| results.summarize(i).energy.is_some());
@@ -415,11 +481,14 @@ fn figures(results: &Results) -> Vec<String> {
             .into_iter()
             .filter(|&i| results.baseline_of(i) != Some(i))
             .collect();
-        let title = format!("{key}: improvement over {baseline} (%)");
-        let mut figure = speedup_svg(&title, &bars(results, &cells, |i| results.improvement(i)));
-        if has_energy {
-            // A cell with a time but no energy (a counter that could not be
-            // read) has no bar; without a time it is FAILED, as above.
+        let title = format!("{key}: improvement of the {center} over {baseline} (%)");
+        let speedup = Figure {
+            name: format!("{}-speedup", file_stem(&key)),
+            svg: speedup_svg(&title, &bars(results, &cells, |i| results.improvement(i))),
+        };
+        let energy = has_energy.then(|| {
+            // A cell with a time but no energy (a counter that could not
+            // be read) has no bar; without a time it is FAILED, as above.
             let measured: Vec<usize> = cells
                 .into_iter()
                 .filter(|&i| {
@@ -427,19 +496,21 @@ fn figures(results: &Results) -> Vec<String> {
                 })
                 .collect();
             let title = format!("{key}: energy improvement over {baseline} (%)");
-            let energy = bars(results, &measured, |i| results.energy_improvement(i));
-            figure = format!(
-                "<div class=\"pair\">\n{figure}{}</div>\n",
-                speedup_svg(&title, &energy)
-            );
-        }
-        figures.push(figure);
+            Figure {
+                name: format!("{}-energy", file_stem(&key)),
+                svg: speedup_svg(
+                    &title,
+                    &bars(results, &measured, |i| results.energy_improvement(i)),
+                ),
+            }
+        });
+        figures.push((speedup, energy));
     }
     figures
 }
 
 /// Each workload's frequency residency figure, or why there is none.
-fn residency_figures(results: &Results) -> Vec<String> {
+fn residency_figures(results: &Results) -> Vec<Result<Figure, String>> {
     let mut figures = Vec::new();
     for (key, cells) in groups(results) {
         // The cells with a trace (a failed traced run has its reason in
@@ -448,23 +519,54 @@ fn residency_figures(results: &Results) -> Vec<String> {
             .iter()
             .filter_map(|&i| {
                 let traced = results.traces.iter().find(|t| t.cell == i)?;
-                traced.error.is_none().then(|| {
-                    let scheduler = results.cells[i].scheduler.name.clone();
-                    (scheduler, traced.residency.as_slice())
-                })
+                traced
+                    .error
+                    .is_none()
+                    .then(|| (bar_name(results, i), traced.residency.as_slice()))
             })
             .collect();
         if rows.is_empty() {
             continue;
         }
         if rows.iter().all(|(_, shares)| shares.is_empty()) {
-            figures.push(format!("<p>{}: {NO_CPUFREQ}</p>\n", escape(&key)));
-        } else {
-            let title = format!("{key}: the workload's busy time per CPU frequency (traced run)");
-            figures.push(residency_svg(&title, &rows));
+            figures.push(Err(format!("{key}: {NO_CPUFREQ}")));
+            continue;
         }
+        let source = cells
+            .iter()
+            .filter_map(|&i| results.traces.iter().find(|t| t.cell == i))
+            .find_map(|t| t.frequency_source.clone())
+            .unwrap_or_else(|| "unknown source".into());
+        let title =
+            format!("{key}: the workload's busy time per CPU frequency (traced run; {source})");
+        figures.push(Ok(Figure {
+            name: format!("{}-frequency", file_stem(&key)),
+            svg: residency_svg(&title, &rows),
+        }));
     }
     figures
+}
+
+/// The paper's figures as PNG files in `dir`: speedup, energy and
+/// frequency residency of each workload. Returns the files written.
+pub fn write_pngs(
+    results: &Results,
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut figures: Vec<Figure> = Vec::new();
+    for (speedup, energy) in speedup_figures(results) {
+        figures.push(speedup);
+        figures.extend(energy);
+    }
+    figures.extend(residency_figures(results).into_iter().flatten());
+    let mut written = Vec::new();
+    for figure in figures {
+        let path = dir.join(format!("{}.png", figure.name));
+        nest_trace::svg::write_png(&figure.svg, &path)?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// Every run, for the report's last table.
@@ -522,8 +624,17 @@ pub fn html(results: &Results) -> String {
         let _ = writeln!(s, "<p class=\"label\">{}</p>", escape(&line));
     }
     s.push_str("<h2>Improvement over the baseline</h2>\n");
-    for figure in figures(results) {
-        s.push_str(&figure);
+    for (speedup, energy) in speedup_figures(results) {
+        match energy {
+            Some(energy) => {
+                let _ = write!(
+                    s,
+                    "<div class=\"pair\">\n{}{}</div>\n",
+                    speedup.svg, energy.svg
+                );
+            }
+            None => s.push_str(&speedup.svg),
+        }
     }
     if !results.traces.is_empty() {
         s.push_str("<h2>Where the work ran (one traced run per cell)</h2>\n");
@@ -532,7 +643,12 @@ pub fn html(results: &Results) -> String {
             s.push_str(svg);
         }
         for figure in residency_figures(results) {
-            s.push_str(&figure);
+            match figure {
+                Ok(figure) => s.push_str(&figure.svg),
+                Err(why) => {
+                    let _ = writeln!(s, "<p>{}</p>", escape(&why));
+                }
+            }
         }
     }
     s.push_str("<h2>Every run</h2>\n");
@@ -550,10 +666,11 @@ pub fn compare(a: &Results, b: &Results) -> Table {
         columns.extend(["A J", "B J", "energy B vs A", "energy +-"]);
     }
     let mut table = Table::new("compare", &columns);
+    let center = a.method.center;
     let versus = |x: Option<&Summary>, y: Option<&Summary>, higher_is_better| {
         improvement_cells(
             x.zip(y)
-                .and_then(|(x, y)| improvement(x, y, higher_is_better)),
+                .and_then(|(x, y)| improvement(x, y, higher_is_better, center)),
         )
     };
     for (i, cell) in a.cells.iter().enumerate() {
@@ -627,7 +744,7 @@ mod tests {
         assert_eq!(at(0, "energy vs baseline"), "baseline");
         assert_eq!(at(1, "energy J"), "20.00");
         assert_eq!(at(1, "energy vs baseline"), "+50.0%");
-        assert_eq!(at(1, "energy +-"), "53.0%");
+        assert_eq!(at(1, "energy +-"), "56.6%", "runs +100% and +20%");
         assert_eq!(at(2, "energy J"), "-", "pipe measured none");
         assert_eq!(
             (at(3, "mean"), at(3, "energy J")),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::machine::Machine;
 use super::residency::BandShare;
-use super::stats::{Improvement, Summary, improvement, summarize};
+use super::stats::{Center, Improvement, Summary, improvement, summarize};
 use super::suite::{Scheduler, Workload};
 
 /// One workload under one scheduler (and governor).
@@ -45,6 +45,10 @@ pub struct Run {
     /// 1-based, among the cell's warm-up or measured runs.
     pub run: usize,
     pub warmup: bool,
+    /// A run beyond `--runs`, made to reach `--power-runs` energy
+    /// measurements: its energy counts, its metric does not.
+    #[serde(default)]
+    pub power: bool,
     pub status: Status,
     /// The cell's metric; `None` for a failed run.
     pub metric: Option<f64>,
@@ -63,7 +67,36 @@ pub struct Method {
     pub suite: String,
     pub warmup: usize,
     pub runs: usize,
+    /// Measured runs of each cell for its energy, where RAPL exists (at
+    /// least `runs`).
+    #[serde(default)]
+    pub power_runs: usize,
     pub timeout_s: f64,
+    /// The cell every other cell of a workload is compared with; `None`
+    /// in results from before it (then each governor's first scheduler).
+    #[serde(default)]
+    pub baseline: Option<Baseline>,
+    /// What is compared: the cells' means (the paper's) or medians.
+    #[serde(default)]
+    pub center: Center,
+}
+
+/// The one baseline of every comparison: a scheduler under a governor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub scheduler: String,
+    /// `None` when the bench switched no governors.
+    pub governor: Option<String>,
+}
+
+impl Baseline {
+    /// `default / schedutil`, or `default`.
+    pub fn id(&self) -> String {
+        match &self.governor {
+            Some(g) => format!("{} / {g}", self.scheduler),
+            None => self.scheduler.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,13 +121,23 @@ pub struct Traced {
     /// The trace file, for `nest trace report`.
     pub file: String,
     /// CPUs that ran one of the workload's tasks (the recorded command and
-    /// its descendants), per 100 ms interval, averaged over the trace.
+    /// its descendants), per 100 ms interval of the command's life,
+    /// averaged.
     pub mean_cpus_used: Option<f64>,
     /// Sockets with such a CPU, per 100 ms interval, averaged.
     #[serde(default)]
     pub mean_sockets_used: Option<f64>,
-    /// The workload's tasks running at once, per 100 ms interval, averaged.
+    /// Distinct CPUs that ran one of the workload's tasks.
+    #[serde(default)]
+    pub distinct_cpus: Option<usize>,
+    /// The workload's tasks running at once, on average over the
+    /// command's life.
     pub mean_concurrency: Option<f64>,
+    /// Where the trace's frequencies come from (`aperf/mperf every 4 ms`,
+    /// `cpu_frequency tracepoint`, `scaling_cur_freq polled every 10
+    /// ms`); `None` without frequencies.
+    #[serde(default)]
+    pub frequency_source: Option<String>,
     /// The share of the workload's busy CPU time in each frequency band;
     /// empty when the trace has no frequency events (no cpufreq).
     #[serde(default)]
@@ -139,7 +182,10 @@ impl Results {
             .filter(|r| r.cell == cell && !r.warmup)
             .collect();
         let succeeded = || measured.iter().filter(|r| r.status == Status::Ok);
-        let ok: Vec<f64> = succeeded().filter_map(|r| r.metric).collect();
+        let ok: Vec<f64> = succeeded()
+            .filter(|r| !r.power)
+            .filter_map(|r| r.metric)
+            .collect();
         let energy: Vec<f64> = succeeded().filter_map(|r| r.energy_j).collect();
         let failures: Vec<&&Run> = measured
             .iter()
@@ -149,23 +195,39 @@ impl Results {
             summary: summarize(&ok),
             energy: summarize(&energy),
             ok: ok.len(),
-            failed: failures.len(),
+            failed: failures.iter().filter(|r| !r.power).count(),
             failure: failures
                 .first()
                 .map(|r| r.reason.clone().unwrap_or_else(|| "failed".into())),
         }
     }
 
-    /// The cell `cell` is compared with: the same workload and governor
-    /// under the first scheduler.
+    /// The cell `cell` is compared with: the same workload under the
+    /// method's baseline scheduler and governor (in results from before
+    /// the method named one: the first scheduler under the same governor).
     pub fn baseline_of(&self, cell: usize) -> Option<usize> {
         let this = &self.cells[cell];
-        let first = &self.cells.first()?.scheduler.name;
+        let (scheduler, governor) = match &self.method.baseline {
+            Some(b) => (&b.scheduler, &b.governor),
+            None => (&self.cells.first()?.scheduler.name, &this.governor),
+        };
         self.cells.iter().position(|c| {
-            &c.scheduler.name == first
+            &c.scheduler.name == scheduler
                 && c.workload.name == this.workload.name
-                && c.governor == this.governor
+                && &c.governor == governor
         })
+    }
+
+    /// What the improvements are against: `default / schedutil`.
+    pub fn baseline_name(&self) -> String {
+        match &self.method.baseline {
+            Some(b) => b.id(),
+            None => self
+                .cells
+                .first()
+                .map(|c| c.scheduler.name.clone())
+                .unwrap_or_default(),
+        }
     }
 
     /// The improvement of `cell` over its baseline, if both are results.
@@ -188,7 +250,12 @@ impl Results {
     ) -> Option<Improvement> {
         let base = self.summarize(self.baseline_of(cell)?);
         let this = self.summarize(cell);
-        improvement(value(&base)?, value(&this)?, higher_is_better)
+        improvement(
+            value(&base)?,
+            value(&this)?,
+            higher_is_better,
+            self.method.center,
+        )
     }
 
     /// Whether any run measured an energy: the tables and figures then
@@ -222,6 +289,7 @@ impl Results {
                 "governor",
                 "run",
                 "warmup",
+                "power",
                 "status",
                 "metric",
                 "unit",
@@ -238,6 +306,7 @@ impl Results {
                 cell.governor.clone().unwrap_or_default().into(),
                 run.run.into(),
                 run.warmup.to_string().into(),
+                run.power.to_string().into(),
                 format!("{:?}", run.status).to_uppercase().into(),
                 run.metric.map(|m| m.to_string()).unwrap_or_default().into(),
                 cell.workload.metric.unit.as_str().into(),
@@ -263,6 +332,7 @@ pub mod tests {
             cell,
             run,
             warmup: false,
+            power: false,
             status: if metric.is_some() {
                 Status::Ok
             } else {
@@ -312,7 +382,13 @@ pub mod tests {
                 suite: "quick".into(),
                 warmup: 1,
                 runs: 2,
+                power_runs: 2,
                 timeout_s: 300.0,
+                baseline: Some(Baseline {
+                    scheduler: "default".into(),
+                    governor: None,
+                }),
+                center: Center::Mean,
             },
             cells,
             runs: vec![
@@ -336,7 +412,9 @@ pub mod tests {
                 file: "logs/chain-scx_nest-t1.nest.jsonl".into(),
                 mean_cpus_used: Some(2.5),
                 mean_sockets_used: Some(1.25),
+                distinct_cpus: Some(4),
                 mean_concurrency: Some(1.0),
+                frequency_source: Some("cpu_frequency tracepoint".into()),
                 residency: vec![
                     band_share("< 2.0 GHz", 0.25),
                     band_share(">= 2.0 GHz", 0.75),
@@ -359,13 +437,13 @@ pub mod tests {
         let results = sample();
         let chain = results.summarize(0);
         assert_eq!(
-            chain.summary.unwrap().mean,
+            chain.summary.as_ref().unwrap().mean,
             2.0,
             "the 100 s warm-up is left out"
         );
         let failed = results.summarize(3);
         assert_eq!((failed.ok, failed.failed), (1, 1));
-        assert_eq!(failed.summary.unwrap().mean, 50.0);
+        assert_eq!(failed.summary.as_ref().unwrap().mean, 50.0);
         assert_eq!(
             failed.result(),
             None,
@@ -387,16 +465,90 @@ pub mod tests {
         assert_eq!(results.improvement(0).unwrap().percent, 0.0);
     }
 
+    /// One workload under default and scx_nest, each under schedutil and
+    /// performance, every cell against the one baseline default /
+    /// schedutil (runs 10 s and 12 s, mean 11 s), by hand:
+    /// - scx_nest / schedutil, 9 and 11 s: 11/10 - 1 = +10%; runs
+    ///   11/9 - 1 = +22.22% and 11/11 - 1 = 0%: sd 22.22/sqrt(2) = 15.71%;
+    /// - default / performance, 8 and 12 s: +10%; runs +37.5% and -8.33%:
+    ///   sd 45.83/sqrt(2) = 32.41%;
+    /// - scx_nest / performance, 11 and 11 s: 0%, sd 0;
+    /// - the baseline itself: 0%, runs 11/10 - 1 = +10% and 11/12 - 1 =
+    ///   -8.33%: sd 18.33/sqrt(2) = 12.96%.
+    #[test]
+    fn every_cell_is_compared_with_one_baseline_across_governors() {
+        let workload = builtin_workload("chain").unwrap();
+        let cell = |scheduler: &str, governor: &str| Cell {
+            workload: workload.clone(),
+            scheduler: builtin_scheduler(scheduler).unwrap(),
+            governor: Some(governor.into()),
+        };
+        let mut results = sample();
+        results.cells = vec![
+            cell("default", "performance"),
+            cell("scx_nest", "performance"),
+            cell("default", "schedutil"),
+            cell("scx_nest", "schedutil"),
+        ];
+        results.method.baseline = Some(Baseline {
+            scheduler: "default".into(),
+            governor: Some("schedutil".into()),
+        });
+        let times = [[8.0, 12.0], [11.0, 11.0], [10.0, 12.0], [9.0, 11.0]];
+        results.runs = times
+            .iter()
+            .enumerate()
+            .flat_map(|(c, t)| [run(c, 1, Some(t[0])), run(c, 2, Some(t[1]))])
+            .collect();
+        results.traces.clear();
+        for c in 0..4 {
+            assert_eq!(results.baseline_of(c), Some(2), "cell {c}");
+        }
+        assert_eq!(results.baseline_name(), "default / schedutil");
+        let expect = [(10.0, 32.41), (0.0, 0.0), (0.0, 12.96), (10.0, 15.71)];
+        for (c, (percent, sd)) in expect.into_iter().enumerate() {
+            let imp = results.improvement(c).unwrap();
+            assert!((imp.percent - percent).abs() < 1e-9, "cell {c}: {imp:?}");
+            assert!(
+                (imp.stddev.unwrap() - sd).abs() < 0.005,
+                "cell {c}: {imp:?}"
+            );
+        }
+        // Results from before the method named a baseline: each
+        // governor's first scheduler.
+        results.method.baseline = None;
+        assert_eq!(results.baseline_of(3), Some(2));
+        assert_eq!(results.baseline_of(1), Some(0));
+    }
+
+    #[test]
+    fn power_runs_count_for_energy_only() {
+        let mut results = sample();
+        results.runs.push(Run {
+            power: true,
+            ..with_energy(1, 3, 100.0, 20.0)
+        });
+        let nest = results.summarize(1);
+        assert_eq!(nest.summary.as_ref().unwrap().n, 2, "the metric's runs");
+        assert_eq!(
+            nest.energy.as_ref().unwrap().n,
+            3,
+            "and one more for energy"
+        );
+        assert_eq!(nest.summary.unwrap().mean, 1.0);
+    }
+
     #[test]
     fn energy_is_summarized_and_lower_is_better() {
         let results = sample();
         assert!(results.has_energy());
         let energy = results.summarize(1).energy.unwrap();
         assert_eq!((energy.n, energy.mean), (2, 20.0));
-        // The baseline used 30 J, scx_nest 20 J: 1.5 times less.
+        // The baseline used 30 J, scx_nest 20 J: 1.5 times less; its runs
+        // 15 J (+100%) and 25 J (+20%): a spread of 80 / sqrt(2).
         let saved = results.energy_improvement(1).unwrap();
         assert!((saved.percent - 50.0).abs() < 1e-9, "{saved:?}");
-        let sd = 150.0 * (50.0f64.sqrt() / 20.0);
+        let sd = 80.0 / 2.0f64.sqrt();
         assert!((saved.stddev.unwrap() - sd).abs() < 1e-9, "{saved:?}");
         assert_eq!(results.energy_improvement(2), None, "pipe has no energy");
         let mut failed = sample();
@@ -435,12 +587,12 @@ pub mod tests {
         );
         assert!(
             csv.contains(
-                "pipe,scx_nest,,2,false,FAILED,,round trips,1,,ejected: runnable task stall"
+                "pipe,scx_nest,,2,false,false,FAILED,,round trips,1,,ejected: runnable task stall"
             ),
             "{csv}"
         );
         assert!(
-            csv.contains("chain,scx_nest,,1,false,OK,1,s,1,15,\n"),
+            csv.contains("chain,scx_nest,,1,false,false,OK,1,s,1,15,\n"),
             "{csv}"
         );
     }

@@ -29,10 +29,14 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 /// The built-in suites: name, TOML text.
-pub const BUILTIN_SUITES: [(&str, &str); 3] = [
+pub const BUILTIN_SUITES: [(&str, &str); 7] = [
     ("quick", include_str!("suites/quick.toml")),
     ("default", include_str!("suites/default.toml")),
     ("guest", include_str!("suites/guest.toml")),
+    ("paper", include_str!("suites/paper.toml")),
+    ("paper-guest", include_str!("suites/paper-guest.toml")),
+    ("peers", include_str!("suites/peers.toml")),
+    ("peers-guest", include_str!("suites/peers-guest.toml")),
 ];
 
 /// The built-in schedulers and workloads, as TOML entries with commands.
@@ -133,14 +137,40 @@ pub struct Workload {
     /// directory, not timed: `./configure` before `make`.
     #[serde(default)]
     pub setup: Vec<String>,
+    /// How to get its program where it is missing (`apt-get install
+    /// rt-tests`): what `--dry-run` tells.
+    #[serde(default)]
+    pub install: Option<String>,
+}
+
+/// A suite's own method (`[method]`): what its command-line options
+/// default to.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteMethod {
+    pub warmup: Option<usize>,
+    pub runs: Option<u16>,
+    pub power_runs: Option<u16>,
+    #[serde(default)]
+    pub governors: Vec<String>,
+    /// `SCHEDULER[/GOVERNOR]`.
+    pub baseline: Option<String>,
+    pub center: Option<super::stats::Center>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Suite {
     pub name: String,
     pub schedulers: Vec<Scheduler>,
+    /// Where the suite's `installed` entry stands among its schedulers:
+    /// every installed `scx_*` peer goes there.
+    pub installed_at: Option<usize>,
     pub workloads: Vec<Workload>,
+    pub method: SuiteMethod,
 }
+
+/// The scheduler entry standing for every installed `scx_*` peer.
+pub const INSTALLED: &str = "installed";
 
 /// The built-in entries, with what each is.
 fn builtin_file() -> SuiteFile {
@@ -157,7 +187,12 @@ pub fn builtin_workload(name: &str) -> Option<Workload> {
         .workloads
         .into_iter()
         .find(|w| *w.name.get_ref() == name)?;
-    Some(builtin(resolve_workload("builtin.toml", BUILTIN, entry)))
+    Some(builtin(resolve_workload(
+        "builtin.toml",
+        BUILTIN,
+        entry,
+        false,
+    )))
 }
 
 pub fn builtin_scheduler(name: &str) -> Option<Scheduler> {
@@ -252,6 +287,8 @@ pub fn valid_suite_names() -> String {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SuiteFile {
+    #[serde(default)]
+    method: SuiteMethod,
     #[serde(default, rename = "scheduler")]
     schedulers: Vec<SchedulerEntry>,
     #[serde(default, rename = "workload")]
@@ -283,6 +320,7 @@ struct WorkloadEntry {
     optional: bool,
     source: Option<String>,
     setup: Option<Vec<String>>,
+    install: Option<String>,
     /// What it is, for `nest bench --list`.
     about: Option<String>,
 }
@@ -305,17 +343,22 @@ pub fn parse(name: &str, file: &str, text: &str) -> Result<Suite, String> {
             None => format!("{file}: {message}"),
         }
     })?;
+    let installed_at = parsed
+        .schedulers
+        .iter()
+        .position(|s| s.name.get_ref() == INSTALLED && s.command.is_none());
     let schedulers = parsed
         .schedulers
         .into_iter()
+        .filter(|s| s.name.get_ref() != INSTALLED || s.command.is_some())
         .map(|entry| resolve_scheduler(file, text, entry))
         .collect::<Result<Vec<_>, _>>()?;
     let workloads = parsed
         .workloads
         .into_iter()
-        .map(|entry| resolve_workload(file, text, entry))
+        .map(|entry| resolve_workload(file, text, entry, true))
         .collect::<Result<Vec<_>, _>>()?;
-    if schedulers.is_empty() || workloads.is_empty() {
+    if (schedulers.is_empty() && installed_at.is_none()) || workloads.is_empty() {
         return Err(format!(
             "{file}: a suite needs at least one [[scheduler]] and one [[workload]]"
         ));
@@ -329,7 +372,9 @@ pub fn parse(name: &str, file: &str, text: &str) -> Result<Suite, String> {
     Ok(Suite {
         name: name.into(),
         schedulers,
+        installed_at,
         workloads,
+        method: parsed.method,
     })
 }
 
@@ -392,7 +437,14 @@ fn resolve_scheduler(file: &str, text: &str, entry: SchedulerEntry) -> Result<Sc
     Ok(scheduler)
 }
 
-fn resolve_workload(file: &str, text: &str, entry: WorkloadEntry) -> Result<Workload, String> {
+/// The workload `entry` describes; `from_builtins`: an entry named like a
+/// built-in starts from it (false for the built-ins themselves).
+fn resolve_workload(
+    file: &str,
+    text: &str,
+    entry: WorkloadEntry,
+    from_builtins: bool,
+) -> Result<Workload, String> {
     let span = entry.name.span();
     let name = entry.name.get_ref().clone();
     let at = |message: &str| located(file, text, span.clone(), message);
@@ -407,35 +459,35 @@ fn resolve_workload(file: &str, text: &str, entry: WorkloadEntry) -> Result<Work
              (lower-case letters, digits, + - .)"
         )));
     }
-    match &entry.command {
-        Some(_) => Ok(full_workload(name, &entry)),
-        None => {
-            let builtin = builtin_workload(&name).ok_or_else(|| {
-                at(&format!(
-                    "unknown workload '{name}' (give it a `command`, or use a built-in one: {})",
-                    valid_workload_names()
-                ))
-            })?;
-            Ok(with_entry(builtin, &entry))
+    // A built-in's name starts from the built-in (its metric, source,
+    // setup), whatever the entry changes; any other name needs a command.
+    let builtin = from_builtins.then(|| builtin_workload(&name)).flatten();
+    let start = match (builtin, &entry.command) {
+        (Some(builtin), _) => builtin,
+        (None, Some(_)) => Workload {
+            name,
+            command: Vec::new(),
+            metric: Metric::wall_time(),
+            optional: false,
+            source: None,
+            setup: Vec::new(),
+            install: None,
+        },
+        (None, None) => {
+            return Err(at(&format!(
+                "unknown workload '{name}' (give it a `command`, or use a built-in one: {})",
+                valid_workload_names()
+            )));
         }
-    }
-}
-
-/// The workload an entry with a command describes.
-fn full_workload(name: String, entry: &WorkloadEntry) -> Workload {
-    let bare = Workload {
-        name,
-        command: entry.command.clone().unwrap_or_default(),
-        metric: Metric::wall_time(),
-        optional: false,
-        source: None,
-        setup: Vec::new(),
     };
-    with_entry(bare, entry)
+    Ok(with_entry(start, &entry))
 }
 
-/// `workload` with what the entry sets (its metric, source, ...).
+/// `workload` with what the entry sets (its command, metric, source, ...).
 fn with_entry(mut workload: Workload, entry: &WorkloadEntry) -> Workload {
+    if let Some(command) = &entry.command {
+        workload.command = command.clone();
+    }
     if let Some(after) = &entry.metric {
         workload.metric = Metric {
             after: Some(after.clone()),
@@ -459,6 +511,9 @@ fn with_entry(mut workload: Workload, entry: &WorkloadEntry) -> Workload {
     }
     if let Some(setup) = &entry.setup {
         workload.setup = setup.clone();
+    }
+    if let Some(install) = &entry.install {
+        workload.install = Some(install.clone());
     }
     workload
 }
@@ -550,7 +605,10 @@ unit = "s"
             err.starts_with("s.toml:3: unknown scheduler 'cfs'"),
             "{err}"
         );
-        assert!(err.contains("default, scx_nest, nest-partial"), "{err}");
+        assert!(
+            err.contains("default, scx_nest, nest-nospin, smove, nest-partial"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -586,6 +644,53 @@ unit = "s"
             err.contains("unknown suite 'quik'") && err.contains("quick, default, guest"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_paper_suite_carries_the_papers_method() {
+        let paper = load("paper").unwrap();
+        let m = &paper.method;
+        assert_eq!(
+            (m.warmup, m.runs, m.power_runs),
+            (Some(2), Some(10), Some(30))
+        );
+        assert_eq!(m.governors, ["schedutil", "performance"]);
+        assert_eq!(m.baseline.as_deref(), Some("default/schedutil"));
+        let names: Vec<&str> = paper.schedulers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["default", "scx_nest", "nest-nospin", "smove"]);
+        assert_eq!(
+            paper.schedulers[2].command,
+            ["scx_nest", "--disable", "warm-spin"]
+        );
+        assert_eq!(
+            paper.schedulers[3].command,
+            ["scx_nest", "--policy", "smove"]
+        );
+        let peers = load("peers").unwrap();
+        assert_eq!(peers.installed_at, Some(2), "the peers go after scx_nest");
+        assert_eq!(
+            peers.method.center,
+            Some(super::super::stats::Center::Median)
+        );
+    }
+
+    #[test]
+    fn an_entry_named_like_a_builtin_starts_from_it() {
+        let text = "[[scheduler]]\nname = \"default\"\n[[workload]]\nname = \"hackbench-pipes\"\n\
+                    command = [\"hackbench\", \"-p\", \"-g\", \"4\"]\n";
+        let suite = parse("s", "s.toml", text).unwrap();
+        let w = &suite.workloads[0];
+        assert_eq!(w.command, ["hackbench", "-p", "-g", "4"]);
+        assert_eq!(
+            w.metric.after.as_deref(),
+            Some("Time:"),
+            "the built-in's metric"
+        );
+        assert_eq!(w.install.as_deref(), Some("apt-get install rt-tests"));
+        let zstd = &load("paper-guest").unwrap().workloads[4];
+        assert_eq!(zstd.name, "zstd-19");
+        assert_eq!(zstd.setup[3], "2", "a smaller input");
+        assert_eq!(zstd.command[4], "-19", "the built-in's command");
     }
 
     #[test]
