@@ -27,7 +27,7 @@ pub fn plan(
     let cpus = &args.cpufreq_root;
     let (governor_lines, specs) = governors(cpus, &method.governors);
     let rapl = super::energy::Rapl::find(Path::new(super::energy::POWERCAP));
-    s.push_str(&method_text(method, schedulers, &rapl, args.trace));
+    s.push_str(&method_text(method, schedulers, &rapl, method.trace));
     s.push_str("\nschedulers:\n");
     s.push_str(&schedulers_text(schedulers));
     s.push_str("\ngovernors:\n");
@@ -40,7 +40,7 @@ pub fn plan(
     } else {
         method.runs
     };
-    let per_cell = method.warmup + measured + usize::from(args.trace);
+    let per_cell = method.warmup + measured + usize::from(method.trace);
     s.push_str(&cells_text(schedulers, workloads, &specs, per_cell));
     if specs.len() < method.governors.len() {
         let _ = writeln!(

@@ -91,7 +91,7 @@ pub struct BenchArgs {
     /// After the measured runs, one more run of each cell under
     /// `nest trace record` (needs root and tracefs): the CPUs and sockets
     /// its work used and its frequencies, in the tables and report.html.
-    /// Not a measurement.
+    /// Not a measurement (default: the suite's, else no).
     #[arg(long)]
     trace: bool,
     /// List the built-in suites, workloads and schedulers, then exit.
@@ -194,7 +194,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         notes,
         traces: Vec::new(),
     };
-    bench(&args, results, rapl, settings)
+    bench(&args, results, rapl, settings, method.trace)
 }
 
 /// The method: the command line's options, else the suite's, else the
@@ -206,6 +206,8 @@ pub struct Resolved {
     pub governors: Vec<String>,
     pub baseline: Option<String>,
     pub center: Center,
+    /// One traced run of each cell after the measured ones.
+    pub trace: bool,
 }
 
 impl Resolved {
@@ -223,6 +225,7 @@ impl Resolved {
             },
             baseline: args.baseline.clone().or_else(|| m.baseline.clone()),
             center: args.center.or(m.center).unwrap_or_default(),
+            trace: args.trace || m.trace,
         }
     }
 }
@@ -549,6 +552,7 @@ fn bench(
     results: Results,
     rapl: energy::Rapl,
     settings: Vec<(String, governor::Setting)>,
+    trace: bool,
 ) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
@@ -564,7 +568,7 @@ fn bench(
             warmup: m.warmup,
             runs: m.runs,
             power_runs: m.power_runs,
-            traced: args.trace,
+            traced: trace,
         },
     );
     let cpus = &args.cpufreq_root;

@@ -899,6 +899,65 @@ mod tests {
     }
 
     #[test]
+    fn one_figure_per_workload_shows_every_governor_against_the_one_baseline() {
+        let results = crate::bench::results::tests::across_governors();
+        let figures = speedup_figures(&results);
+        assert_eq!(figures.len(), 1, "one workload");
+        let (speedup, energy) = &figures[0];
+        assert!(energy.is_none());
+        assert_eq!(speedup.name, "chain-speedup");
+        let svg = &speedup.svg;
+        assert!(
+            svg.contains("chain: improvement of the mean over default / schedutil (%)"),
+            "{svg}"
+        );
+        for label in [
+            ">default / performance<",
+            ">scx_nest / performance<",
+            ">scx_nest / schedutil<",
+        ] {
+            assert!(svg.contains(label), "{label} in {svg}");
+        }
+        assert!(
+            !svg.contains(">default / schedutil<"),
+            "the baseline has no bar"
+        );
+        assert_eq!(
+            svg.matches("class=\"error\"").count(),
+            3,
+            "an error bar each"
+        );
+        assert!(svg.contains(">+10.0%<") && svg.contains(">+0.0%<"), "{svg}");
+    }
+
+    #[test]
+    fn the_figures_are_also_written_as_png() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_pngs(&sample(), dir.path()).unwrap();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "chain-speedup.png",
+                "chain-energy.png",
+                "pipe-speedup.png",
+                "chain-frequency.png"
+            ]
+        );
+        for path in &written {
+            let bytes = std::fs::read(path).unwrap();
+            assert!(
+                bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+                "{}",
+                path.display()
+            );
+        }
+    }
+
+    #[test]
     fn numbers_keep_four_significant_digits() {
         assert_eq!(num(0.41234), "0.4123");
         assert_eq!(num(12.3456), "12.35");

@@ -475,8 +475,10 @@ pub mod tests {
     /// - scx_nest / performance, 11 and 11 s: 0%, sd 0;
     /// - the baseline itself: 0%, runs 11/10 - 1 = +10% and 11/12 - 1 =
     ///   -8.33%: sd 18.33/sqrt(2) = 12.96%.
-    #[test]
-    fn every_cell_is_compared_with_one_baseline_across_governors() {
+    /// One workload (chain) under default and scx_nest, each under
+    /// performance and schedutil, against default / schedutil, with the
+    /// runs of the example below.
+    pub fn across_governors() -> Results {
         let workload = builtin_workload("chain").unwrap();
         let cell = |scheduler: &str, governor: &str| Cell {
             workload: workload.clone(),
@@ -501,6 +503,12 @@ pub mod tests {
             .flat_map(|(c, t)| [run(c, 1, Some(t[0])), run(c, 2, Some(t[1]))])
             .collect();
         results.traces.clear();
+        results
+    }
+
+    #[test]
+    fn every_cell_is_compared_with_one_baseline_across_governors() {
+        let mut results = across_governors();
         for c in 0..4 {
             assert_eq!(results.baseline_of(c), Some(2), "cell {c}");
         }

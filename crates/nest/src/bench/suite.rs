@@ -156,6 +156,9 @@ pub struct SuiteMethod {
     /// `SCHEDULER[/GOVERNOR]`.
     pub baseline: Option<String>,
     pub center: Option<super::stats::Center>,
+    /// One traced run of each cell after the measured ones (`--trace`).
+    #[serde(default)]
+    pub trace: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
