@@ -465,16 +465,6 @@ pub mod tests {
         assert_eq!(results.improvement(0).unwrap().percent, 0.0);
     }
 
-    /// One workload under default and scx_nest, each under schedutil and
-    /// performance, every cell against the one baseline default /
-    /// schedutil (runs 10 s and 12 s, mean 11 s), by hand:
-    /// - scx_nest / schedutil, 9 and 11 s: 11/10 - 1 = +10%; runs
-    ///   11/9 - 1 = +22.22% and 11/11 - 1 = 0%: sd 22.22/sqrt(2) = 15.71%;
-    /// - default / performance, 8 and 12 s: +10%; runs +37.5% and -8.33%:
-    ///   sd 45.83/sqrt(2) = 32.41%;
-    /// - scx_nest / performance, 11 and 11 s: 0%, sd 0;
-    /// - the baseline itself: 0%, runs 11/10 - 1 = +10% and 11/12 - 1 =
-    ///   -8.33%: sd 18.33/sqrt(2) = 12.96%.
     /// One workload (chain) under default and scx_nest, each under
     /// performance and schedutil, against default / schedutil, with the
     /// runs of the example below.
@@ -506,6 +496,16 @@ pub mod tests {
         results
     }
 
+    /// One workload under default and scx_nest, each under schedutil and
+    /// performance, every cell against the one baseline default /
+    /// schedutil (runs 10 s and 12 s, mean 11 s), by hand:
+    /// - scx_nest / schedutil, 9 and 11 s: 11/10 - 1 = +10%; runs
+    ///   11/9 - 1 = +22.22% and 11/11 - 1 = 0%: sd 22.22/sqrt(2) = 15.71%;
+    /// - default / performance, 8 and 12 s: +10%; runs +37.5% and -8.33%:
+    ///   sd 45.83/sqrt(2) = 32.41%;
+    /// - scx_nest / performance, 11 and 11 s: 0%, sd 0;
+    /// - the baseline itself: 0%, runs 11/10 - 1 = +10% and 11/12 - 1 =
+    ///   -8.33%: sd 18.33/sqrt(2) = 12.96%.
     #[test]
     fn every_cell_is_compared_with_one_baseline_across_governors() {
         let mut results = across_governors();
