@@ -16,7 +16,7 @@
 #                                     [-- NEST_BENCH_OPTIONS...]
 #   SUITE         paper-guest, peers-guest, or any suite
 #   --out DIR     host directory for the results (default out/guest-SUITE)
-#   --timeout D   the guest's deadline, only for hangs (default 6h)
+#   --timeout D   the guest's deadline, only for hangs (default 21600s)
 #   -- ...        more `nest bench` options (--runs 1 --warmup 0, --trace)
 #
 # Environment: NEST_BIN (binaries, default target/release: `cargo build
@@ -25,7 +25,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 
 BIN=${NEST_BIN:-target/release}
-TIMEOUT=6h
+TIMEOUT=21600s
 
 say() { echo "guest-suite: $*" >&2; }
 die() { say "error: $*"; exit 1; }
