@@ -121,7 +121,7 @@ pub fn workload_timeline(trace: &nest_trace::Trace) -> nest_trace::timeline::Tim
 }
 
 /// A file name part from a free name.
-fn slug(name: &str) -> String {
+pub fn slug(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use nest_trace::table::{Cell as TableCell, Table, escape};
 
+use super::exec::slug;
 use super::residency::BandShare;
 use super::results::{Results, Status};
 use super::stats::{Improvement, Summary, improvement};
@@ -456,19 +457,6 @@ pub struct Figure {
     pub svg: String,
 }
 
-/// A file name part from a free name.
-fn file_stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 /// Each workload's speedup bars (every cell but the baseline), and its
 /// energy bars when its runs measured energy.
 pub fn speedup_figures(results: &Results) -> Vec<(Figure, Option<Figure>)> {
@@ -483,7 +471,7 @@ pub fn speedup_figures(results: &Results) -> Vec<(Figure, Option<Figure>)> {
             .collect();
         let title = format!("{key}: improvement of the {center} over {baseline} (%)");
         let speedup = Figure {
-            name: format!("{}-speedup", file_stem(&key)),
+            name: format!("{}-speedup", slug(&key)),
             svg: speedup_svg(&title, &bars(results, &cells, |i| results.improvement(i))),
         };
         let energy = has_energy.then(|| {
@@ -497,7 +485,7 @@ pub fn speedup_figures(results: &Results) -> Vec<(Figure, Option<Figure>)> {
                 .collect();
             let title = format!("{key}: energy improvement over {baseline} (%)");
             Figure {
-                name: format!("{}-energy", file_stem(&key)),
+                name: format!("{}-energy", slug(&key)),
                 svg: speedup_svg(
                     &title,
                     &bars(results, &measured, |i| results.energy_improvement(i)),
@@ -540,7 +528,7 @@ fn residency_figures(results: &Results) -> Vec<Result<Figure, String>> {
         let title =
             format!("{key}: the workload's busy time per CPU frequency (traced run; {source})");
         figures.push(Ok(Figure {
-            name: format!("{}-frequency", file_stem(&key)),
+            name: format!("{}-frequency", slug(&key)),
             svg: residency_svg(&title, &rows),
         }));
     }
