@@ -67,9 +67,12 @@ fn method_text(
     trace: bool,
 ) -> String {
     let mut s = String::new();
-    let baseline = super::baseline(method.baseline.as_deref(), schedulers, &method.governors)
-        .map(|b| b.id())
-        .unwrap_or_else(|err| format!("INVALID: {err}"));
+    let baseline = super::baseline(
+        method.baseline_spec(schedulers),
+        schedulers,
+        &method.governors,
+    )
+    .map_or_else(|err| format!("INVALID: {err}"), |b| b.id());
     let _ = writeln!(
         s,
         "method: {} warm-up + {} measured runs per cell, in interleaved rounds (every cell once \

@@ -151,6 +151,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let suite: Suite = suite::load(&args.suite).map_err(usage)?;
     let (schedulers, workloads) = choose(&args, &suite)?;
     let method = Resolved::of(&args, &suite);
+    // A baseline outside the cells is refused before anything else.
+    baseline(
+        method.baseline_spec(&schedulers),
+        &schedulers,
+        &method.governors,
+    )?;
     if args.dry_run {
         print!("{}", dryrun::plan(&args, &method, &schedulers, &workloads));
         return Ok(ExitCode::SUCCESS);
@@ -163,7 +169,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let cpus = &args.cpufreq_root;
     let settings = governors(cpus, &method.governors, &mut notes)?;
     let specs: Vec<String> = settings.iter().map(|(spec, _)| spec.clone()).collect();
-    let baseline = baseline(method.baseline.as_deref(), &schedulers, &specs)?;
+    let baseline = baseline(method.baseline_spec(&schedulers), &schedulers, &specs)?;
     let cells = cells(&workloads, &schedulers, &specs);
     let rapl = rapl(&mut notes);
     let power_runs = if !rapl.measures() {
@@ -204,7 +210,9 @@ pub struct Resolved {
     pub runs: usize,
     pub power_runs: usize,
     pub governors: Vec<String>,
-    pub baseline: Option<String>,
+    baseline: Option<String>,
+    /// The baseline was asked for on the command line, not by the suite.
+    baseline_asked: bool,
     pub center: Center,
     /// One traced run of each cell after the measured ones.
     pub trace: bool,
@@ -224,9 +232,20 @@ impl Resolved {
                 args.governor.clone()
             },
             baseline: args.baseline.clone().or_else(|| m.baseline.clone()),
+            baseline_asked: args.baseline.is_some(),
             center: args.center.or(m.center).unwrap_or_default(),
             trace: args.trace || m.trace,
         }
+    }
+
+    /// The baseline cell as asked for: the command line's, or the
+    /// suite's unless `--schedulers` left its scheduler out (then the
+    /// default rule: the first scheduler).
+    pub fn baseline_spec(&self, schedulers: &[Scheduler]) -> Option<&str> {
+        let spec = self.baseline.as_deref()?;
+        let scheduler = spec.split('/').next().unwrap_or(spec);
+        let chosen = schedulers.iter().any(|s| s.name == scheduler);
+        (self.baseline_asked || chosen).then_some(spec)
     }
 }
 
@@ -796,6 +815,46 @@ mod tests {
         assert_eq!(bare.unwrap_err().exit_code(), 2);
         let zero = Test::try_parse_from(["bench", "--runs", "0"]);
         assert_eq!(zero.unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn the_baseline_is_the_first_scheduler_under_schedutil_unless_asked() {
+        let (schedulers, _) = chosen(&parse(&["--suite", "quick"])).unwrap();
+        let governors = |g: &[&str]| g.iter().map(|g| g.to_string()).collect::<Vec<_>>();
+        let id = |spec, g: &[&str]| baseline(spec, &schedulers, &governors(g)).map(|b| b.id());
+        assert_eq!(
+            id(None, &["performance", "schedutil"]).unwrap(),
+            "default / schedutil"
+        );
+        assert_eq!(
+            id(None, &["performance", "schedutil@passive"]).unwrap(),
+            "default / schedutil@passive"
+        );
+        assert_eq!(id(None, &["performance"]).unwrap(), "default / performance");
+        assert_eq!(id(Some("scx_nest"), &[]).unwrap(), "scx_nest");
+        assert_eq!(
+            id(Some("scx_nest/performance"), &["schedutil", "performance"]).unwrap(),
+            "scx_nest / performance"
+        );
+        let err = id(Some("default/ondemand"), &["schedutil"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("baseline governor 'ondemand' is not one of"),
+            "{err}"
+        );
+        assert_eq!(exit_code(err), 2);
+        // The paper suite's baseline gives way when --schedulers leaves
+        // its scheduler out, unless it was asked for.
+        let args = parse(&["--suite", "paper", "--schedulers", "scx_nest,smove"]);
+        let (schedulers, _) = chosen(&args).unwrap();
+        let suite = suite::load("paper").unwrap();
+        assert_eq!(Resolved::of(&args, &suite).baseline_spec(&schedulers), None);
+        let args = parse(&["--suite", "paper", "--schedulers", "smove,default"]);
+        let (schedulers, _) = chosen(&args).unwrap();
+        let spec = Resolved::of(&args, &suite)
+            .baseline_spec(&schedulers)
+            .map(String::from);
+        assert_eq!(spec.as_deref(), Some("default/schedutil"));
     }
 
     #[test]
