@@ -566,21 +566,35 @@ pub mod tests {
     }
 
     #[test]
-    fn results_from_before_energy_and_residency_still_load() {
+    fn results_from_before_energy_residency_and_the_one_baseline_still_load() {
         let mut json: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
         json["machine"].as_object_mut().unwrap().remove("rapl");
         for run in json["runs"].as_array_mut().unwrap() {
             run.as_object_mut().unwrap().remove("energy_j");
         }
-        json["traces"][0]
-            .as_object_mut()
-            .unwrap()
-            .remove("residency");
+        let trace = json["traces"][0].as_object_mut().unwrap();
+        for field in ["residency", "distinct_cpus", "frequency_source"] {
+            trace.remove(field);
+        }
+        // And from before the one baseline, power runs and medians.
+        let method = json["method"].as_object_mut().unwrap();
+        for field in ["power_runs", "baseline", "center"] {
+            method.remove(field);
+        }
+        for run in json["runs"].as_array_mut().unwrap() {
+            run.as_object_mut().unwrap().remove("power");
+        }
+        for cell in json["cells"].as_array_mut().unwrap() {
+            cell["workload"].as_object_mut().unwrap().remove("install");
+        }
         let old = Results::from_json(&json.to_string()).unwrap();
         assert!(old.traces[0].residency.is_empty());
         assert!(old.machine.rapl.is_empty());
         assert!(!old.has_energy());
         assert_eq!(old.summarize(0).summary, sample().summarize(0).summary);
+        assert_eq!(old.method.baseline, None);
+        assert_eq!(old.baseline_of(3), Some(2), "the first scheduler");
+        assert_eq!(old.improvement(1), sample().improvement(1));
     }
 
     #[test]
