@@ -6,7 +6,9 @@
 //!    frequency over its busy time in an interval (turbostat's `Bzy_MHz`,
 //!    and how the kernel computes `scaling_cur_freq` on x86 at each tick).
 //!    Read every 4 ms (the published experiments' 250 Hz tick) through the
-//!    perf `msr` PMU, one counter group per CPU.
+//!    perf `msr` PMU, one counter group per CPU: each reading is a system
+//!    call and an interrupt on that CPU, which is why a traced run is
+//!    never a measurement.
 //! 2. **The `power:cpu_frequency` tracepoint**: each frequency cpufreq
 //!    sets, in the trace itself (not fired by drivers that let the
 //!    hardware choose, such as intel_pstate in active mode).
