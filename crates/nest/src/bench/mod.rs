@@ -60,9 +60,10 @@ pub struct BenchArgs {
     /// else --runs).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     power_runs: Option<u16>,
-    /// A workload still running after this is killed and its run FAILED.
-    #[arg(long, default_value = "300s", value_parser = parse_duration)]
-    timeout: Duration,
+    /// A workload still running after this is killed and its run FAILED
+    /// (default: the suite's, else 300s).
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// A scheduler not attached after this is FAILED (only catches hangs:
     /// loading BPF under emulation takes seconds).
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
@@ -190,7 +191,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             warmup: method.warmup,
             runs: method.runs,
             power_runs,
-            timeout_s: args.timeout.as_secs_f64(),
+            timeout_s: method.timeout.as_secs_f64(),
             baseline: Some(baseline),
             center: method.center,
         },
@@ -216,7 +217,13 @@ pub struct Resolved {
     pub center: Center,
     /// One traced run of each cell after the measured ones.
     pub trace: bool,
+    /// A workload still running then is killed and its run FAILED.
+    pub timeout: Duration,
 }
+
+/// A workload's deadline where neither the command line nor the suite
+/// sets one (only catches hangs).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Resolved {
     fn of(args: &BenchArgs, suite: &Suite) -> Self {
@@ -235,6 +242,7 @@ impl Resolved {
             baseline_asked: args.baseline.is_some(),
             center: args.center.or(m.center).unwrap_or_default(),
             trace: args.trace || m.trace,
+            timeout: args.timeout.or(m.timeout).unwrap_or(DEFAULT_TIMEOUT),
         }
     }
 
@@ -577,7 +585,7 @@ fn bench(
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let options = exec::Options {
         out: args.out.clone(),
-        timeout: args.timeout,
+        timeout: Duration::from_secs_f64(results.method.timeout_s),
         attach_timeout: args.attach_timeout,
     };
     let m = &results.method;

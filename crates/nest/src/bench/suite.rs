@@ -159,6 +159,19 @@ pub struct SuiteMethod {
     /// One traced run of each cell after the measured ones (`--trace`).
     #[serde(default)]
     pub trace: bool,
+    /// `--timeout`: a workload's deadline (`900s`).
+    #[serde(default, deserialize_with = "duration")]
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// A duration with its unit (`900s`), as on the command line.
+fn duration<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    nest_policy::parse_duration(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -668,6 +681,18 @@ unit = "s"
         assert_eq!(
             paper.schedulers[3].command,
             ["scx_nest", "--policy", "smove"]
+        );
+        let guest = load("paper-guest").unwrap();
+        assert_eq!(
+            guest.method.timeout,
+            Some(std::time::Duration::from_secs(1800))
+        );
+        let bare = "[method]\ntimeout = \"900\"\n[[scheduler]]\nname = \"default\"\n\
+                    [[workload]]\nname = \"chain\"\n";
+        let err = parse("s", "s.toml", bare).unwrap_err();
+        assert!(
+            err.starts_with("s.toml:2: ") && err.contains("unit"),
+            "{err}"
         );
         let peers = load("peers").unwrap();
         assert_eq!(peers.installed_at, Some(2), "the peers go after scx_nest");
