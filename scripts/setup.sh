@@ -12,7 +12,7 @@ libelf-dev zlib1g-dev pkg-config make gcc dpkg-dev
 qemu-system-x86 busybox-static cpio kmod xz-utils
 ca-certificates debian-archive-keyring
 protobuf-compiler fonts-dejavu-core chromium
-rt-tests stress-ng
+rt-tests stress-ng zstd cmake
 trace-cmd linux-perf
 "
 MIN_CARGO=1.91
