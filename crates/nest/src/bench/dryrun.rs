@@ -27,7 +27,7 @@ pub fn plan(
     let cpus = &args.cpufreq_root;
     let (governor_lines, specs) = governors(cpus, &method.governors);
     let rapl = super::energy::Rapl::find(Path::new(super::energy::POWERCAP));
-    s.push_str(&method_text(method, schedulers, &rapl, method.trace));
+    s.push_str(&method_text(method, schedulers, &rapl));
     s.push_str("\nschedulers:\n");
     s.push_str(&schedulers_text(schedulers));
     s.push_str("\ngovernors:\n");
@@ -60,12 +60,7 @@ pub fn plan(
     s
 }
 
-fn method_text(
-    method: &Resolved,
-    schedulers: &[Scheduler],
-    rapl: &super::energy::Rapl,
-    trace: bool,
-) -> String {
+fn method_text(method: &Resolved, schedulers: &[Scheduler], rapl: &super::energy::Rapl) -> String {
     let mut s = String::new();
     let baseline = super::baseline(
         method.baseline_spec(schedulers),
@@ -96,7 +91,7 @@ fn method_text(
          better); error bar: the sample standard deviation of each run's improvement over the \
          baseline's {center}"
     );
-    if trace {
+    if method.trace {
         let _ = writeln!(
             s,
             "traced: one more run of each cell under `nest trace record` (not measured)"
