@@ -78,6 +78,19 @@ pub fn duration_ns_within(
     }
 }
 
+/// A parser of statistics intervals for clap, as scx's schedulers read
+/// them: a bare number is seconds (`--stats 1`, `--monitor 0.5`), and any
+/// duration with a unit is taken too (`--stats 500ms`); `range` in ns.
+pub fn interval_within(
+    range: RangeInclusive<u64>,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    let parse = duration_within(range);
+    move |text| match text.trim().parse::<f64>() {
+        Ok(_) => parse(&format!("{}s", text.trim())),
+        Err(_) => parse(text),
+    }
+}
+
 /// As [`duration_ns_within`], as a [`Duration`].
 pub fn duration_within(
     range: RangeInclusive<u64>,
@@ -137,6 +150,20 @@ mod tests {
         assert_eq!(positive("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(positive("0s").unwrap_err(), "must be at least 1ns, not 0s");
         assert!(positive("2").unwrap_err().contains("no unit"));
+    }
+
+    #[test]
+    fn intervals_read_a_bare_number_as_seconds_as_scx_does() {
+        let interval = interval_within(1_000_000..=u64::MAX);
+        assert_eq!(interval("1"), Ok(Duration::from_secs(1)));
+        assert_eq!(interval("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(interval("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(
+            interval("0.0001").unwrap_err(),
+            "must be at least 1ms, not 0.0001s"
+        );
+        assert!(interval("-1").unwrap_err().contains("negative"));
+        assert!(interval("often").unwrap_err().contains("no unit"));
     }
 
     #[test]

@@ -12,7 +12,8 @@ mod llc;
 mod params_args;
 
 pub use duration::{
-    duration_ns_within, duration_within, format_duration_ns, parse_duration, parse_duration_ns,
+    duration_ns_within, duration_within, format_duration_ns, interval_within, parse_duration,
+    parse_duration_ns,
 };
 pub use llc::{LlcLayout, MAX_LLCS};
 pub use params_args::ParamsArgs;
@@ -244,7 +245,7 @@ pub struct Params {
 pub const PERF_ONE: u32 = ffi::NEST_PERF_ONE;
 
 /// [`PerfMode::Nest`]'s floor: primary-nest CPUs ask for the maximum, the
-/// level every CPU asks for without requests (see docs/scheduler.md,
+/// level every CPU asks for without requests (see docs/design/scheduler.md,
 /// "Frequency requests").
 pub const PERF_NEST_FLOOR: u32 = PERF_ONE;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use nest_policy::{
-    LlcLayout, Mechanism, Params, ParamsArgs, PerfMode, duration_ns_within, duration_within,
+    LlcLayout, Mechanism, Params, ParamsArgs, PerfMode, duration_ns_within, interval_within,
 };
 use scx_utils::{NR_CPU_IDS, Topology, compat};
 
@@ -20,6 +20,13 @@ const VERSION: &str = concat!(
     ")"
 );
 
+/// What scx_nest's exit status means (docs/reference/conventions.md).
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  detached cleanly on SIGINT or SIGTERM (or --help-stats, --monitor ended)
+  1  could not load or attach, or the kernel ejected the scheduler
+  2  usage error";
+
 const TUNABLES: &str = "Nest tunables";
 const PLACEMENT: &str = "Placement";
 const STATISTICS: &str = "Statistics";
@@ -32,9 +39,10 @@ const KERNEL: &str = "Kernel and debugging";
 /// being spread over cold idle cores. Runs until SIGINT or SIGTERM.
 ///
 /// Durations take a unit: ns, us, ms, s, or tick(s) (4 ms, the published
-/// 250 Hz).
+/// 250 Hz); the intervals of --stats and --monitor may also be a bare
+/// number of seconds, as in scx's other schedulers.
 #[derive(Debug, Parser)]
-#[command(version = VERSION)]
+#[command(version = VERSION, after_long_help = EXIT_STATUS)]
 pub struct Opts {
     #[command(flatten)]
     pub nest: ParamsArgs,
@@ -66,20 +74,26 @@ pub struct Opts {
     #[arg(long, help_heading = PLACEMENT)]
     pub warm_spin_in_vm: bool,
 
-    /// Print statistics every DURATION while scheduling (e.g. 1s).
-    #[arg(long, value_name = "DURATION", value_parser = duration_within(MIN_INTERVAL_NS..=u64::MAX),
+    /// Print statistics every INTERVAL while scheduling (seconds, e.g. 1
+    /// or 0.5, or a duration with its unit, e.g. 500ms).
+    #[arg(long, value_name = "INTERVAL", value_parser = interval_within(MIN_INTERVAL_NS..=u64::MAX),
           help_heading = STATISTICS)]
     pub stats: Option<Duration>,
 
-    /// Print the statistics of a running scx_nest every DURATION (e.g.
-    /// 1s); does not start a scheduler.
-    #[arg(long, value_name = "DURATION", value_parser = duration_within(MIN_INTERVAL_NS..=u64::MAX),
+    /// Print the statistics of a running scx_nest every INTERVAL (seconds,
+    /// e.g. 1, or with a unit, e.g. 500ms); does not start a scheduler.
+    #[arg(long, value_name = "INTERVAL", value_parser = interval_within(MIN_INTERVAL_NS..=u64::MAX),
           help_heading = STATISTICS)]
     pub monitor: Option<Duration>,
 
     /// Describe the statistics and exit.
     #[arg(long, help_heading = STATISTICS)]
     pub help_stats: bool,
+
+    /// Print this help as a man page (roff) and exit: `scx_nest
+    /// --help-man > scx_nest.8`.
+    #[arg(long, help_heading = KERNEL)]
+    pub help_man: bool,
 
     /// Write each change of a CPU's nest to the kernel's trace
     /// (`bpf_printk()`, tracepoint bpf_trace:bpf_trace_printk), where `nest
@@ -528,7 +542,7 @@ mod tests {
     }
 
     #[test]
-    fn durations_need_units_and_stay_in_their_ranges() {
+    fn durations_need_units_except_intervals_and_stay_in_their_ranges() {
         let cfg = config(&["--policy", "smove", "--smove-delay", "200us"]).unwrap();
         assert_eq!(cfg.params.smove_delay_ns, 200_000);
         for bad in ["0us", "500ns", "1s"] {
@@ -540,12 +554,22 @@ mod tests {
         }
         let err = usage_error(&["--slice", "fast"]);
         assert!(err.contains("ns, us, ms, s or tick(s)"), "{err}");
-        let err = usage_error(&["--stats", "1"]);
-        assert!(err.contains("--stats") && err.contains("no unit"), "{err}");
+        let err = usage_error(&["--stats", "1ns"]);
+        assert!(
+            err.contains("--stats") && err.contains("at least 1ms"),
+            "{err}"
+        );
         let opts = Opts::try_parse_from(["scx_nest", "--stats", "500ms", "--watchdog", "2s"]);
         let opts = opts.unwrap();
         assert_eq!(opts.stats, Some(Duration::from_millis(500)));
         assert_eq!(SchedConfig::from_opts(&opts, false).watchdog_ms, Some(2000));
+        // Bare seconds, as scx's schedulers take them.
+        let opts = Opts::try_parse_from(["scx_nest", "--stats", "1"]).unwrap();
+        assert_eq!(opts.stats, Some(Duration::from_secs(1)));
+        let opts = Opts::try_parse_from(["scx_nest", "--monitor", "0.5"]).unwrap();
+        assert_eq!(opts.monitor, Some(Duration::from_millis(500)));
+        let err = usage_error(&["--watchdog", "2"]);
+        assert!(err.contains("no unit"), "{err}");
         let err = usage_error(&["--watchdog", "31s"]);
         assert!(err.contains("between 100ms and 30s"), "{err}");
     }
@@ -582,6 +606,20 @@ mod tests {
             text.starts_with(&format!("scx_nest {} (git ", env!("CARGO_PKG_VERSION"))),
             "{text}"
         );
+    }
+
+    /// docs/reference/conventions.md: every option says what it does.
+    #[test]
+    fn every_option_has_help() {
+        use clap::CommandFactory;
+        let command = Opts::command();
+        let silent: Vec<_> = command
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && a.get_help().is_none() && a.get_long_help().is_none())
+            .map(|a| a.get_id().to_string())
+            .filter(|id| id != "help" && id != "version")
+            .collect();
+        assert!(silent.is_empty(), "options without help: {silent:?}");
     }
 
     #[test]

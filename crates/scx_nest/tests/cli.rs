@@ -26,7 +26,8 @@ fn version_names_the_git_revision() {
 fn bad_values_are_usage_errors_that_say_what_is_valid() {
     for (args, valid) in [
         (&["--slice", "8"][..], "ns, us, ms, s or tick(s)"),
-        (&["--stats", "1"], "ns, us, ms, s or tick(s)"),
+        (&["--stats", "often"], "ns, us, ms, s or tick(s)"),
+        (&["--monitor", "0.0001"], "at least 1ms"),
         (&["--slice", "2s"], "between 100us and 1s"),
         (
             &["--policy", "eevdf"],
