@@ -3,9 +3,10 @@
 //! `Event` enum from the SCX_NEST_EVENTS list of src/bpf/intf.h, and
 //! records the git revision for `scx_nest --version`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
+#[path = "../nest-policy/build/git_revision.rs"]
+mod git_revision;
 #[path = "../nest-policy/build/stat_list.rs"]
 mod stat_list;
 
@@ -42,31 +43,5 @@ fn main() {
     )
     .expect("cannot write the Event enum");
 
-    let dir = Path::new(&manifest_dir);
-    let revision = git(dir, &["rev-parse", "--short=12", "HEAD"]);
-    println!(
-        "cargo:rustc-env=NEST_GIT_REVISION={}",
-        revision.as_deref().unwrap_or("unknown")
-    );
-    // HEAD changes on a checkout, its log on every commit (also in a
-    // worktree, whose git directory holds both).
-    if let Some(git_dir) = git(dir, &["rev-parse", "--absolute-git-dir"]).map(PathBuf::from) {
-        for watched in [git_dir.join("HEAD"), git_dir.join("logs/HEAD")] {
-            if watched.exists() {
-                println!("cargo:rerun-if-changed={}", watched.display());
-            }
-        }
-    }
-}
-
-/// The trimmed output of a git command run in `dir`; None without git or
-/// outside a repository (e.g. a source tarball).
-fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .ok()?;
-    let text = String::from_utf8(output.stdout).ok()?;
-    (output.status.success() && !text.trim().is_empty()).then(|| text.trim().to_string())
+    git_revision::emit(Path::new(&manifest_dir));
 }

@@ -108,7 +108,7 @@ record_runs() {
 	i=$FIRST
 	while [ "$i" -lt $((FIRST + RUNS)) ]; do
 		say "step 3: run $i (runs $FIRST-$((FIRST + RUNS - 1))): booting the 2x4x2 guest (default, then scx_nest $SCX_ARGS; alternating order)"
-		"$BIN/nest" vm run --sockets 2 --cores 4 --threads 2 --numa --mem 3072 \
+		"$BIN/nest" vm run --sockets 2 --cores 4 --threads 2 --numa --mem-mib 3072 \
 			--timeout 10800s --out "$out" -- \
 			scripts/bench/configure-guest.sh "$out" "$src" "$i" "$BIN" "$SCX_ARGS" \
 			>"$out/guest-$i.log" 2>&1 || {

@@ -9,7 +9,7 @@
 # OUT/results on the host; the bench's table is printed.
 #
 # Under emulation every vCPU is a turn of one host thread: times say where
-# work ran, not how fast (docs/bench.md, "Under emulation"); the guest has
+# work ran, not how fast (docs/reference/bench.md, "Under emulation"); the guest has
 # no cpufreq or RAPL, so governors are ignored with a note.
 #
 # Usage: scripts/bench/guest-suite.sh SUITE [--out DIR] [--timeout DURATION]
@@ -59,7 +59,7 @@ rm -rf "$OUT/results"
 say "running nest bench --suite $SUITE $* in the 2x4x2 guest; results in $OUT/results"
 start=$(date +%s)
 status=0
-"$BIN/nest" vm run --sockets 2 --cores 4 --threads 2 --numa --mem 3072 \
+"$BIN/nest" vm run --sockets 2 --cores 4 --threads 2 --numa --mem-mib 3072 \
 	--timeout "$TIMEOUT" --out "$OUT" -- \
 	"$BIN/nest" bench --suite "$SUITE" -o "$OUT/results" "$@" || status=$?
 say "guest done in $(($(date +%s) - start)) s, exit status $status"

@@ -101,7 +101,7 @@ attempt() {
 # Wait until sched_ext is enabled or the scheduler process PID has died,
 # for at most 300 s of guest time: a deadline that only catches hangs
 # (loading scx_nest takes about 6 s in an emulated guest on an idle host,
-# 70 s before its scan was verified once; docs/scheduler.md). scx_enable()
+# 70 s before its scan was verified once; docs/design/scheduler.md). scx_enable()
 # (kernel/sched/ext.c) sets the state to enabled before it increments
 # enable_seq, so a script reading enable_seq right away could see the old
 # count and later take the increment for an ejection: wait until the
@@ -132,7 +132,7 @@ verified_insns() {
 # (default sched_exit; still-running if it did not stop) and how long it
 # took as KEY_seconds. If it never finishes, the scheduler's kernel stack,
 # sched_ext's state and every CPU's backtrace are printed to show where it
-# waits (they found the hotplug test's disable hang: docs/scheduler.md).
+# waits (they found the hotplug test's disable hang: docs/design/scheduler.md).
 stop_scheduler() {
 	local pid=$1 key=${2:-sched_exit} start=$SECONDS
 	kill -INT "$pid" 2>/dev/null

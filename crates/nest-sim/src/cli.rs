@@ -100,8 +100,8 @@ pub struct SimArgs {
     #[arg(long, value_name = "DIR", help_heading = OUTPUT)]
     pub csv: Option<PathBuf>,
 
-    /// Write each run's schedule (nest-trace model) into this directory as
-    /// POLICY-GOVERNOR-SEED.trace.
+    /// Write each run's schedule as a nest trace into this directory:
+    /// POLICY-GOVERNOR-SEED.nest.jsonl, read by every `nest trace` command.
     #[arg(long, value_name = "DIR", help_heading = OUTPUT)]
     pub trace_dir: Option<PathBuf>,
 
@@ -317,10 +317,24 @@ fn calibrate() -> Result<()> {
         .map(|(c, _)| c.id)
         .collect();
     if !failed.is_empty() {
-        bail!("calibration cases failed: {}", failed.join(", "));
+        return Err(CheckFailed(format!("calibration cases failed: {}", failed.join(", "))).into());
     }
     Ok(())
 }
+
+/// The command ran to its end and its check failed (a calibration case
+/// outside its tolerance), as opposed to a command that could not run:
+/// `nest` exits 3 for it, 1 for the other.
+#[derive(Debug)]
+pub struct CheckFailed(pub String);
+
+impl std::fmt::Display for CheckFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CheckFailed {}
 
 type Config = (String, String, Vec<RunResult>);
 

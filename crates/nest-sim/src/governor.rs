@@ -1,5 +1,5 @@
 //! What a core's frequency does with what the cpufreq governor asks
-//! (docs/sim.md, "Frequency model").
+//! (docs/design/simulator.md, "Frequency model").
 //!
 //! The engine calls [`CoreFreq::step`] for every physical core at a fixed
 //! period (1 ms by default) with the share of that period the core was

@@ -32,7 +32,7 @@ pub struct Frequency {
     pub turbo_by_active_cores: Vec<TurboBin>,
 }
 
-/// Who picks a core's P-state (docs/sim.md, "Frequency model").
+/// Who picks a core's P-state (docs/design/simulator.md, "Frequency model").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PStateControl {
@@ -57,7 +57,7 @@ impl PStateControl {
     }
 }
 
-/// How a core's frequency moves (see docs/sim.md, "Frequency model").
+/// How a core's frequency moves (see docs/design/simulator.md, "Frequency model").
 /// The ramp, hold and settling fields describe the frequency the hardware
 /// (HWP) or intel_pstate's own controller (without HWP) picks under
 /// `powersave`.
@@ -108,7 +108,7 @@ pub struct IdleState {
     pub core_w: f64,
 }
 
-/// Parameters of the per-socket power model (see docs/sim.md).
+/// Parameters of the per-socket power model (see docs/design/simulator.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Power {
@@ -133,7 +133,7 @@ pub struct Power {
 
 /// A virtual machine's vCPUs (host threads) take time to start a task
 /// placed on an idle vCPU: the host must wake and schedule the vCPU's
-/// thread. Only machines modelling a guest have it (see docs/sim.md,
+/// thread. Only machines modelling a guest have it (see docs/design/simulator.md,
 /// "Guest vCPU wake-up").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -520,7 +520,7 @@ impl Machine {
     pub fn from_json(text: &str, origin: &str) -> Result<Self> {
         let m: Machine = serde_json::from_str(text).map_err(|e| {
             anyhow::anyhow!(
-                "{origin}:{}:{}: {e} (expected a machine model, see docs/sim.md)",
+                "{origin}:{}:{}: {e} (expected a machine model, see docs/design/simulator.md)",
                 e.line(),
                 e.column()
             )

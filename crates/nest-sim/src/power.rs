@@ -1,4 +1,4 @@
-//! Per-socket power model (see docs/sim.md, "Power model").
+//! Per-socket power model (see docs/design/simulator.md, "Power model").
 //!
 //! - While no core of the whole machine is active, each socket draws
 //!   `package_idle_w` (package C-state).

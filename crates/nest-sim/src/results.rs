@@ -1,6 +1,6 @@
 //! Results of runs, and comparisons of configurations against a baseline.
 //!
-//! Definitions (docs/sim.md, "Results"):
+//! Definitions (docs/design/simulator.md, "Results"):
 //! - *completion time*: time at which the last task exited;
 //! - per task *run* time (running) and *wait* time (runnable, queued);
 //! - *frequency residency*: share of busy (task running) time per band;

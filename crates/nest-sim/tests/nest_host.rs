@@ -422,7 +422,7 @@ fn a_new_task_does_not_preempt_the_busy_cpu_it_queues_for() {
     // nest_enqueue() asks no preemption for it (nor counts it as woken at
     // the queue's front, nest_prev_keeps_cpu()): in the 2x4x2 guest under
     // scx_nest, 48 threads' parent ran 11-22 ms at a time while it forked
-    // (docs/sim.md, "One replay is one draw"). The parent leaves its CPU
+    // (results/2026-12-06-validate-investigations, "One replay is one draw"). The parent leaves its CPU
     // at slice ends only.
     let text = r#"{"tasks": {
         "parent": {"instance": 1, "loop": 40, "run": 1000, "fork": "child"},

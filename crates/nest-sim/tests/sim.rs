@@ -928,7 +928,7 @@ fn pair_sockets(send_op: &str) -> f64 {
 fn sync_wakeups_bring_a_pipe_pair_forked_apart_onto_one_socket() {
     // linux-7 forks the partner to the other socket (a 2x4x2 guest);
     // wake_affine_idle()'s sync rule then pulls it to the waker's LLC, as
-    // the real 7.3 kernel does (1.08 sockets per 100 ms, docs/sim.md).
+    // the real 7.3 kernel does (1.08 sockets per 100 ms, docs/design/simulator.md).
     // Without WF_SYNC the idle prev keeps each task where it is.
     let sync = pair_sockets("send");
     let not_sync = pair_sockets("resume");

@@ -625,7 +625,7 @@ pub struct IdleCpuWakeup {
 
 /// The wake-ups of idle CPUs in `trace`: from a wakeup recorded on one CPU
 /// and aimed at another, idle, CPU to that CPU's idle exit. In a guest this
-/// is mostly the host waking the vCPU's thread (docs/sim.md, "Guest vCPU
+/// is mostly the host waking the vCPU's thread (docs/design/simulator.md, "Guest vCPU
 /// wake-up"). A CPU counts as idle between its idle entry and exit, and
 /// only once it has entered idle in the trace.
 pub fn idle_cpu_wakeups(trace: &Trace) -> Vec<IdleCpuWakeup> {

@@ -2,7 +2,7 @@
 //! chosen CPU topology, run one shell command in it as root and collect
 //! its status, output and the kernel console.
 //!
-//! The guest's root is the host's `/`, read-only over 9p; see docs/vm.md.
+//! The guest's root is the host's `/`, read-only over 9p; see docs/guides/guest-vm.md.
 //!
 //! ```no_run
 //! let spec = nest_vm::VmSpec::with_topology(2, 4, 2);

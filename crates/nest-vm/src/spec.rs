@@ -15,7 +15,7 @@ pub const MAX_CPUS: u32 = 255;
 /// guest reads SMT siblings and shared caches from CPUID leaves 4 and 0xB.
 pub const DEFAULT_CPU_MODEL: &str = "max,vendor=GenuineIntel";
 
-/// The clock a guest's time follows (docs/vm.md, "Guest timing").
+/// The clock a guest's time follows (docs/guides/guest-vm.md, "Guest timing").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GuestClock {
     /// QEMU's default: the guest's clocks follow the host's. Under TCG a

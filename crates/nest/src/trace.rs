@@ -22,7 +22,7 @@ enum TraceCommand {
     #[command(flatten)]
     Tools(nest_trace::cli::TraceCommand),
     /// Turn a recorded command's task tree into an rt-app workload for
-    /// `nest sim -w FILE` (see docs/trace.md, "Replay in the simulator").
+    /// `nest sim -w FILE` (see docs/reference/trace.md, "Replay in the simulator").
     Replay(ReplayArgs),
 }
 

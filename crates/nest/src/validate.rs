@@ -8,7 +8,7 @@
 //! `--trace-nests`; `linux-7` only, 5.10 has no sched_ext). Replays
 //! every recorded command in the simulator on the guest's model
 //! (`test-guest-2s-tcg`, with the vCPU wake-up delays measured in the same
-//! recording: docs/sim.md, "Guest vCPU wake-up"; `--seeds` times, each
+//! recording: docs/design/simulator.md, "Guest vCPU wake-up"; `--seeds` times, each
 //! with its own draws of those delays) under the scheduler's model
 //! ([`Model`]): the Linux
 //! model of the same generation for the default scheduler, the
@@ -86,21 +86,20 @@ pub struct ValidateArgs {
     /// the timers are not) or QEMU's instruction counter, `icount` (1 ns
     /// per guest instruction) or `icount:N` (2^N ns). Written into each
     /// trace's meta (`guest_clock`) and beside every figure; see
-    /// docs/vm.md, "Guest timing".
+    /// docs/design/decisions/guest-clock.md.
     #[arg(long, default_value = "host", value_name = "CLOCK")]
     guest_clock: GuestClock,
     /// Which recordings are replayed with the guest's other tasks (kernel
     /// threads, the recorder, scx_nest's own process) beside the recorded
     /// command's task tree (`nest trace replay --others`): `scx_nest`'s
     /// (Nest's nests are machine-wide, and those tasks move them), `all`
-    /// or `none`. Figures are the tree's either way; docs/sim.md compares
-    /// the choices.
+    /// or `none`. Figures are the tree's either way.
     #[arg(long, value_enum, default_value = "scx_nest", value_name = "WHICH")]
     others: Others,
     /// How many times each recording is replayed, with seeds 1 to N of the
     /// vCPU wake-up draws. A simulated figure is their median (its range
-    /// beside it): one replay's figures move with the draws (docs/sim.md,
-    /// "One replay is one draw").
+    /// beside it): one replay's figures move with the draws
+    /// (docs/design/decisions/medians-in-validation.md).
     #[arg(long, default_value_t = 21, value_parser = clap::value_parser!(u64).range(1..=99))]
     seeds: u64,
     /// How many times the guest records each workload, in the same boot
@@ -108,7 +107,7 @@ pub struct ValidateArgs {
     /// median of the runs (their range beside it), the simulated one the
     /// median of all their replays: one run of the guest is one draw, and
     /// its fork bursts' nests and CPUs move by more than their bands from
-    /// run to run (docs/sim.md, "The guest's own spread"). With
+    /// run to run (docs/design/decisions/medians-in-validation.md). With
     /// --from-traces, the first N recorded runs are compared [default: 5;
     /// with --from-traces, every run recorded].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
@@ -300,7 +299,7 @@ fn recordings(
 /// Can `kernel` boot under `clock`? Debian 11's 5.10 stops in its SMP
 /// bring-up under QEMU 7.2's instruction counter: its clock stood still
 /// at 0.42 s ("x86: Booting SMP configuration:") for 9.5 minutes of host
-/// time (docs/vm.md, "Guest timing").
+/// time (docs/guides/guest-vm.md, "Guest timing").
 fn boots_under(kernel: LinuxVersion, clock: GuestClock) -> bool {
     clock == GuestClock::Host || kernel != LinuxVersion::Linux510
 }
@@ -322,7 +321,7 @@ fn kernels_for_clock(
         Some(kernels) => match kernels.iter().find(|&&k| !boots_under(k, clock)) {
             Some(&kernel) => Err(usage(format!(
                 "--kernels names {k}, which does not boot under --guest-clock {clock} (its SMP \
-                 bring-up stops under QEMU's instruction counter, docs/vm.md); record it with \
+                 bring-up stops under QEMU's instruction counter, docs/guides/guest-vm.md); record it with \
                  --guest-clock host",
                 k = value_name(kernel)
             ))),
@@ -333,7 +332,7 @@ fn kernels_for_clock(
                 ALL_KERNELS.iter().partition(|&&k| boots_under(k, clock));
             let note = (!skip.is_empty()).then(|| {
                 format!(
-                    "{}: skipped, does not boot under --guest-clock {clock} (docs/vm.md)",
+                    "{}: skipped, does not boot under --guest-clock {clock} (docs/guides/guest-vm.md)",
                     names(&skip)
                 )
             });
@@ -676,7 +675,7 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     Ok(if outside == 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::FAILURE
+        crate::check_failed()
     })
 }
 
@@ -1348,7 +1347,7 @@ fn html(table: &Table, pairs: &[Pair]) -> String {
          guest_clock column says what the guest's time followed while it recorded: \
          <code>host</code> (the host's clock, under emulation 10-50x less guest work per \
          millisecond than on hardware) or <code>icount:N</code> (QEMU's instruction \
-         counter, 2^N ns per instruction; docs/vm.md, \"Guest timing\").</p>\n"
+         counter, 2^N ns per instruction; docs/guides/guest-vm.md, \"Guest timing\").</p>\n"
     );
     s.push_str(&table.to_html());
     for pair in pairs {

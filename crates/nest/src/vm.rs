@@ -53,8 +53,13 @@ struct RunArgs {
     /// One NUMA node per socket.
     #[arg(long)]
     numa: bool,
-    /// Guest memory in MiB.
-    #[arg(long, default_value_t = 1024)]
+    /// Guest memory in MiB (`--mem` is an older spelling, still taken).
+    #[arg(
+        long = "mem-mib",
+        alias = "mem",
+        value_name = "MIB",
+        default_value_t = 1024
+    )]
     mem: u32,
     /// How long before the guest is killed (boot included).
     #[arg(long, default_value = "300s", value_name = "DURATION",
@@ -64,12 +69,12 @@ struct RunArgs {
     #[arg(long, default_value = nest_vm::DEFAULT_CPU_MODEL)]
     cpu: String,
     /// One host thread per vCPU (MTTCG); can crash the guest with
-    /// `Oops: int3` during kernel code patching, see docs/vm.md.
+    /// `Oops: int3` during kernel code patching, see docs/guides/guest-vm.md.
     #[arg(long)]
     mttcg: bool,
     /// What the guest's time follows: `host` (QEMU's default) or QEMU's
     /// instruction counter, `icount` (1 ns per guest instruction) or
-    /// `icount:N` (2^N ns); see docs/vm.md, "Guest timing".
+    /// `icount:N` (2^N ns); see docs/guides/guest-vm.md, "Guest timing".
     #[arg(long, default_value = "host", value_name = "CLOCK")]
     guest_clock: nest_vm::GuestClock,
     /// Guest kernel directory (default: $NEST_CACHE/kernel/current).
@@ -268,7 +273,7 @@ mod tests {
             "--threads",
             "2",
             "--numa",
-            "--mem",
+            "--mem-mib",
             "2048",
             "--timeout",
             "60s",
@@ -286,6 +291,9 @@ mod tests {
         assert_eq!(spec.timeout, Duration::from_secs(60));
         assert_eq!(spec.output_dir, Some(PathBuf::from("/tmp/results")));
         assert_eq!(shell_join(&args.command), "sh -c 'echo hi'");
+        // The older spelling, without the unit, still works.
+        let older = parse(&["vm", "run", "--mem", "3072", "--", "true"]);
+        assert_eq!(spec_from(&older).unwrap().memory_mb, 3072);
     }
 
     #[test]

@@ -256,3 +256,35 @@ fn sensitivity_reports_each_gain_as_a_range_over_the_assumptions() {
     }
     assert!(dir.path().join("runs.csv").exists());
 }
+
+#[test]
+fn version_names_the_git_revision() {
+    for flag in ["-V", "--version"] {
+        let output = nest(&[flag]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let text = String::from_utf8_lossy(&output.stdout);
+        let prefix = format!("nest {} (git ", env!("CARGO_PKG_VERSION"));
+        assert!(text.starts_with(&prefix) && text.ends_with(")\n"), "{text}");
+    }
+}
+
+#[test]
+fn man_writes_a_page_per_command_with_its_options_and_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    let output = nest(&["man", "-o", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let page = |name: &str| {
+        std::fs::read_to_string(out.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    for name in [
+        "nest.1",
+        "nest-sim.1",
+        "nest-bench-compare.1",
+        "nest-trace-record.1",
+    ] {
+        assert!(page(name).contains(".SH SYNOPSIS"), "{name}");
+    }
+    assert!(page("nest.1").contains("the command ran and its check failed"));
+    assert!(page("nest-validate.1").contains("\\-\\-kernels"));
+}

@@ -156,7 +156,7 @@ impl<'a> Scheduler<'a> {
     /// twice a call. Under QEMU's emulation each `pause` hands the host
     /// thread to the other vCPUs, so with every vCPU busy that spin took
     /// 62% of a vCPU, in runs of up to 478 ms, and moved the tasks it
-    /// displaced to other CPUs (docs/scheduler.md, "The scheduler's own
+    /// displaced to other CPUs (docs/design/scheduler.md, "The scheduler's own
     /// process"). Requests are now waited for on a thread of their own,
     /// which spins once per request and sleeps between them.
     fn run(&mut self, shutdown: &AtomicBool) -> Result<UserExitInfo> {
@@ -275,6 +275,11 @@ fn main() -> std::process::ExitCode {
 fn run(opts: Opts) -> Result<()> {
     if opts.help_stats {
         stats::server_data().describe_meta(&mut std::io::stdout(), None)?;
+        return Ok(());
+    }
+    if opts.help_man {
+        use clap::CommandFactory;
+        clap_mangen::Man::new(Opts::command()).render(&mut std::io::stdout())?;
         return Ok(());
     }
     init_logging()?;

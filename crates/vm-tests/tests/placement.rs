@@ -22,7 +22,7 @@
 //!   against 1.96-2.00, migrations 0-5 against 0-5 (once 14 against 5
 //!   with two host hogs, 2026-11-28: the share, then 1%, became 3%); the
 //!   spread control 13.3-16.0 CPUs and 483-500 migrations. Figures:
-//!   docs/scheduler.md, "Kept CPU";
+//!   docs/design/scheduler.md, "Kept CPU";
 //! - as many CPU-bound threads as CPUs: every CPU used within a second
 //!   (or 3x the default scheduler's time in the same boot, on a slowed
 //!   emulator: `BATCH_EVERY_CPU_NS`),
@@ -39,8 +39,7 @@
 //! Scheduler options, for every scx_nest run: `--disable warm-spin`, since
 //! a spinning vCPU takes the single emulation thread from the vCPUs doing
 //! the work, and `--p-remove 400ms`, P_remove scaled by the emulation's
-//! slowdown as `scripts/bench/configure.sh` does (docs/scheduler.md,
-//! "P_remove under emulation"). In one boot per host state, 200-child
+//! slowdown as `scripts/bench/configure.sh` does (results/2026-11-29-compaction-under-emulation). In one boot per host state, 200-child
 //! chains (2026-11-27): with two host hogs, the published 8 ms gave 3.06
 //! and 3.35 CPUs per 100 ms with 101 and 108 moves (the starved emulator
 //! idles the chain's CPUs past 8 ms), 400 ms gave 1.95 and 2.08 with 0
@@ -57,7 +56,7 @@
 //! 8 of 9 runs of this test but 71% in one (62-97% in exploratory boots),
 //! since a primary CPU of the other socket is preferred to a reserve CPU
 //! of the same one (as specified); the default scheduler kept 65-69%, the
-//! spread control 53-63% (docs/testing.md).
+//! spread control 53-63% (docs/design/testing.md).
 //!
 //! Ignored by default (boots a guest); scripts/test.sh runs it. Needs
 //! `cargo build -p nest -p scx_nest -p nest-load` first and fails, not

@@ -25,7 +25,7 @@
 //!   of 4765 preemptions against the default's 44, 236 of 7812 against
 //!   24): 230 of those 236 moved a hog within its LLC while a hog that
 //!   last ran on the CPU waited in the queue, and at the end the hogs'
-//!   last CPUs were spread 0-5 per CPU instead of 2 (docs/scheduler.md).
+//!   last CPUs were spread 0-5 per CPU instead of 2 (docs/design/scheduler.md).
 //!   Met in five of five runs with two host hogs on 2026-11-27 (Nest 56,
 //!   56, 29, 139 and 78 migrations in 7293-14153 preemptions, at most
 //!   1.1%, against the default's 32, 159, 144, 122 and 14); and no CPU
@@ -49,7 +49,7 @@
 //!   more than the bound (measured 0.833 s against the default's 0.723 s
 //!   on 2026-11-22, host busy: 87%; with half a slice of wakeup
 //!   granularity, 2026-11-26, host idle: 0.820 s against 0.796 s, 97%,
-//!   and medians of 28 runs in docs/scheduler.md, "Half a slice of wakeup
+//!   and medians of 28 runs in docs/design/scheduler.md, "Half a slice of wakeup
 //!   granularity");
 //! - cyclictest (no -p: SCHED_OTHER, so it goes through sched_ext; 2 ms
 //!   interval, 1500 loops) pinned beside a CPU hog on CPU 5: p99 of its
@@ -72,7 +72,7 @@
 //!   its best included. The one found so far did, on a busy host: with
 //!   one slice of wake-up credit, a sleeper charged for a host stop no
 //!   longer preempted the hog (two rounds each, Nest 6196 and 6300 us
-//!   against the default's 5247 and 603 us; docs/testing.md). The main
+//!   against the default's 5247 and 603 us; docs/design/testing.md). The main
 //!   thread (which wakes for other reasons) is left out;
 //! - starvation guard: a SCHED_IDLE hog pinned beside 8 nice -20 hogs
 //!   never goes more than 10 s without running, sampled every 2 s over

@@ -80,7 +80,7 @@ fn default_and_nest_traces_are_sane() {
     // Not asserted: under Nest the whole machine used fewer CPUs per
     // 100 ms in 6 of 6 runs, but by as little as 0.44 (6.44 vs 6.00) on a
     // loaded host, and the workload's own tasks used about as many CPUs per
-    // 100 ms as under the default scheduler (see docs/trace.md).
+    // 100 ms as under the default scheduler (see docs/reference/trace.md).
     eprintln!(
         "Nest - default: {:+.2} CPUs per 100 ms (whole machine), {:+.2} (workload tasks)",
         fnest.mean_cpus - fd.mean_cpus,

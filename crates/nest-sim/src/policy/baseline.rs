@@ -1,4 +1,4 @@
-//! A model of default Linux (CFS/EEVDF) task placement (see docs/sim.md,
+//! A model of default Linux (CFS/EEVDF) task placement (see docs/design/simulator.md,
 //! "Baseline placement"), following kernel/sched/fair.c function by
 //! function, per [`fork_balance::LinuxVersion`]:
 //!

@@ -39,7 +39,7 @@ pub const NR_MIGRATE: usize = 32;
 
 /// Cost of a newly-idle balance of a domain per CPU it spans, ns. The
 /// kernel measures it (`sd->max_newidle_lb_cost`); this constant is a
-/// simulator assumption (docs/sim.md, "Load balancing").
+/// simulator assumption (docs/design/simulator.md, "Load balancing").
 const NEWIDLE_COST_NS_PER_CPU: u64 = 1_000;
 
 /// The load of a task waiting in a run queue, in CPUs: runnable all the

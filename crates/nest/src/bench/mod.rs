@@ -2,7 +2,7 @@
 //! governors), repeatedly and interleaved, and report each scheduler's
 //! improvement over the first one the way the Nest paper does.
 //! `nest bench compare A.json B.json` compares two result files.
-//! The method is described in docs/bench.md.
+//! The method is described in docs/reference/bench.md.
 
 mod dryrun;
 mod energy;
@@ -645,7 +645,7 @@ fn bench(
         .iter()
         .any(|r| r.status == results::Status::Failed)
     {
-        ExitCode::FAILURE
+        crate::check_failed()
     } else {
         ExitCode::SUCCESS
     })

@@ -1,0 +1,40 @@
+//! The git revision a binary is built from, for its `--version`: shared by
+//! the build scripts of scx_nest and nest (each includes this file with
+//! `#[path]`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Sets NEST_GIT_REVISION for the crate at `manifest_dir` ("unknown"
+/// outside a repository, e.g. a source tarball) and reruns the build
+/// script when HEAD moves.
+pub fn emit(manifest_dir: &Path) {
+    let revision = git(manifest_dir, &["rev-parse", "--short=12", "HEAD"]);
+    println!(
+        "cargo:rustc-env=NEST_GIT_REVISION={}",
+        revision.as_deref().unwrap_or("unknown")
+    );
+    // HEAD changes on a checkout, its log on every commit (also in a
+    // worktree, whose git directory holds both).
+    if let Some(git_dir) =
+        git(manifest_dir, &["rev-parse", "--absolute-git-dir"]).map(PathBuf::from)
+    {
+        for watched in [git_dir.join("HEAD"), git_dir.join("logs/HEAD")] {
+            if watched.exists() {
+                println!("cargo:rerun-if-changed={}", watched.display());
+            }
+        }
+    }
+}
+
+/// The trimmed output of a git command run in `dir`; None without git or
+/// outside a repository.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let output = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    (output.status.success() && !text.trim().is_empty()).then(|| text.trim().to_string())
+}
