@@ -172,7 +172,7 @@ fn is_zero(v: &u64) -> bool {
 pub const MIN_CLASS_SAMPLES: usize = 20;
 
 /// How long a vCPU has been idle from which [`VcpuWakeup::measured`]
-/// measures its wake-ups apart: in the guest's traces (2026-12-06), a vCPU
+/// measures its wake-ups apart: in the guest's traces, a vCPU
 /// idle for less than 1 ms woke with no other vCPU busy after 52-58 us
 /// (median; 90th percentile 107-190 us), one idle for longer after 126-307
 /// us (90th percentile 0.5-2.4 ms).

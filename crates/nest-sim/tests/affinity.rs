@@ -580,9 +580,8 @@ fn other_tasks_start_woken_from_their_previous_cpu_not_forked_from_cpu_0() {
     // ms, the per-CPU `kworker/0:1` on CPU 0 at 7 ms. Forked from the
     // simulator's CPU 0 instead, Nest's fallback placed rcu_preempt on CPU
     // 0 (joining the reserve), the recorder took it from there into the
-    // primary nest, and the child forked onto it, on the other socket (the
-    // replay of val-b3's scx_nest chain, 2026-11-28: half its forks
-    // crossed).
+    // primary nest, and the child forked onto it, on the other socket (in one
+    // replay of a guest's scx_nest chain, half its forks crossed).
     use PrevState::{Blocked, Dead};
     let fork = |parent, child, comm: &str| EventKind::NewTask {
         parent,

@@ -64,8 +64,8 @@ fn different_seeds_differ_but_agree_statistically() {
     let (mean, sd) = nest_sim::results::mean_std(&times);
     // 10%: the Linux model's children start on cores asleep in C6 or
     // C1E depending on whether their idle period just passed C6's 600 us
-    // target residency, which the seeds' run lengths move (2026-11-27,
-    // with idle states: 180.7-220.0 ms, 6.7%; 3.7% before).
+    // target residency, which the seeds' run lengths move (with idle
+    // states: 180.7-220.0 ms, 6.7%; 3.7% without).
     assert!(sd / mean < 0.10, "coefficient of variation {}", sd / mean);
 }
 
@@ -522,7 +522,7 @@ fn overload_is_balanced_onto_idle_cpus() {
     // times (the tasks waiting behind others were just preempted at each
     // tick: cache-hot) or, with none left waiting, more than
     // cache_nice_tries + 2 times (a running task is pushed): 64-80 ms of
-    // this 130 ms run (tests/load_balance.rs). Until 2026-11-27 idle CPUs
+    // this 130 ms run (tests/load_balance.rs). Earlier idle CPUs
     // pulled at every tick, and the run took under a fifth of the piled
     // one's time.
     let m = machine("test-guest-2s");

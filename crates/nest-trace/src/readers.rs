@@ -331,7 +331,7 @@ impl Reader {
 
     /// A BPF program's `bpf_printk()`: `scx_nest --trace-nests` reports a
     /// CPU's nest when it changes, and every 10 ms the whole nests, one
-    /// line per word of their masks (before 2026-11-29, "nest sync" and
+    /// line per word of their masks (older recordings: "nest sync" and
     /// then every member); only changes become events. `scx_nest
     /// --trace-placements` reports each placement.
     fn bpf_print(&mut self, l: &Line) -> Result<(), String> {

@@ -69,8 +69,8 @@ pub const RCU_STALL_TIMEOUT_S: u32 = 60;
 /// after twice that). For the same reason as the RCU timeout, and three
 /// times the hardware value as there: sched_ext ejects any BPF scheduler
 /// once a CPU has not rescheduled for three quarters of the soft-lockup
-/// time (`scx_softlockup()`, kernel/sched/ext.c), and a clean CI run of
-/// 2026-11-28 lost scx_nest that way, 15 s into a stress, with the CPU
+/// time (`scx_softlockup()`, kernel/sched/ext.c), and a clean CI run lost
+/// scx_nest that way, 15 s into a stress, with the CPU
 /// waiting for other vCPUs to answer an IPI (`smp_call_function_many_cond()`).
 pub const WATCHDOG_THRESH_S: u32 = 30;
 

@@ -113,8 +113,8 @@ fn exit_status_and_output_come_back() {
 fn hanging_guest_is_killed_and_fails() {
     // The deadline must leave the guest time to boot and start the
     // command, so that the kill ends the command, not the boot: 20 s did
-    // not with two CPU hogs on the host (a clean-clone run of
-    // 2026-11-28, boot not finished at 20.2 s).
+    // not with two CPU hogs on the host (a clean-clone run's
+    // boot had not finished at 20.2 s).
     let deadline = Duration::from_secs(60);
     let spec = VmSpec {
         timeout: deadline,

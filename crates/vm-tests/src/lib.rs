@@ -243,7 +243,7 @@ pub fn stat_total(report: &Report, name: &str) -> u64 {
 /// would mean ops.stopping() never recognised a task's final switch
 /// (`task_dead()` in the BPF host), and exit demotion and fork reuse had
 /// silently stopped. Measured before 8c06f44 (exits taken at PF_EXITING):
-/// 39 and 42 in two lifecycle runs (2026-11-23).
+/// 39 and 42 in two lifecycle runs.
 pub fn exit_problems(report: &Report) -> Vec<String> {
     if stat_total(report, "exit_demoted") > 0 {
         return Vec::new();

@@ -228,11 +228,11 @@ fn steady_state_counts(trace: &Trace, threads: &[Pid]) -> (u64, u64) {
 
 /// The chain (a serial fork/wait chain, one process at a time) may use at
 /// most this many distinct CPUs per ten children on average, counting its
-/// own tasks: half the 16-CPU guest. Measured in three runs of 2026-11-23
+/// own tasks: half the 16-CPU guest. Measured in three runs
 /// (one with two host hogs): default 2.8-4.6, Nest 3.5-4.5, the spread
 /// control 12.9-13.1. Windows of children, not of time:
 /// per 100 ms the spread control measured 12.3-14.7 in 9 earlier runs,
-/// then 7.75-7.78 in two runs of 2026-11-23 whose spread chain ran
+/// then 7.75-7.78 in two runs whose spread chain ran
 /// about half as fast as the default's (1794 against 936 ms), under this
 /// limit.
 pub const CHAIN_MAX_CPUS: f64 = 8.0;
@@ -284,20 +284,20 @@ pub fn chain_problems(run: &Figures, default: &Figures) -> Vec<String> {
 /// As many CPU-bound threads as CPUs must have run on every CPU within
 /// this time of the first thread's creation (the issue's "within a
 /// second"), or within [`BATCH_EVERY_CPU_FACTOR`] times the default
-/// scheduler's time in the same boot if that is longer. Measured
-/// (2026-11-22): Nest 25-61 ms, default 59-148 ms, spread 28-49 ms. It is
+/// scheduler's time in the same boot if that is longer. Measured: Nest
+/// 25-61 ms, default 59-148 ms, spread 28-49 ms. It is
 /// emulated time, which stretches with the host's load: in the clean-clone
-/// runs of 2026-11-28 the default took 460 ms (two host hogs) and 375 ms
+/// runs the default took 460 ms (two host hogs) and 375 ms
 /// (builds beside), Nest 556 and 1004 ms (the test failed at 1 s).
 pub const BATCH_EVERY_CPU_NS: u64 = 1_000_000_000;
 /// See [`BATCH_EVERY_CPU_NS`].
 pub const BATCH_EVERY_CPU_FACTOR: u64 = 3;
 /// No CPU may stay idle while a thread of a batch waits for longer than
-/// this: two 4 ms ticks (issue 10's bound), plus one for the emulated
+/// this: two 4 ms ticks (the placement criterion's bound), plus one for the emulated
 /// machine, where a kicked idle vCPU runs only when the single emulation
 /// thread gets to it: on a busy host a trace showed a task sent to an idle
 /// vCPU at 5733.0 ms and running there at 5742.5 ms. Measured for Nest
-/// (2026-11-22, clean-clone runs): 0 in most runs, 8.2 ms once (48-thread
+/// (clean-clone runs): 0 in most runs, 8.2 ms once (48-thread
 /// overload, CI), 11.1 ms once on a host running two other guests; the
 /// default scheduler in the same boots up to 26.5 ms, and 34 ms before
 /// (threads queued on one NUMA node while CPUs of the other idle).
@@ -309,8 +309,8 @@ pub const MAX_IDLE_WHILE_WAITING_NS: u64 = 12_000_000;
 /// The batch's completion time is printed, not judged: it is wall-clock
 /// time under emulation, where every vCPU shares one host thread and the
 /// host's load changes during the boot. Measured Nest / default: 0.79-1.05
-/// with the host idle (2026-11-22/23), 1.115 and 1.56 with two CPU hogs on
-/// the host (2026-11-23), the work-conservation check passing in both
+/// with the host idle, 1.115 and 1.56 with two CPU hogs on
+/// the host, the work-conservation check passing in both
 /// loaded runs (in the second: 2 idle periods of at most 6.3 ms beside a
 /// waiting thread). What a scheduler can lose there, a CPU left idle while a thread
 /// waits (threads serialised, a queue left unserved), is what the
@@ -348,7 +348,7 @@ pub fn batch_problems(run: &BatchFigures, default: &BatchFigures) -> Vec<String>
 /// periods add up to no more than under the default scheduler: a
 /// scheduler that leaves CPUs idle beside waiting threads does so in
 /// all, while the host's stops give one long period to either. Measured
-/// in the 48-thread overload of 16 placement runs of 2026-11-26, Nest's sum never
+/// in the 48-thread overload of 16 placement runs, Nest's sum never
 /// reached the default's (0-40 ms against 10-147 ms); the two busy runs
 /// whose longest failed had 2 periods, 15.7 ms at most and 22.0 ms in
 /// all, against the default's 6, 8.9 and 34.5 ms, and 4, 23.1 and 40.0
@@ -542,7 +542,7 @@ mod tests {
         );
         assert_eq!(work_conservation_problems(&default, &ok).len(), 1);
         // Longer than the limit but less in all than the default
-        // scheduler's (the busy run of 2026-11-26 evening), up to twice
+        // scheduler's (one busy run), up to twice
         // the limit.
         let busy = |longest_ms: u64, count: usize, total_ms: u64| BatchFigures {
             batch_task: Violations {

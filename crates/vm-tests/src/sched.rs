@@ -1,4 +1,4 @@
-//! Verdicts of issue 10 ("scx_nest as a scheduler people can run"): a
+//! Verdicts of scx_nest as a scheduler people can run: a
 //! process tree's placement against the default scheduler's, CPU-time
 //! shares by weight, migrations and work conservation of hogs, hackbench
 //! throughput, wake-up latency, partial mode beside fair tasks, and a
@@ -60,7 +60,7 @@ pub fn tree_rows(p: &TasksPlacement) -> Vec<(&'static str, String)> {
 }
 
 /// Nest may migrate at most this many times as often as the default
-/// scheduler (issue 10: "at most 2x the default's migrations").
+/// scheduler (the suite's criterion: "at most 2x the default's migrations").
 pub const MAX_MIGRATIONS_FACTOR: u64 = 2;
 /// Below this many migrations the default scheduler's count is taken as
 /// this many, so that a default run with none does not demand none.
@@ -72,7 +72,7 @@ pub fn migrations_limit(default: u64) -> u64 {
 }
 
 // A process tree's placement under Nest against the default scheduler's
-// (issue 10, for a configure script and for the fork/wait chain): one
+// (for a configure script and for the fork/wait chain): one
 // check per function, each the problem found or None.
 
 const EPS: f64 = 1e-9;
@@ -113,13 +113,13 @@ pub fn tree_socket_problem(nest: &TasksPlacement, default: &TasksPlacement) -> O
 /// placements (forks and wake-ups), if that is more than
 /// [`MAX_MIGRATIONS_FACTOR`] times the default scheduler's migrations: a
 /// ratio of counts near zero says nothing. The placement test's 500-child
-/// fork/wait chain makes about 1000 placements; in ten runs of
-/// 2026-11-27 (six with two host hogs) the default scheduler moved it 0-5
+/// fork/wait chain makes about 1000 placements; in ten runs
+/// (six with two host hogs) the default scheduler moved it 0-5
 /// times and Nest 0-5, while the spread control moved it at nearly every
 /// fork (483-500), and Nest with the published 8 ms P_remove under a
 /// starved emulator about once per two children (101 and 108 moves in
 /// 200). A configure script's tree migrates hundreds of times under both
-/// schedulers, where the ratio decides. 1% until 2026-11-28: with two host
+/// schedulers, where the ratio decides. 1% earlier: with two host
 /// hogs, CI's clean-clone run of ce529f6 failed with Nest's 14 moves in
 /// 980 placements (6 across sockets, 8 wake-ups off their CPU) against
 /// the default's 5, while Nest kept 1.06 sockets and 2.15 CPUs per 100 ms
@@ -157,7 +157,7 @@ pub fn tree_migration_problem(nest: &TasksPlacement, default: &TasksPlacement) -
 /// overload, exiting while the CPUs ran other threads of it, rightly woke
 /// elsewhere (the test then failed with 12 of 39 such wake-ups off their
 /// CPU; `nest trace tree` on that trace: all 17 whose CPU ran nothing at
-/// the wake-up ran on it, 2026-11-26).
+/// the wake-up ran on it).
 pub const EXITING_WAKEUPS_OFF_PREV_FLOOR: u64 = 2;
 pub const EXITING_WAKEUPS_OFF_PREV_SHARE: f64 = 0.25;
 
@@ -181,15 +181,15 @@ pub fn exiting_wakeup_problems(run: &TasksPlacement) -> Vec<String> {
 /// while all of them are alive, or this share of their preemptions if
 /// that is more: some boots' default hardly migrates at all (34 in five
 /// seconds in one CI run), and a scheduler keeping its tasks local moves a
-/// few of them whenever a kernel thread takes a CPU for a moment. Measured
-/// on 2026-11-22: Nest 161 of 17142 preemptions, default 151 of 19974;
+/// few of them whenever a kernel thread takes a CPU for a moment. Measured:
+/// Nest 161 of 17142 preemptions, default 151 of 19974;
 /// the one shared FIFO queue moved a task at nearly every preemption.
 pub const MAX_STEADY_MIGRATION_SHARE: f64 = 0.02;
 
 /// Under overload, the most migrations Nest's hogs may make per preemption
 /// in the steady state whatever the default scheduler did: a regression
-/// bound, not issue 10's criterion ([`overload_migration_problems`]).
-/// Measured: 0.9% on 2026-11-22; 3.0%, 5.3% and 5.6% on 2026-11-24 with
+/// bound, not the criterion ([`overload_migration_problems`]).
+/// Measured: 0.9%; 3.0%, 5.3% and 5.6% with
 /// host hogs (236 of 7812, 183 of 3451, 269 of 4765), nearly all within an
 /// LLC; the one shared FIFO queue before moved a task at nearly every
 /// preemption (691 of 692 on the configure tree).
@@ -247,7 +247,7 @@ pub fn overload_migration_problems(nest: &BatchFigures, default: &BatchFigures) 
 /// The largest share of one CPU that scx_nest's own process may use while
 /// the machine is overloaded and nobody asks for its statistics: it has
 /// nothing to do then but look for a signal or an ejection once a second.
-/// Measured 2026-11-29 in the 2x4x2 guest with two host hogs, while the 32
+/// Measured in the 2x4x2 guest with two host hogs, while the 32
 /// hogs ran: 11.0 s in 17.7 s (62%) when its loop waited in crossbeam's
 /// `recv_timeout()` (its spin of `pause` instructions hands the emulator to
 /// the other vCPUs), 0.02 s in 11.0 s (0.2%) since.
@@ -829,10 +829,10 @@ mod tests {
             1
         );
         // Slow phases of a busy host that spoil two rounds of one
-        // scheduler do not decide (2026-11-27, 978d07f: Nest 370, 4366
-        // and 3963 us against the default's 846, 583 and 1230; 2026-11-26:
+        // scheduler do not decide (978d07f: Nest 370, 4366
+        // and 3963 us against the default's 846, 583 and 1230; another:
         // Nest 6675, 759 and 364 us against 2302, 2123 and 1380); a tail
-        // in every round does (2026-11-23, two rounds each: 6196 and
+        // in every round does (two rounds each: 6196 and
         // 6300 us against 5247 and 603, here with a third of 3000).
         assert!(
             latency_problems(&[l(370), l(4366), l(3963)], &[l(846), l(583), l(1230)]).is_empty()

@@ -261,7 +261,7 @@ fn nest_bench_reports_the_quick_suite_and_never_counts_failed_schedulers() {
     let out = nest_vm::output_dir(&dir).unwrap_or_else(|e| panic!("{e:#}"));
     let spec = VmSpec {
         numa: true,
-        // Hangs only: 3x the longest run seen (577-600 s, a slow host, 2026-11-23).
+        // Hangs only: 3x the longest run seen (577-600 s, a slow host).
         timeout: Duration::from_secs(1800),
         workdir: Some(repo_root()),
         output_dir: Some(out.clone()),

@@ -42,7 +42,7 @@ use vm_tests::trace::{Workload, columns};
 use vm_tests::{Report, kernel_problems, repo_root, run_ok, stat_total};
 
 const SCX_ARGS: &str = "--disable warm-spin";
-/// Length of the stress, in seconds (issue 10: 60 s).
+/// Length of the stress, in seconds (the suite's criterion: 60 s).
 const STRESS_S: usize = 60;
 
 #[test]
@@ -52,7 +52,7 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
     let spec = VmSpec {
         numa: true,
         memory_mb: 2048,
-        // Hangs only: 3x the longest run seen (464 s, a slow host, 2026-11-24).
+        // Hangs only: 3x the longest run seen (464 s, a slow host).
         timeout: Duration::from_secs(1400),
         workdir: Some(repo_root()),
         output_dir: Some(cmp.out.clone()),
@@ -156,7 +156,7 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
     }
     // A fair task may take a CPU between Nest's claim and the wake-up's
     // switch, which the trace cannot tell from a wrong choice: 0-1 of
-    // 335-342 wake-ups in 7 runs (2026-11-22, before and after the
+    // 335-342 wake-ups in 7 runs (before and after the
     // scheduler's rewrite; the one seen was the recorder, a fair task).
     // Nest ignoring fair tasks puts the chain beside the hogs on most.
     let allowed = placed.wakeups / 100;

@@ -17,10 +17,10 @@
 //!   spread control must fail the CPU and migration checks. The chain has
 //!   500 children: with 100 (2-8 intervals) a single move of the chain
 //!   decided the CPU check, and the default scheduler too stayed near two
-//!   CPUs (2.11 once). Ten runs of 2026-11-27 (six with two host hogs):
+//!   CPUs (2.11 once). Ten runs (six with two host hogs):
 //!   CPUs 2.00-2.72 against the default's 2.25-5.17, sockets 1.00-1.26
 //!   against 1.96-2.00, migrations 0-5 against 0-5 (once 14 against 5
-//!   with two host hogs, 2026-11-28: the share, then 1%, became 3%); the
+//!   with two host hogs: the share, then 1%, became 3%); the
 //!   spread control 13.3-16.0 CPUs and 483-500 migrations. Figures:
 //!   docs/design/scheduler.md, "Kept CPU";
 //! - as many CPU-bound threads as CPUs: every CPU used within a second
@@ -40,7 +40,7 @@
 //! a spinning vCPU takes the single emulation thread from the vCPUs doing
 //! the work, and `--p-remove 400ms`, P_remove scaled by the emulation's
 //! slowdown as `scripts/bench/configure.sh` does (results/2026-11-29-compaction-under-emulation). In one boot per host state, 200-child
-//! chains (2026-11-27): with two host hogs, the published 8 ms gave 3.06
+//! chains: with two host hogs, the published 8 ms gave 3.06
 //! and 3.35 CPUs per 100 ms with 101 and 108 moves (the starved emulator
 //! idles the chain's CPUs past 8 ms), 400 ms gave 1.95 and 2.08 with 0
 //! and 4, the default scheduler 2.42 and 3.54; without the hogs (another
@@ -88,7 +88,7 @@ const RUNS: [(&str, &str); 2] = [("nest", ""), ("spread", "--policy spread")];
 /// The three workloads of one run, measured.
 struct Run {
     chain: Figures,
-    /// The chain's process tree (issue 10's figures).
+    /// The chain's process tree (the figures the criteria judge).
     chain_tree: TasksPlacement,
     /// The whole command's process tree, over the whole trace.
     command_tree: TasksPlacement,
@@ -170,7 +170,7 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
     let headers = ["default", "nest", "spread"];
     let runs = [&default, &nest, &spread];
     eprintln!(
-        "fork/wait chain, 100 ms intervals:\n{}\nits process tree only (issue 10):\n{}\nthe whole command's process tree:\n{}\n{} CPU-bound threads:\n{}\noverload, {} threads:\n{}",
+        "fork/wait chain, 100 ms intervals:\n{}\nits process tree only:\n{}\nthe whole command's process tree:\n{}\n{} CPU-bound threads:\n{}\noverload, {} threads:\n{}",
         columns(&headers, &runs.map(|r| r.chain.rows())),
         columns(&headers, &runs.map(|r| tree_rows(&r.chain_tree))),
         columns(&headers, &runs.map(|r| tree_rows(&r.command_tree))),
@@ -218,7 +218,7 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
     // check, absolute or against the default scheduler. The CPUs are
     // counted per ten children, not per 100 ms: the spread control's chain
     // runs slower (every placement wakes an idle vCPU), and per 100 ms it
-    // stayed under the absolute 8 CPUs in two runs of 2026-11-23.
+    // stayed under the absolute 8 CPUs in two runs.
     let control = chain_problems(&spread.chain, &default.chain);
     eprintln!("the spread control fails the chain checks with: {control:#?}");
     for check in ["chain CPUs per 10 children", "underload per 100 ms"] {

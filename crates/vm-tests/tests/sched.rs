@@ -17,16 +17,16 @@
 //!   trace: while all 32 are alive (the overload's steady state), the hogs
 //!   migrate at most at a tenth of their preemptions (a regression bound:
 //!   the one shared FIFO queue moved a task at nearly every preemption);
-//!   and issue 10's bound, at most 2x as often as the default scheduler's
+//!   and the bound, at most 2x as often as the default scheduler's
 //!   or 2% of their preemptions if that is more (some boots' default
-//!   hardly migrates). Printed, not asserted, until 2026-11-27: met on
-//!   2026-11-22 (0.9% of preemptions) and once on 2026-11-24 (183 against
-//!   the default's 121), not in two runs of 2026-11-24 with host hogs (269
+//!   hardly migrates). Printed, not asserted, at first: met once
+//!   (0.9% of preemptions) and once (183 against
+//!   the default's 121), not in two runs with host hogs (269
 //!   of 4765 preemptions against the default's 44, 236 of 7812 against
 //!   24): 230 of those 236 moved a hog within its LLC while a hog that
 //!   last ran on the CPU waited in the queue, and at the end the hogs'
 //!   last CPUs were spread 0-5 per CPU instead of 2 (docs/design/scheduler.md).
-//!   Met in five of five runs with two host hogs on 2026-11-27 (Nest 56,
+//!   Met in five of five runs with two host hogs (Nest 56,
 //!   56, 29, 139 and 78 migrations in 7293-14153 preemptions, at most
 //!   1.1%, against the default's 32, 159, 144, 122 and 14); and no CPU
 //!   idle for more than 12 ms (two 4 ms ticks and one for the emulated
@@ -36,20 +36,20 @@
 //!   while one of the hogs waited; and scx_nest's own process used at
 //!   most 2% of a CPU meanwhile (`MAX_OWN_CPU_SHARE`: its loop spun in
 //!   crossbeam's channel and took 62% of a vCPU on a busy host, in runs
-//!   of up to 478 ms that displaced the hogs; fixed 2026-11-29).
+//!   of up to 478 ms that displaced the hogs; since fixed).
 //!   Migrations over the whole run are printed: most of Nest's come when
 //!   the first hogs exit and the LLC's shared queue reshuffles the rest
-//!   (2026-11-22: 731 in all, 161 of 17142 preemptions in the steady
+//!   (in one run: 731 in all, 161 of 17142 preemptions in the steady
 //!   state; default 166 and 151 of 19974; the one shared FIFO queue
 //!   before had 7076 against 135);
 //! - hackbench (rt-tests, processes, 2 groups of 5 fds, 200 loops: small,
 //!   emulation is slow), median of 3: throughput at least 90% of the
 //!   default's is printed, not asserted: it is a speed, and the host's
 //!   pace moves hackbench's time by up to 1.6x between rounds of one boot,
-//!   more than the bound (measured 0.833 s against the default's 0.723 s
-//!   on 2026-11-22, host busy: 87%; with half a slice of wakeup
-//!   granularity, 2026-11-26, host idle: 0.820 s against 0.796 s, 97%,
-//!   and medians of 28 runs in docs/design/scheduler.md, "Half a slice of wakeup
+//!   more than the bound (measured 0.833 s against the default's 0.723 s,
+//!   host busy: 87%; with half a slice of wakeup
+//!   granularity, host idle: 0.820 s against 0.796 s, 97%,
+//!   and medians of 28 runs in results/2026-11-27-fair-scheduler-measurements, "Half a slice of wakeup
 //!   granularity");
 //! - cyclictest (no -p: SCHED_OTHER, so it goes through sched_ext; 2 ms
 //!   interval, 1500 loops) pinned beside a CPU hog on CPU 5: p99 of its
@@ -63,7 +63,7 @@
 //!   emulation thread share the host's two CPUs): a round in one gets a
 //!   p99 of 1.4-5.5 ms under either scheduler, and one phase can spoil
 //!   two rounds of one scheduler and none of the other's. Judged on the median round, that failed one
-//!   busy run in three to five (2026-11-27: Nest 370, 4366 and 3963 us
+//!   busy run in three to five (Nest 370, 4366 and 3963 us
 //!   against the default's 846, 583 and 1230; Nest 344, 2332 and 2389
 //!   against 329, 1663 and 1401), and the default's slow rounds showed
 //!   it too (one of six rounds at 4068 us beside Nest's 215-269). A
@@ -112,7 +112,7 @@ const CYCLIC_ROUNDS: [&str; 3] = ["cyclic", "cyclic2", "cyclic3"];
 
 /// Longest a SCHED_IDLE hog beside nice -20 hogs may go without running:
 /// the guard runs a task that waited a second; 2 s samples, and a margin
-/// for the emulated machine. Before the guard (old binary, 2026-11-23):
+/// for the emulated machine. Before the guard (old binary):
 /// 18 s with this phase's sampling (1x8x1 guest), and no run from 30 s to
 /// 55 s in a 1x2x1 guest; with the guard 0 s.
 const STARVE_MAX_WAIT_S: u64 = 10;
@@ -168,7 +168,7 @@ fn nest_shares_by_weight_conserves_work_and_keeps_throughput_and_latency() {
     let spec = VmSpec {
         numa: true,
         memory_mb: 2048,
-        // Hangs only: 3x the longest run seen (366 s, a slow host, 2026-11-23).
+        // Hangs only: 3x the longest run seen (366 s, a slow host).
         timeout: Duration::from_secs(1100),
         workdir: Some(repo_root()),
         output_dir: Some(cmp.out.clone()),

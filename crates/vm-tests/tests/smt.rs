@@ -59,7 +59,7 @@ fn nest_puts_one_thread_per_core_while_cores_are_idle() {
     let workload = format!("{}/nest-load batch --tasks 8 --work-ms 500", guest_bin());
     let (outcome, report) = cmp.run(
         "compare.sh (smt)",
-        // Hangs only: 3x the longest run seen (253 s, a slow host, 2026-11-24).
+        // Hangs only: 3x the longest run seen (253 s, a slow host).
         Duration::from_secs(800),
         &runs,
         &workload,

@@ -117,7 +117,7 @@ fn the_models_fork_placement_agrees_with_real_5_10_and_7_kernels() {
     assert!(real_of("linux-5.10", "default", llc) >= 0.75);
     // scx_nest was attached while its chain was recorded: it keeps the
     // children far more in the parent's LLC than 7.x's own scheduler
-    // (0.65-1.00 against 0.00 in six boots of 2026-11-27). Its figures
+    // (0.65-1.00 against 0.00 in six boots). Its figures
     // against the model are printed, not asserted: the guest's other
     // tasks share its nests, which the replay has not (docs/design/simulator.md).
     assert_eq!(row("linux-7", "scx_nest", llc)[model], "nest-nospin");
