@@ -24,6 +24,7 @@ pub mod power;
 pub mod results;
 pub mod rng;
 pub mod sensitivity;
+pub mod validate;
 pub mod workload;
 
 pub use engine::{Sim, SimConfig};
