@@ -5,13 +5,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Sets NEST_GIT_REVISION for the crate at `manifest_dir` ("unknown"
-/// outside a repository, e.g. a source tarball) and reruns the build
-/// script when HEAD moves.
+/// Sets NEST_VERSION, the package's version with the git revision it is
+/// built from (`0.1.0 (git 155a4ed0c1d2)`; "unknown" outside a repository,
+/// e.g. a source tarball), for the crate at `manifest_dir`, and reruns the
+/// build script when HEAD moves.
 pub fn emit(manifest_dir: &Path) {
     let revision = git(manifest_dir, &["rev-parse", "--short=12", "HEAD"]);
     println!(
-        "cargo:rustc-env=NEST_GIT_REVISION={}",
+        "cargo:rustc-env=NEST_VERSION={} (git {})",
+        std::env::var("CARGO_PKG_VERSION").unwrap_or_default(),
         revision.as_deref().unwrap_or("unknown")
     );
     // HEAD changes on a checkout, its log on every commit (also in a

@@ -13,15 +13,6 @@ mod trace;
 mod validate;
 mod vm;
 
-/// The version with the git revision it was built from (build.rs), as
-/// `scx_nest --version` prints it.
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("NEST_GIT_REVISION"),
-    ")"
-);
-
 /// What every subcommand's exit status means (docs/reference/conventions.md).
 const EXIT_STATUS: &str = "\
 Exit status (every subcommand):
@@ -35,7 +26,7 @@ Exit status (every subcommand):
 guest ended without one); `nest run` with the command's.";
 
 #[derive(Debug, Parser)]
-#[command(name = "nest", version = VERSION, about = "Nest scheduler tools",
+#[command(name = "nest", version = env!("NEST_VERSION"), about = "Nest scheduler tools",
           after_long_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]

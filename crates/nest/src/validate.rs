@@ -76,9 +76,12 @@ pub struct ValidateArgs {
     /// How many times each recording is replayed, with seeds 1 to N of the
     /// vCPU wake-up draws. A simulated figure is their median (its range
     /// beside it): one replay's figures move with the draws
-    /// (docs/design/decisions/medians-in-validation.md).
-    #[arg(long, default_value_t = 21, value_parser = clap::value_parser!(u64).range(1..=99))]
-    seeds: u64,
+    /// (docs/design/decisions/medians-in-validation.md). `--seeds` is an
+    /// older spelling, still taken (`nest sim --seeds` counts runs per
+    /// configuration, another thing).
+    #[arg(long = "replays", alias = "seeds", default_value_t = 21,
+          value_parser = clap::value_parser!(u64).range(1..=99))]
+    replays: u64,
     /// How many times the guest records each workload, in the same boot
     /// (every workload, then every workload again). A real figure is the
     /// median of the runs (their range beside it), the simulated one the
@@ -213,7 +216,7 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
     }
     let options = Options {
         others: args.others,
-        replays: args.seeds,
+        replays: args.replays,
         runs,
     };
     let log = |line: &str| eprintln!("nest validate: {line}");
@@ -532,18 +535,9 @@ mod tests {
         );
     }
 
-    const LINUX_7_DEFAULT: Recording = Recording {
-        kernel: LinuxVersion::Linux7,
-        scheduler: Scheduler::Default,
-    };
-    const LINUX_7_SCX_NEST: Recording = Recording {
-        kernel: LinuxVersion::Linux7,
-        scheduler: Scheduler::ScxNest,
-    };
-    const LINUX_510_DEFAULT: Recording = Recording {
-        kernel: LinuxVersion::Linux510,
-        scheduler: Scheduler::Default,
-    };
+    fn recording(kernel: LinuxVersion, scheduler: Scheduler) -> Recording {
+        Recording { kernel, scheduler }
+    }
 
     #[derive(Debug, clap::Parser)]
     struct Cli {
@@ -577,7 +571,10 @@ mod tests {
             Path::new("/o"),
             Path::new("/b"),
             Some("with_scx_nest() { :; }"),
-            &[LINUX_7_DEFAULT, LINUX_7_SCX_NEST],
+            &[
+                recording(LinuxVersion::Linux7, Scheduler::Default),
+                recording(LinuxVersion::Linux7, Scheduler::ScxNest),
+            ],
             &[Workload::Chain, Workload::Batch],
             guest(1),
         );
@@ -605,7 +602,7 @@ mod tests {
             Path::new("/o"),
             Path::new("/b"),
             None,
-            &[LINUX_510_DEFAULT],
+            &[recording(LinuxVersion::Linux510, Scheduler::Default)],
             &[Workload::Chain],
             guest(1),
         );
@@ -621,7 +618,7 @@ mod tests {
             Path::new("/o"),
             Path::new("/b"),
             None,
-            &[LINUX_510_DEFAULT],
+            &[recording(LinuxVersion::Linux510, Scheduler::Default)],
             &[Workload::Chain, Workload::Batch],
             guest(2),
         );
@@ -644,6 +641,14 @@ mod tests {
             clock: GuestClock::Host,
             runs,
         }
+    }
+
+    #[test]
+    fn replays_are_21_unless_asked_and_seeds_is_their_older_spelling() {
+        assert_eq!(parse(&[]).unwrap().replays, 21);
+        assert_eq!(parse(&["--replays", "3"]).unwrap().replays, 3);
+        assert_eq!(parse(&["--seeds", "5"]).unwrap().replays, 5);
+        assert_eq!(parse(&["--replays", "0"]).unwrap_err().exit_code(), 2);
     }
 
     #[test]

@@ -548,7 +548,7 @@ fn governors_switch_the_driver_mode_per_cell_and_restore_it_after_a_failed_run()
         &cpus,
         &out,
         &[
-            "--governor",
+            "--governors",
             "performance,schedutil",
             "--warmup",
             "0",
@@ -616,7 +616,7 @@ fn a_governor_switch_failing_half_way_fails_the_run_and_is_undone() {
         &cpus,
         &out,
         &[
-            "--governor",
+            "--governors",
             "schedutil",
             "--warmup",
             "0",

@@ -12,14 +12,6 @@ use scx_utils::{NR_CPU_IDS, Topology, compat};
 
 use crate::bpf_intf;
 
-/// The version with the git revision it was built from (build.rs).
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("NEST_GIT_REVISION"),
-    ")"
-);
-
 /// What scx_nest's exit status means (docs/reference/conventions.md).
 const EXIT_STATUS: &str = "\
 Exit status:
@@ -42,7 +34,7 @@ const KERNEL: &str = "Kernel and debugging";
 /// 250 Hz); the intervals of --stats and --monitor may also be a bare
 /// number of seconds, as in scx's other schedulers.
 #[derive(Debug, Parser)]
-#[command(version = VERSION, after_long_help = EXIT_STATUS)]
+#[command(version = env!("NEST_VERSION"), after_long_help = EXIT_STATUS)]
 pub struct Opts {
     #[command(flatten)]
     pub nest: ParamsArgs,

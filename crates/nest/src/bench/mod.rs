@@ -72,8 +72,14 @@ pub struct BenchArgs {
     /// (comma-separated; GOVERNOR or GOVERNOR@MODE to pin the intel_pstate
     /// or amd-pstate mode), switching the driver's mode where the governor
     /// needs it and restoring everything afterwards; ignored, with a note,
-    /// where there is no cpufreq (default: the suite's).
-    #[arg(long, value_delimiter = ',', value_name = "GOVERNORS")]
+    /// where there is no cpufreq (default: the suite's). `--governor` is
+    /// an older spelling, still taken.
+    #[arg(
+        long = "governors",
+        alias = "governor",
+        value_delimiter = ',',
+        value_name = "GOVERNORS"
+    )]
     governor: Vec<String>,
     /// The one cell every other cell of a workload is compared with:
     /// SCHEDULER or SCHEDULER/GOVERNOR (default: the suite's, else the
