@@ -87,6 +87,9 @@ pub fn interval_within(
     let parse = duration_within(range);
     move |text| match text.trim().parse::<f64>() {
         Ok(_) => parse(&format!("{}s", text.trim())),
+        Err(_) if parse_duration_ns(text).is_err() => Err(format!(
+            "'{text}' is not an interval; write seconds (1, 0.5) or {VALID_FORMS}"
+        )),
         Err(_) => parse(text),
     }
 }
@@ -163,7 +166,11 @@ mod tests {
             "must be at least 1ms, not 0.0001s"
         );
         assert!(interval("-1").unwrap_err().contains("negative"));
-        assert!(interval("often").unwrap_err().contains("no unit"));
+        let err = interval("often").unwrap_err();
+        assert!(
+            err.contains("write seconds (1, 0.5) or a number and a unit"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -63,6 +63,7 @@ impl Others {
     }
 }
 
+/// Every kernel generation the guest boots.
 pub const ALL_KERNELS: [LinuxVersion; 2] = [LinuxVersion::Linux7, LinuxVersion::Linux510];
 
 /// What a workload is recorded under in the guest.
@@ -75,10 +76,7 @@ pub enum Scheduler {
     ScxNest,
 }
 
-/// scx_nest's options in the guest: its defaults, and its nests and
-/// placements written to the trace, for the primary nest's size and how
-/// placements were decided.
-
+/// Every scheduler a workload can be recorded under.
 pub const ALL_SCHEDULERS: [Scheduler; 2] = [Scheduler::Default, Scheduler::ScxNest];
 
 impl Scheduler {

@@ -279,7 +279,10 @@ fn run(opts: Opts) -> Result<()> {
     }
     if opts.help_man {
         use clap::CommandFactory;
-        clap_mangen::Man::new(Opts::command()).render(&mut std::io::stdout())?;
+        // Section 8: a system administration command.
+        clap_mangen::Man::new(Opts::command())
+            .section("8")
+            .render(&mut std::io::stdout())?;
         return Ok(());
     }
     init_logging()?;

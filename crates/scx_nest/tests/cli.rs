@@ -26,7 +26,10 @@ fn version_names_the_git_revision() {
 fn bad_values_are_usage_errors_that_say_what_is_valid() {
     for (args, valid) in [
         (&["--slice", "8"][..], "ns, us, ms, s or tick(s)"),
-        (&["--stats", "often"], "ns, us, ms, s or tick(s)"),
+        (
+            &["--stats", "often"],
+            "write seconds (1, 0.5) or a number and a unit",
+        ),
         (&["--monitor", "0.0001"], "at least 1ms"),
         (&["--slice", "2s"], "between 100us and 1s"),
         (
@@ -63,4 +66,16 @@ fn a_closed_pipe_ends_quietly() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn help_man_prints_a_section_8_page_with_every_option_and_the_exit_status() {
+    let output = scx_nest(&["--help-man"]);
+    assert!(output.status.success());
+    let page = String::from_utf8_lossy(&output.stdout);
+    assert!(page.contains(".TH scx_nest 8"), "{page}");
+    for option in ["\\-\\-monitor", "\\-\\-p\\-remove", "\\-\\-disable"] {
+        assert!(page.contains(option), "{option} missing: {page}");
+    }
+    assert!(page.contains("the kernel ejected the scheduler"), "{page}");
 }
