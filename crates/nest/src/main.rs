@@ -171,13 +171,10 @@ mod tests {
     }
 
     #[test]
-    fn the_version_names_the_git_revision() {
-        let err = Cli::try_parse_from(["nest", "-V"]).unwrap_err();
-        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
-        let text = err.to_string();
-        assert!(
-            text.starts_with(&format!("nest {} (git ", env!("CARGO_PKG_VERSION"))),
-            "{text}"
-        );
+    fn a_failed_check_exits_3_and_a_command_that_could_not_run_1() {
+        let check = nest_sim::cli::CheckFailed("calibration cases failed: x".into());
+        assert_eq!(failure(check.into()), ExitCode::from(3));
+        let could_not_run = anyhow::anyhow!("cannot read machines/x.json");
+        assert_eq!(failure(could_not_run), ExitCode::FAILURE);
     }
 }
