@@ -373,8 +373,8 @@ fn share(part: u64, whole: u64) -> Option<f64> {
 /// CPU than they last ran on: at wakeup, by balancing) agree within a
 /// factor of 2, or when neither run counts more than 5: the runs last
 /// 0.3-50 s and a handful of migrations decide the rate of a short one.
-/// (Earlier the floor was a rate, 5 a second: 1.5 migrations in
-/// a 0.3 s run, 250 in a 50 s configure.) The primary nest's mean size
+/// (A floor in migrations a second would mean 1.5 migrations in a 0.3 s
+/// run and 250 in a 50 s configure.) The primary nest's mean size
 /// (scx_nest only, from its `--trace-nests` reports) gets a whole CPU, as
 /// CPUs per 100 ms: the guest's other tasks share the nests.
 const SHARE: Band = Band::Share {

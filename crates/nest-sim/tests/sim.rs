@@ -522,9 +522,9 @@ fn overload_is_balanced_onto_idle_cpus() {
     // times (the tasks waiting behind others were just preempted at each
     // tick: cache-hot) or, with none left waiting, more than
     // cache_nice_tries + 2 times (a running task is pushed): 64-80 ms of
-    // this 130 ms run (tests/load_balance.rs). Earlier idle CPUs
-    // pulled at every tick, and the run took under a fifth of the piled
-    // one's time.
+    // this 130 ms run (tests/load_balance.rs). Idle CPUs pulling at
+    // every tick would end the run in under a fifth of the piled one's
+    // time.
     let m = machine("test-guest-2s");
     let text = r#"{"tasks": {
         "parent": {"fork0": "w", "fork1": "w", "fork2": "w", "fork3": "w", "fork4": "w",

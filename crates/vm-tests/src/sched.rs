@@ -119,7 +119,7 @@ pub fn tree_socket_problem(nest: &TasksPlacement, default: &TasksPlacement) -> O
 /// fork (483-500), and Nest with the published 8 ms P_remove under a
 /// starved emulator about once per two children (101 and 108 moves in
 /// 200). A configure script's tree migrates hundreds of times under both
-/// schedulers, where the ratio decides. 1% earlier: with two host
+/// schedulers, where the ratio decides. Why not 1%: with two host
 /// hogs, CI's clean-clone run of ce529f6 failed with Nest's 14 moves in
 /// 980 placements (6 across sockets, 8 wake-ups off their CPU) against
 /// the default's 5, while Nest kept 1.06 sockets and 2.15 CPUs per 100 ms
