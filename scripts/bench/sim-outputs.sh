@@ -63,7 +63,7 @@ for m in $machines machines/test-guest-2s.json; do
 		run "$m" "$w" -p $all_policies -g $all_governors
 	done
 done
-for extra in --no-load-balance "--tick-hz 1000" "--tick-hz 100 --s-max 8ms --p-remove 3ticks"; do
+for extra in --no-load-balance "--tick-hz 1000" "--tick-hz 100 --s-max 8ms --p-remove 12ms"; do
 	for w in configure barrier hackbench workloads/pipe-pairs.json; do
 		# shellcheck disable=SC2086 # $extra is several options
 		run xeon-e7-8870-v4-4s "$w" -p linux,nest,s-move -g powersave,schedutil $extra

@@ -1,16 +1,12 @@
 //! Durations as users write them on every command line of this project:
-//! `8ms`, `500us`, `2ticks`, `10s`. One parser, [`parse_duration_ns`], reads
+//! `8ms`, `500us`, `10s`. One parser, [`parse_duration_ns`], reads
 //! them all; the others here wrap it for clap (`value_parser = ...`).
 
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use crate::TICK_NS;
-
-/// Longer suffixes first: "ticks" must not be read as "tick" + "s".
-const UNITS: [(&str, u64); 6] = [
-    ("ticks", TICK_NS),
-    ("tick", TICK_NS),
+/// Longer suffixes first: "ms" must not be read as "m" + "s".
+const UNITS: [(&str, u64); 4] = [
     ("ns", 1),
     ("us", 1_000),
     ("ms", 1_000_000),
@@ -18,15 +14,20 @@ const UNITS: [(&str, u64); 6] = [
 ];
 
 /// What a duration looks like, for error messages.
-const VALID_FORMS: &str = "a number and a unit: ns, us, ms, s or tick(s) (4 ms), \
-                           e.g. 500us, 8ms, 2ticks, 10s";
+const VALID_FORMS: &str = "a number and a unit: ns, us, ms or s, e.g. 500us, 8ms, 10s";
 
-/// Parse `<number><unit>`, unit one of ns, us, ms, s, tick(s) (a tick is
-/// 4 ms, the published 250 Hz). The number may have a fraction (`0.5ms`).
-/// Errors name the valid forms.
+/// Parse `<number><unit>`, unit one of ns, us, ms, s. The number may have
+/// a fraction (`0.5ms`). Errors name the valid forms. There is no tick
+/// unit: a kernel's tick is 1-10 ms depending on its HZ, and Nest's
+/// published "2 ticks" are 8 ms, of a 250 Hz kernel.
 pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
     let invalid = |why: &str| format!("'{text}' is not a duration ({why}); write {VALID_FORMS}");
     let trimmed = text.trim();
+    if trimmed.ends_with("tick") || trimmed.ends_with("ticks") {
+        return Err(invalid(
+            "a tick's length depends on the kernel's HZ; the published 2 ticks are 8ms",
+        ));
+    }
     let (number, scale) = UNITS
         .iter()
         .find_map(|&(unit, scale)| {
@@ -118,8 +119,6 @@ mod tests {
     #[test]
     fn units_scale_the_number() {
         assert_eq!(parse_duration_ns("8ms"), Ok(8_000_000));
-        assert_eq!(parse_duration_ns("2ticks"), Ok(8_000_000));
-        assert_eq!(parse_duration_ns("1tick"), Ok(4_000_000));
         assert_eq!(parse_duration_ns("50us"), Ok(50_000));
         assert_eq!(parse_duration_ns("0.5ms"), Ok(500_000));
         assert_eq!(parse_duration_ns("3s"), Ok(3_000_000_000));
@@ -137,7 +136,7 @@ mod tests {
         ] {
             let err = parse_duration_ns(bad).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
-            assert!(err.contains("ns, us, ms, s or tick(s)"), "{bad}: {err}");
+            assert!(err.contains("ns, us, ms or s"), "{bad}: {err}");
         }
     }
 

@@ -5,17 +5,19 @@ use clap::Args;
 
 use crate::{Mechanism, Params, PerfMode, duration_ns_within, parse_duration_ns};
 
-/// The published defaults: P_remove 2 ticks, S_max 2 ticks, R_max 5,
-/// R_impatient 2.
+/// The published defaults: P_remove and S_max 8 ms (2 ticks of the
+/// paper's 250 Hz kernel), R_max 5, R_impatient 2.
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Nest tunables")]
 pub struct ParamsArgs {
-    /// Idle time after which a primary-nest CPU is demoted (P_remove).
-    #[arg(long, default_value = "2ticks", value_name = "DURATION", value_parser = parse_duration_ns)]
+    /// Idle time after which a primary-nest CPU is demoted (P_remove; the
+    /// paper's 2 ticks of a 250 Hz kernel).
+    #[arg(long, default_value = "8ms", value_name = "DURATION", value_parser = parse_duration_ns)]
     pub p_remove: u64,
 
-    /// Longest warm spin of an idle primary-nest CPU (S_max).
-    #[arg(long, default_value = "2ticks", value_name = "DURATION", value_parser = parse_duration_ns)]
+    /// Longest warm spin of an idle primary-nest CPU (S_max; the paper's
+    /// 2 ticks of a 250 Hz kernel).
+    #[arg(long, default_value = "8ms", value_name = "DURATION", value_parser = parse_duration_ns)]
     pub s_max: u64,
 
     /// Capacity of the reserve nest, in CPUs (R_max).
@@ -98,7 +100,7 @@ mod tests {
     fn every_tunable_is_taken() {
         let p = params(&[
             "--p-remove=8ms",
-            "--s-max=1tick",
+            "--s-max=4ms",
             "--r-max=3",
             "--r-impatient=4",
             "--disable=reserve,warm-spin",

@@ -29,7 +29,7 @@ const OUTPUT: &str = "Output";
 /// the powersave, performance and schedutil governors, on a configure-like
 /// workload on a 2-socket Xeon Gold 5218 model, over 5 seeds. Improvements
 /// are relative to the first policy with the first governor (0 = same,
-/// positive = better). Durations take a unit: ns, us, ms, s or tick(s).
+/// positive = better). Durations take a unit: ns, us, ms or s.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "sim")]
 pub struct SimArgs {

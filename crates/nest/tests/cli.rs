@@ -87,7 +87,7 @@ fn a_bad_duration_is_a_usage_error_naming_the_valid_forms() {
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let err = stderr(&output);
         assert!(
-            err.contains("ns, us, ms, s or tick(s)") && err.contains("e.g. 500us, 8ms"),
+            err.contains("ns, us, ms or s") && err.contains("e.g. 500us, 8ms"),
             "{args:?}: {err}"
         );
     }

@@ -30,8 +30,7 @@ const KERNEL: &str = "Kernel and debugging";
 /// used cores, so that work runs on warm cores at high frequency instead of
 /// being spread over cold idle cores. Runs until SIGINT or SIGTERM.
 ///
-/// Durations take a unit: ns, us, ms, s, or tick(s) (4 ms, the published
-/// 250 Hz); the intervals of --stats and --monitor may also be a bare
+/// Durations take a unit: ns, us, ms or s; the intervals of --stats and --monitor may also be a bare
 /// number of seconds, as in scx's other schedulers.
 #[derive(Debug, Parser)]
 #[command(version = env!("NEST_VERSION"), after_long_help = EXIT_STATUS)]
@@ -545,7 +544,7 @@ mod tests {
             );
         }
         let err = usage_error(&["--slice", "fast"]);
-        assert!(err.contains("ns, us, ms, s or tick(s)"), "{err}");
+        assert!(err.contains("ns, us, ms or s"), "{err}");
         let err = usage_error(&["--stats", "1ns"]);
         assert!(
             err.contains("--stats") && err.contains("at least 1ms"),

@@ -25,7 +25,8 @@ fn version_names_the_git_revision() {
 #[test]
 fn bad_values_are_usage_errors_that_say_what_is_valid() {
     for (args, valid) in [
-        (&["--slice", "8"][..], "ns, us, ms, s or tick(s)"),
+        (&["--slice", "8"][..], "ns, us, ms or s"),
+        (&["--p-remove", "2ticks"], "the published 2 ticks are 8ms"),
         (
             &["--stats", "often"],
             "write seconds (1, 0.5) or a number and a unit",
