@@ -3,8 +3,6 @@
 //! `Event` enum from the SCX_NEST_EVENTS list of src/bpf/intf.h, and
 //! records the git revision for `scx_nest --version`.
 
-use std::path::Path;
-
 #[path = "../nest-policy/build/git_revision.rs"]
 mod git_revision;
 #[path = "../nest-policy/build/stat_list.rs"]
@@ -43,5 +41,5 @@ fn main() {
     )
     .expect("cannot write the Event enum");
 
-    git_revision::emit(Path::new(&manifest_dir));
+    git_revision::emit();
 }

@@ -26,7 +26,7 @@ use clap::{Parser, Subcommand};
 const CHURN_WORK: Duration = Duration::from_micros(200);
 
 #[derive(Debug, Parser)]
-#[command(version, about = "Small real workloads to exercise a scheduler")]
+#[command(version = env!("NEST_VERSION"), about = "Small real workloads to exercise a scheduler")]
 struct Cli {
     #[command(subcommand)]
     load: Load,
@@ -197,5 +197,19 @@ fn main() -> ExitCode {
             eprintln!("nest-load: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_names_the_git_revision() {
+        let err = Cli::try_parse_from(["nest-load", "-V"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+        let text = err.to_string();
+        let prefix = format!("nest-load {} (git ", env!("CARGO_PKG_VERSION"));
+        assert!(text.starts_with(&prefix), "{text}");
     }
 }

@@ -7,9 +7,13 @@ use std::process::Command;
 
 /// Sets NEST_VERSION, the package's version with the git revision it is
 /// built from (`0.1.0 (git 155a4ed0c1d2)`; "unknown" outside a repository,
-/// e.g. a source tarball), for the crate at `manifest_dir`, and reruns the
-/// build script when HEAD moves.
-pub fn emit(manifest_dir: &Path) {
+/// e.g. a source tarball), for the crate whose build script calls it, and
+/// reruns that build script when HEAD moves.
+pub fn emit() {
+    let manifest_dir =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest_dir = manifest_dir.as_path();
+    println!("cargo:rerun-if-changed=../nest-policy/build/git_revision.rs");
     let revision = git(manifest_dir, &["rev-parse", "--short=12", "HEAD"]);
     println!(
         "cargo:rustc-env=NEST_VERSION={} (git {})",

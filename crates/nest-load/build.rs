@@ -1,0 +1,8 @@
+//! Records the git revision for `nest-load --version`.
+
+#[path = "../nest-policy/build/git_revision.rs"]
+mod git_revision;
+
+fn main() {
+    git_revision::emit();
+}
