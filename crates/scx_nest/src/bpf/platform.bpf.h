@@ -174,16 +174,20 @@ static u64 queue_dsq(s32 queue)
 	return PINNED_DSQ_BASE + (NEST_QUEUE_PINNED - queue);
 }
 
-/* The virtual time of the first task of @queue (a DSQ cannot be peeked). */
+/*
+ * The virtual time of the first task of @queue. The policy asks at nearly
+ * every switch, on queues that all the CPUs of an LLC share: the peek is
+ * lockless where the kernel has it (7.1 on, __COMPAT_scx_bpf_dsq_peek());
+ * before, it is an iterator's first step, which takes the queue's lock.
+ */
 static bool plat_queue_head(nest_env_t env, s32 queue, u64 *vtime)
 {
-	struct task_struct *p;
+	struct task_struct *p = __COMPAT_scx_bpf_dsq_peek(queue_dsq(queue));
 
-	bpf_for_each(scx_dsq, p, queue_dsq(queue), 0) {
-		*vtime = p->scx.dsq_vtime;
-		return true;
-	}
-	return false;
+	if (!p)
+		return false;
+	*vtime = p->scx.dsq_vtime;
+	return true;
 }
 
 /* SCX_WAKE_FORK: ops.select_cpu() of a new task, prev_cpu its parent's. */
