@@ -64,11 +64,10 @@
 #define NEST_WEIGHT_DFL 100
 /*
  * How many tasks at the front of a queue a host looks at for one to keep
- * local (nest_prefer_queued(), nest_prev_keeps_cpu()), and at its end for
- * a starving one (nest_starving()). In this header: every host scans.
+ * local (nest_prefer_queued(), nest_prev_keeps_cpu()). In this header:
+ * every host scans.
  */
 #define NEST_LOCALITY_SCAN 16
-#define NEST_STARVE_SCAN 4
 
 /*
  * Mechanisms that can be switched off for ablation studies. A set bit in

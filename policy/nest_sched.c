@@ -64,8 +64,8 @@
 
 /*
  * How long a queued task may wait before it runs next (nest_starving()),
- * and how often the host looks at the whole queue for one, not only at
- * its last NEST_STARVE_SCAN tasks (nest_starve_sweep_due()).
+ * and how often the host looks through a queue for one
+ * (nest_starve_sweep_due()).
  */
 #define NEST_STARVE_NS (1000ULL * 1000 * 1000)
 #define NEST_STARVE_SWEEP_NS (100ULL * 1000 * 1000)
@@ -538,13 +538,16 @@ static bool nest_starving(const struct nest_ctx *ctx, u64 queued_ns)
 }
 
 /*
- * Should the host look at the whole queue for a starving task, not just
- * its last NEST_STARVE_SCAN tasks? A starving task is usually at the end
- * (the latest virtual time), but one can wait further up, behind tasks
- * whose virtual time lags (the ejection of 2026-11-24: a task second in
- * its queue waited 31.5 s). Once per NEST_STARVE_SWEEP_NS per queue: the
- * first caller for which the queue's sweep time @sweep_at is due gets the
- * sweep and sets the next one.
+ * Should the host look through a queue for a starving task now, given the
+ * queue's next sweep time @sweep_at? Once per NEST_STARVE_SWEEP_NS per
+ * queue: the first caller for which it is due gets the sweep and sets the
+ * next one. A task counts as starving only after NEST_STARVE_NS, so a look
+ * every NEST_STARVE_SWEEP_NS finds it soon enough; a look at every switch
+ * took a queue that all the CPUs of an LLC share a few more times per
+ * switch. The sweep looks at the whole queue: a starving task is usually
+ * at its end (the latest virtual time), but one can wait further up,
+ * behind tasks whose virtual time lags (a task second in its queue once
+ * waited 31.5 s).
  */
 static bool nest_starve_sweep_due(const struct nest_ctx *ctx, u64 *sweep_at)
 {
@@ -553,6 +556,16 @@ static bool nest_starve_sweep_due(const struct nest_ctx *ctx, u64 *sweep_at)
 	return (s64)(ctx->now - at) >= 0 &&
 	       __sync_bool_compare_and_swap(sweep_at, at,
 					    ctx->now + NEST_STARVE_SWEEP_NS);
+}
+
+/*
+ * A sweep found a starving task in the queue whose next sweep time is
+ * @sweep_at: sweep again at the queue's next dispatch, as others may be
+ * starving behind it.
+ */
+static void nest_starve_rescued(const struct nest_ctx *ctx, u64 *sweep_at)
+{
+	WRITE_ONCE(*sweep_at, ctx->now);
 }
 
 /*

@@ -284,6 +284,13 @@ bool nest_native_starve_sweep_due(u64 now, u64 *sweep_at)
 	return nest_starve_sweep_due(&ctx, sweep_at);
 }
 
+void nest_native_starve_rescued(u64 now, u64 *sweep_at)
+{
+	struct nest_ctx ctx = { .now = now };
+
+	nest_starve_rescued(&ctx, sweep_at);
+}
+
 bool nest_native_prefer_queued(struct nest_state *st,
 			       const struct nest_config *cfg, nest_env_t env,
 			       s32 cpu, u64 head_vtime,

@@ -94,6 +94,7 @@ s32 nest_native_queue_to_consume(struct nest_state *st,
 				 nest_env_t env, s32 cpu);
 bool nest_native_starving(u64 now, u64 queued_ns);
 bool nest_native_starve_sweep_due(u64 now, u64 *sweep_at);
+void nest_native_starve_rescued(u64 now, u64 *sweep_at);
 bool nest_native_prefer_queued(struct nest_state *st,
 			       const struct nest_config *cfg, nest_env_t env,
 			       s32 cpu, u64 head_vtime,

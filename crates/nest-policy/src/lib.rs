@@ -32,7 +32,6 @@ pub const WEIGHT_NICE_0: u32 = ffi::NEST_WEIGHT_DFL;
 pub const LOCALITY_SCAN: usize = ffi::NEST_LOCALITY_SCAN as usize;
 /// How many tasks at the end of a queue a host looks at for a starving one
 /// ([`NestPolicy::starving`]) between sweeps of the whole queue.
-pub const STARVE_SCAN: usize = ffi::NEST_STARVE_SCAN as usize;
 use nest_topology::Topology;
 
 /// What the policy needs from its host. Mirrors the platform interface in
@@ -948,12 +947,20 @@ impl NestPolicy {
         unsafe { ffi::nest_native_starving(now_ns, queued_ns) }
     }
 
-    /// Starvation guard: should the host look at a whole queue at `now_ns`,
-    /// not just its last tasks, given the queue's next sweep time
-    /// `sweep_at` (set to the next one when this call gets the sweep)?
+    /// Starvation guard: should the host look through a queue at `now_ns`,
+    /// given the queue's next sweep time `sweep_at` (set to the next one
+    /// when this call gets the sweep)?
     pub fn starve_sweep_due(&self, sweep_at: &mut u64, now_ns: u64) -> bool {
         // SAFETY: sweep_at is a valid, exclusive u64.
         unsafe { ffi::nest_native_starve_sweep_due(now_ns, sweep_at) }
+    }
+
+    /// Starvation guard: a sweep of the queue whose next sweep time is
+    /// `sweep_at` found a starving task at `now_ns`; the next look sweeps
+    /// again.
+    pub fn starve_rescued(&self, sweep_at: &mut u64, now_ns: u64) {
+        // SAFETY: sweep_at is a valid, exclusive u64.
+        unsafe { ffi::nest_native_starve_rescued(now_ns, sweep_at) }
     }
 
     /// `cpu` takes from its own LLC queue, whose first task has virtual

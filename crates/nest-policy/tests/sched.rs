@@ -541,7 +541,7 @@ fn a_task_queued_for_over_a_second_runs_next_whatever_its_virtual_time() {
 }
 
 #[test]
-fn a_queue_is_swept_whole_for_starving_tasks_once_per_100ms() {
+fn a_queue_is_swept_for_starving_tasks_once_per_100ms_and_again_after_a_rescue() {
     let p = policy();
     let mut sweep_at = 0;
     let now = 5000 * MS;
@@ -551,4 +551,10 @@ fn a_queue_is_swept_whole_for_starving_tasks_once_per_100ms() {
     assert!(!p.starve_sweep_due(&mut sweep_at, now + 99 * MS));
     assert!(p.starve_sweep_due(&mut sweep_at, now + 100 * MS));
     assert_eq!(sweep_at, now + 200 * MS);
+    p.starve_rescued(&mut sweep_at, now + 101 * MS);
+    assert!(
+        p.starve_sweep_due(&mut sweep_at, now + 101 * MS),
+        "a sweep that found a starving task is followed by another at once"
+    );
+    assert_eq!(sweep_at, now + 201 * MS);
 }

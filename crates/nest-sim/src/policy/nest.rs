@@ -19,7 +19,7 @@
 
 use nest_policy::{
     LOCALITY_SCAN, Mechanism, NestPolicy, PERF_ONE, Params, Platform, Queue, QueueFront,
-    STARVE_SCAN, Stat, TaskState, WEIGHT_NICE_0,
+    Stat, TaskState, WEIGHT_NICE_0,
 };
 use nest_trace::{Cpu, Nest as NestKind, PrevState};
 
@@ -528,18 +528,23 @@ impl Nest {
     }
 
     /// `consume_starving()`: a task of queue `dsq` that has waited too
-    /// long and may run on `cpu`, looked for among the last few, or the
-    /// whole queue when a sweep is due.
+    /// long and may run on `cpu`, looked for when the queue's sweep is due.
     fn take_starving(&mut self, cx: &Ctx, cpu: Cpu, dsq: u32) -> Option<TaskId> {
         let now = cx.now();
-        let sweep_at = &mut self.queues.sweep_at[dsq as usize];
-        let sweep = self.policy.starve_sweep_due(sweep_at, now);
-        let scan = if sweep { usize::MAX } else { STARVE_SCAN };
+        if self.queues.len(dsq) == 0
+            || !self
+                .policy
+                .starve_sweep_due(&mut self.queues.sweep_at[dsq as usize], now)
+        {
+            return None;
+        }
         let hosted = &self.hosted;
-        let starving = self.queues.back(dsq).take(scan).find(|&task| {
+        let starving = self.queues.back(dsq).find(|&task| {
             let queued_ns = hosted_now(hosted, task).queued_ns;
             self.policy.starving(queued_ns, now) && cx.task_allowed(task, cpu)
         })?;
+        self.policy
+            .starve_rescued(&mut self.queues.sweep_at[dsq as usize], now);
         Some(self.take(starving))
     }
 

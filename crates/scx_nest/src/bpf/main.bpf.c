@@ -969,39 +969,29 @@ static bool starving_here(struct nest_ctx *pctx, s32 cpu, struct task_struct *p)
 
 /*
  * Starvation guard: run a task of queue @dsq that has waited too long
- * (nest_starving()) and may run on @cpu. Such a task is near the end of
- * the queue, having the latest virtual time: only the last few are looked
- * at, but the whole queue once in a while (nest_starve_sweep_due(), with
- * the queue's next sweep time @sweep_at). The sweep has no counter, so the
- * verifier checks its loop once: it follows a counter compared with a
- * known limit through every value, and a limit of 1024 kept scx_nest from
- * loading for over 8 minutes in an emulated guest.
+ * (nest_starving()) and may run on @cpu, when the queue's sweep, with its
+ * next time @sweep_at, is due (nest_starve_sweep_due()). The sweep has no
+ * counter, so the verifier checks its loop once: it follows a counter
+ * compared with a known limit through every value, and a limit of 1024
+ * kept scx_nest from loading for over 8 minutes in an emulated guest.
  */
 static bool consume_starving(struct nest_ctx *pctx, s32 cpu, u64 dsq,
 			     u64 *sweep_at)
 {
 	struct task_struct *p;
-	u32 seen = 0;
 
-	if (nest_starve_sweep_due(pctx, sweep_at)) {
-		bpf_for_each(scx_dsq, p, dsq, SCX_DSQ_ITER_REV) {
-			if (starving_here(pctx, cpu, p) &&
-			    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
-				goto moved;
-		}
+	if (scx_bpf_dsq_nr_queued(dsq) <= 0 ||
+	    !nest_starve_sweep_due(pctx, sweep_at))
 		return false;
-	}
 	bpf_for_each(scx_dsq, p, dsq, SCX_DSQ_ITER_REV) {
-		if (++seen > NEST_STARVE_SCAN)
-			break;
 		if (starving_here(pctx, cpu, p) &&
-		    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
-			goto moved;
+		    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+			nest_starve_rescued(pctx, sweep_at);
+			count_event(NEST_EV_STARVED, 1);
+			return true;
+		}
 	}
 	return false;
-moved:
-	count_event(NEST_EV_STARVED, 1);
-	return true;
 }
 
 /*
