@@ -779,6 +779,8 @@ static s32 nest_claim_for_queued(const struct nest_ctx *ctx,
 	u32 how;
 	s32 cpu = -1;
 
+	if (!plat_any_idle(ctx->env))
+		return -1;
 	if (mech_on(ctx->cfg, NEST_MECH_WHOLE_CORES)) {
 		cpu = search_nests(ctx, t, prev_cpu, NEST_SEARCH_WHOLE_CORE,
 				   &how);
@@ -815,6 +817,14 @@ static s32 search_all(const struct nest_ctx *ctx, struct nest_task *t,
 {
 	s32 cpu;
 
+	/*
+	 * Nothing the task may use is idle: every step would come back
+	 * empty-handed (compaction only demotes idle CPUs). Under overload,
+	 * which is most placements then, the scans and the host's idle
+	 * searches are skipped at once.
+	 */
+	if (!plat_any_idle(ctx->env))
+		return -1;
 	if (mech_on(ctx->cfg, NEST_MECH_WHOLE_CORES)) {
 		cpu = search_nests(ctx, t, prev_cpu,
 				   flags | NEST_SEARCH_WHOLE_CORE, how);

@@ -43,6 +43,9 @@
  *	Is @cpu idle now? A CPU claimed for a task is not. The call
  *	claims nothing. (Impatience: did the task find its previous CPU
  *	busy? Compaction: is a CPU with an old idle_since still idle?)
+ *   bool plat_any_idle(nest_env_t env);
+ *	Is any CPU the task being placed may use idle now? Claims nothing;
+ *	a host that cannot tell cheaply answers true.
  */
 #ifndef __NEST_POLICY_H
 #define __NEST_POLICY_H

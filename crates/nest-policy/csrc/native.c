@@ -22,6 +22,7 @@ u32 nest_plat_llc_queued(nest_env_t env, u32 llc);
 bool nest_plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
 bool nest_plat_is_fork(nest_env_t env);
 bool nest_plat_cpu_idle(nest_env_t env, s32 cpu);
+bool nest_plat_any_idle(nest_env_t env);
 
 #define plat_claim_idle nest_plat_claim_idle
 #define plat_task_allowed nest_plat_task_allowed
@@ -33,6 +34,7 @@ bool nest_plat_cpu_idle(nest_env_t env, s32 cpu);
 #define plat_queue_head nest_plat_queue_head
 #define plat_is_fork nest_plat_is_fork
 #define plat_cpu_idle nest_plat_cpu_idle
+#define plat_any_idle nest_plat_any_idle
 
 #include "nest_policy.c"
 #include "nest_sched.c"

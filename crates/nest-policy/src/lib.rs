@@ -74,6 +74,12 @@ pub trait Platform {
     /// Is `cpu` idle now (nothing is claimed)? Impatience asks whether a
     /// placement found the task's previous CPU busy.
     fn cpu_idle(&self, cpu: u32) -> bool;
+    /// Is any CPU the task being placed may use idle now? The placement
+    /// skips its searches when none is; a host that cannot tell cheaply
+    /// answers true, and the searches find out.
+    fn any_idle(&self) -> bool {
+        true
+    }
 }
 
 /// A run queue of the scheduler around the placement.
@@ -1280,6 +1286,11 @@ extern "C" fn nest_plat_is_fork(env: *mut c_void) -> bool {
 #[unsafe(no_mangle)]
 extern "C" fn nest_plat_cpu_idle(env: *mut c_void, cpu: i32) -> bool {
     plat_of(env).cpu_idle(cpu as u32)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn nest_plat_any_idle(env: *mut c_void) -> bool {
+    plat_of(env).any_idle()
 }
 
 #[cfg(test)]

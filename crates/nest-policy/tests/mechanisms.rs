@@ -1338,3 +1338,52 @@ fn mechanism_names_parse_and_unknown_ones_list_the_valid_ones() {
          keep-attached"
     );
 }
+
+/// A host on which nothing is idle, and which fails the test if the
+/// placement searches anyway.
+struct Overloaded;
+
+impl Platform for Overloaded {
+    fn claim_idle(&mut self, cpu: u32) -> bool {
+        panic!("claimed CPU {cpu} with nothing idle")
+    }
+
+    fn task_allowed(&self, _cpu: u32) -> bool {
+        true
+    }
+
+    fn default_cpu(&mut self, prev: u32, _whole_core: bool) -> (u32, bool) {
+        panic!("asked the default placement (previous CPU {prev}) with nothing idle")
+    }
+
+    fn pick_any_idle(&mut self) -> Option<u32> {
+        panic!("searched every CPU with nothing idle")
+    }
+
+    fn now_ns(&self) -> u64 {
+        10 * MS
+    }
+
+    fn cpu_idle(&self, _cpu: u32) -> bool {
+        false
+    }
+
+    fn any_idle(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn with_nothing_idle_a_placement_searches_nothing() {
+    let m = Machine::new();
+    let p = policy(&m, Params::default());
+    grow_primary(&p, &m, &[0, 1, 4], 0);
+    let primary = p.primary();
+    let mut task = TaskState::new();
+    let choice = p.select_cpu(&mut Overloaded, &mut task, 1);
+    assert!(!choice.idle, "{choice:?}");
+    assert_eq!(choice.cpu, 1, "the task stays with its previous CPU");
+    assert_eq!(p.stat(Stat::NoIdle), 1);
+    assert_eq!(p.primary(), primary, "the nests are left alone");
+    assert_eq!(p.claim_for_queued(&mut Overloaded, &mut task, 1), None);
+}

@@ -18,8 +18,8 @@
 //! uses instead of the engine's PELT-like utilisation.
 
 use nest_policy::{
-    LOCALITY_SCAN, Mechanism, NestPolicy, PERF_ONE, Params, Platform, Queue, QueueFront,
-    Stat, TaskState, WEIGHT_NICE_0,
+    LOCALITY_SCAN, Mechanism, NestPolicy, PERF_ONE, Params, Platform, Queue, QueueFront, Stat,
+    TaskState, WEIGHT_NICE_0,
 };
 use nest_trace::{Cpu, Nest as NestKind, PrevState};
 
@@ -355,6 +355,11 @@ impl Platform for SimPlatform<'_, '_> {
 
     fn now_ns(&self) -> u64 {
         self.cx.now()
+    }
+
+    /// sched_ext's idle mask against `p->cpus_ptr`, as the BPF host asks.
+    fn any_idle(&self) -> bool {
+        (0..self.cx.nr_cpus()).any(|c| self.free(c) && self.task_allowed(c))
     }
 
     /// The frequency the engine observed at `cpu`'s last tick.

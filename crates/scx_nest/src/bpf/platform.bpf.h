@@ -215,6 +215,19 @@ static bool plat_cpu_idle(nest_env_t env, s32 cpu)
 	return cpu_in_idle_mask(cpu);
 }
 
+static bool plat_any_idle(nest_env_t env)
+{
+	const struct cpumask *idle;
+	bool any;
+
+	if (!env->p)
+		return true;
+	idle = scx_bpf_get_idle_cpumask();
+	any = bpf_cpumask_intersects(idle, env->p->cpus_ptr);
+	scx_bpf_put_idle_cpumask(idle);
+	return any;
+}
+
 static s32 plat_pick_any_idle(nest_env_t env)
 {
 	if (!env->p)
