@@ -287,15 +287,20 @@ static struct cgrp_ctx *task_cgrp_ctx(struct task_struct *p)
 	return c;
 }
 
-/* Save and return the weight @p runs with; as task_cgrp_ctx(). */
-static u32 refresh_weight(struct task_struct *p, struct task_ctx *t)
+/* Save and return the weight @p, of cgroup context @c, runs with. */
+static u32 save_weight(struct task_struct *p, struct task_ctx *t,
+		       struct cgrp_ctx *c)
 {
-	struct cgrp_ctx *c = task_cgrp_ctx(p);
-
 	t->weight = c ? nest_task_weight(p->scx.weight, READ_ONCE(c->weight),
 					 READ_ONCE(c->runnable)) :
 			p->scx.weight;
 	return t->weight;
+}
+
+/* Save and return the weight @p runs with; as task_cgrp_ctx(). */
+static u32 refresh_weight(struct task_struct *p, struct task_ctx *t)
+{
+	return save_weight(p, t, task_cgrp_ctx(p));
 }
 
 static void cgrp_add_runnable(struct cgrp_ctx *c, struct task_ctx *t,
@@ -327,15 +332,17 @@ void BPF_STRUCT_OPS(nest_runnable, struct task_struct *p, u64 enq_flags)
 	struct nest_ctx pctx = policy_ctx(&env);
 	struct task_ctx *t = lookup_task(p);
 	s32 cpu = scx_bpf_task_cpu(p);
+	struct cgrp_ctx *c;
 
 	if (!t)
 		return;
+	c = task_cgrp_ctx(p);
 	if (!t->cg_runnable)
-		cgrp_add_runnable(task_cgrp_ctx(p), t, p->scx.weight);
+		cgrp_add_runnable(c, t, p->scx.weight);
 	nest_task_woken(&pctx, &t->nest,
 			task_pinned(p) ? NEST_QUEUE_PINNED - cpu :
 					 (s32)nest_queue_llc(&pctx, cpu),
-			refresh_weight(p, t));
+			save_weight(p, t, c));
 }
 
 void BPF_STRUCT_OPS(nest_quiescent, struct task_struct *p, u64 deq_flags)
