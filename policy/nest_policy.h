@@ -310,11 +310,13 @@ struct nest_cpu {
 	u32 paired_ticks;
 	/*
 	 * The task running here, for wakeup preemption (nest_sched.c): its
-	 * virtual time when it started, when it started, and its weight
-	 * (0: no task of ours runs here).
+	 * virtual time when it started, when it started, how long it had
+	 * run since it last woke up, and its weight (0: no task of ours
+	 * runs here).
 	 */
 	u64 curr_vtime;
 	u64 curr_started;
+	u64 curr_ran_since_wake;
 	u32 curr_weight;
 	/*
 	 * The task running here was preempted by a pinned task put at the
@@ -379,6 +381,11 @@ struct nest_task {
 	u64 vtime;
 	/* When the task last started running. */
 	u64 run_start;
+	/*
+	 * How long it has run since it last woke up (a CPU hog has run a
+	 * slice or more: nest_wakeup_preempts()).
+	 */
+	u64 run_since_wake;
 	u32 vtime_llc;
 	/* Kept CPU: the CPU kept for this task while it sleeps (-1: none). */
 	s32 kept_cpu;

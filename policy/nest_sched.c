@@ -228,6 +228,7 @@ static void nest_task_woken(const struct nest_ctx *ctx, struct nest_task *t,
 	}
 	rebase_vtime(ctx, t, llc, ref, weight);
 	t->vtime = clamp_lag(t->vtime, ref, lag_bound(ctx, weight));
+	t->run_since_wake = 0;
 }
 
 /* The virtual time with which @t, of weight @weight, joins @queue. */
@@ -294,6 +295,7 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 	WRITE_ONCE(c->resume_after_pinned, 0);
 	WRITE_ONCE(c->curr_vtime, t->vtime);
 	WRITE_ONCE(c->curr_started, ctx->now);
+	WRITE_ONCE(c->curr_ran_since_wake, t->run_since_wake);
 	WRITE_ONCE(c->curr_weight, weight ? weight : 1);
 }
 
@@ -313,33 +315,41 @@ static void nest_sched_stopping(const struct nest_ctx *ctx,
 
 	if (weight < NEST_CHARGE_WEIGHT_MIN)
 		weight = NEST_CHARGE_WEIGHT_MIN;
-	if (ctx->now > t->run_start)
+	if (ctx->now > t->run_start) {
 		t->vtime += scale_by_weight(ctx->now - t->run_start, weight);
+		t->run_since_wake += ctx->now - t->run_start;
+	}
 	if (c)
 		WRITE_ONCE(c->curr_weight, 0);
 }
 
 /*
  * Should the task running on @cpu give way to a woken task of virtual time
- * @vtime queued in @cpu's LLC? Yes when the running task's virtual time,
- * counting what it has run so far, is ahead by more than half a slice (the
- * fair scheduler's wakeup granularity, 1 to 4 ms: wakeup_preempt_entity()
- * before EEVDF). A sleeper keeps up to two slices of credit
- * (nest_task_woken()), so it still preempts a CPU hog at once. Half a
- * slice rather than a quarter: hackbench's tasks, all short sleepers,
- * preempted each other less and ran faster, 0.884 s against 1.008 s
- * (medians of 28 runs in two boots of the 2x4x2 guest; the default
- * scheduler 0.946 s), while cyclictest's p99 beside a hog stayed below
- * the default scheduler's (726-2147 us against 1815-2969 us). Longer
- * was slower again: three quarters of a slice 1.028 s against the
- * default's 0.964 s (16 runs, one boot), a whole slice 1.135 s against
- * 0.881 s (10 and 12 runs, the other boot).
+ * @vtime queued in @cpu's LLC? Yes when the running task is a CPU hog, and
+ * its virtual time, counting what it has run so far, is ahead by more than
+ * half a slice.
+ *
+ * A hog has run at least a slice since it last woke up. The fair
+ * scheduler preempts, at a wakeup, a task that has run past its share
+ * (pick_eevdf(): a curr that is no longer eligible), but not one that has
+ * its slice still to run (RUN_TO_PARITY's slice protection,
+ * set_protect_slice()). A task that sleeps often keeps its share; one that
+ * runs on is the hog a sleeper must not wait behind. Preempting tasks
+ * that sleep often too, as every wakeup of hackbench's senders and
+ * receivers did, doubled their context switches, each with a kick, an
+ * interrupt and a dispatch, and shrank the batches of messages each run
+ * reads; cyclictest beside a CPU hog is preempted for at once still.
+ *
+ * Half a slice is the wakeup granularity (wakeup_preempt_entity() before
+ * EEVDF): a woken task less far ahead waits for the slice end. A sleeper
+ * keeps up to two slices of credit (nest_task_woken()), so it still
+ * preempts a hog at once.
  */
 static bool nest_wakeup_preempts(const struct nest_ctx *ctx, s32 cpu,
 				 u64 vtime)
 {
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
-	u64 curr, started;
+	u64 curr, started, ran;
 	u32 weight;
 
 	if (!c)
@@ -348,9 +358,10 @@ static bool nest_wakeup_preempts(const struct nest_ctx *ctx, s32 cpu,
 	if (!weight)
 		return false;
 	started = READ_ONCE(c->curr_started);
-	curr = READ_ONCE(c->curr_vtime);
-	if (ctx->now > started)
-		curr += scale_by_weight(ctx->now - started, weight);
+	ran = ctx->now > started ? ctx->now - started : 0;
+	if (READ_ONCE(c->curr_ran_since_wake) + ran < ctx->cfg->slice_ns)
+		return false;
+	curr = READ_ONCE(c->curr_vtime) + scale_by_weight(ran, weight);
 	return (s64)(curr - vtime) > (s64)(ctx->cfg->slice_ns / 2);
 }
 

@@ -202,20 +202,30 @@ fn a_woken_task_preempts_a_task_far_ahead_in_virtual_time_only() {
     let start = hog.vtime();
     // Just started: a woken task at the same virtual time does not preempt.
     assert!(!p.wakeup_preempts(2, start, 0));
-    // Nor past a quarter slice, nor at half a slice: the granularity is
-    // half a slice.
-    assert!(!p.wakeup_preempts(2, start, SLICE / 4 + 1));
-    assert!(!p.wakeup_preempts(2, start, SLICE / 2));
-    // Past half a slice of running, it does.
-    assert!(p.wakeup_preempts(2, start, SLICE / 2 + 1));
-    assert!(p.wakeup_preempts(2, start, SLICE));
-    // A sleeper a slice behind preempts a task that just started.
-    assert!(p.wakeup_preempts(2, start.wrapping_sub(SLICE), 0));
+    // Nor one a slice behind: the running task has not run a slice since
+    // it woke up, it is no hog yet.
+    assert!(!p.wakeup_preempts(2, start.wrapping_sub(SLICE), SLICE - 1));
+    // Once it has run a slice, a task half a slice behind or less waits
+    // (the granularity); one further behind preempts.
+    assert!(!p.wakeup_preempts(2, start.wrapping_add(SLICE / 2), SLICE));
+    assert!(p.wakeup_preempts(2, start.wrapping_add(SLICE / 2 - 1), SLICE));
+    assert!(p.wakeup_preempts(2, start.wrapping_sub(SLICE), SLICE));
+    // What it ran before its last stop counts, until it sleeps.
+    p.sched_stopping(&mut hog, 2, NICE_0, SLICE);
+    p.sched_running(&mut plat, &mut hog, 2, NICE_0, SLICE + MS);
+    assert!(p.wakeup_preempts(2, hog.vtime().wrapping_sub(SLICE), SLICE + MS));
+    p.sched_stopping(&mut hog, 2, NICE_0, SLICE + MS);
+    p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 10 * SLICE);
+    p.sched_running(&mut plat, &mut hog, 2, NICE_0, 10 * SLICE);
+    assert!(
+        !p.wakeup_preempts(2, hog.vtime().wrapping_sub(SLICE), 10 * SLICE + MS),
+        "a task that just woke up is no hog"
+    );
     // Nothing of ours runs on CPU 3.
     assert!(!p.wakeup_preempts(3, 0, SLICE));
-    p.sched_stopping(&mut hog, 2, NICE_0, SLICE);
+    p.sched_stopping(&mut hog, 2, NICE_0, 10 * SLICE + MS);
     assert!(
-        !p.wakeup_preempts(2, start, 2 * SLICE),
+        !p.wakeup_preempts(2, start, 20 * SLICE),
         "CPU 2 runs nothing now"
     );
 }
