@@ -13,10 +13,16 @@
 # no cpufreq or RAPL, so governors are ignored with a note.
 #
 # Usage: scripts/bench/guest-suite.sh SUITE [--out DIR] [--timeout DURATION]
+#                                     [--guest-clock CLOCK]
 #                                     [-- NEST_BENCH_OPTIONS...]
 #   SUITE         paper-guest, peers-guest, or any suite
 #   --out DIR     host directory for the results (default out/guest-SUITE)
 #   --timeout D   the guest's deadline, only for hangs (default 21600s)
+#   --guest-clock host (default) or icount: with icount the guest's time
+#                 is its instruction count (1 ns each), the same whatever
+#                 the host's load, so times compare across runs; it costs
+#                 every instruction alike, so it is a count of work, not
+#                 of a real machine's time (`nest vm run --help`)
 #   -- ...        more `nest bench` options (--runs 1 --warmup 0, --trace)
 #
 # Environment: NEST_BIN (binaries, default target/release: `cargo build
@@ -26,12 +32,13 @@ cd "$(dirname "$0")/../.."
 
 BIN=${NEST_BIN:-target/release}
 TIMEOUT=21600s
+CLOCK=host
 
 say() { echo "guest-suite: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
-[ $# -gt 0 ] || die "usage: $0 SUITE [--out DIR] [--timeout D] [-- NEST_BENCH_OPTIONS...]"
-case $1 in -h | --help) sed -n '2,24s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+[ $# -gt 0 ] || die "usage: $0 SUITE [--out DIR] [--timeout D] [--guest-clock C] [-- NEST_BENCH_OPTIONS...]"
+case $1 in -h | --help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 SUITE=$1
 shift
 OUT=out/guest-$SUITE
@@ -39,6 +46,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--out) OUT=${2:?--out needs a directory}; shift 2 ;;
 	--timeout) TIMEOUT=${2:?--timeout needs a duration}; shift 2 ;;
+	--guest-clock) CLOCK=${2:?--guest-clock needs host or icount}; shift 2 ;;
 	--) shift; break ;;
 	*) die "unknown argument '$1' (try --help)" ;;
 	esac
@@ -60,7 +68,7 @@ say "running nest bench --suite $SUITE $* in the 2x4x2 guest; results in $OUT/re
 start=$(date +%s)
 status=0
 "$BIN/nest" vm run --sockets 2 --cores 4 --threads 2 --numa --mem-mib 3072 \
-	--timeout "$TIMEOUT" --out "$OUT" -- \
+	--timeout "$TIMEOUT" --guest-clock "$CLOCK" --out "$OUT" -- \
 	"$BIN/nest" bench --suite "$SUITE" -o "$OUT/results" "$@" || status=$?
 say "guest done in $(($(date +%s) - start)) s, exit status $status"
 exit $status
