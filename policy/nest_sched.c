@@ -397,9 +397,8 @@ static bool nest_pinned_runs_next(const struct nest_ctx *ctx, s32 cpu,
  * a task preempted by a per-CPU kernel thread (ksoftirqd, a kworker) on
  * its runqueue, where idle balancing does not take it while it is cache
  * hot (task_hot(), sysctl_sched_migration_cost). Such threads run for
- * microseconds, and moving the task cost a migration each time: two of the
- * four moves of a 500-child fork/wait chain in the 2x4x2 guest with two
- * host hogs (2026-11-27). It waits at most the pinned task's slice.
+ * microseconds, and moving the task cost a migration each time (half the
+ * moves of the placement test's fork/wait chain). It waits at most the pinned task's slice.
  */
 static void nest_pinned_preempts(const struct nest_ctx *ctx, s32 cpu)
 {

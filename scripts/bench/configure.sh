@@ -11,7 +11,7 @@
 # configure took 1948 s on a slow day of this 2-core host, and the old
 # limit of 3600 s for both cut the second recording short.
 #
-# Issue 10 asks for Nest: CPUs per 100 ms <= the default's, fewer sockets
+# Nest should use: CPUs per 100 ms <= the default's, fewer sockets
 # per 100 ms, migrations <= 2x the default's. Not run in CI: configure
 # runs 25-50x slower under emulation than natively (minutes per run).
 #

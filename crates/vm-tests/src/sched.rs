@@ -270,7 +270,7 @@ pub fn own_cpu_problem(cpu_ms: u64, phase_ms: u64) -> Option<String> {
 pub const WEIGHT_NICE_0: f64 = 1024.0;
 /// Weight of a nice 10 task.
 pub const WEIGHT_NICE_10: f64 = 110.0;
-/// Issue 10: the CPU-time ratio of two hogs sharing one CPU must be within
+/// The CPU-time ratio of two hogs sharing one CPU must be within
 /// 15% of their weights' ratio (nice 0 vs 10: 9.31, so 7.91-10.71;
 /// cpu.weight 400 vs 100: 4, so 3.4-4.6) ...
 pub const WEIGHT_TOLERANCE: f64 = 0.15;
@@ -382,7 +382,7 @@ pub fn weight_problems(w: &Weights) -> Vec<String> {
     problems
 }
 
-/// Issue 10: hackbench's throughput under Nest must be at least this share
+/// Hackbench's throughput under Nest must be at least this share
 /// of the default scheduler's ("within 10%"): Nest's median time at most
 /// the default's divided by it.
 pub const HACKBENCH_MIN_THROUGHPUT: f64 = 0.90;
@@ -423,7 +423,7 @@ pub fn hackbench_problems(nest_s: f64, default_s: f64) -> Vec<String> {
     )]
 }
 
-/// Issue 10: wake-up latency p99 under Nest at most this factor of the
+/// Wake-up latency p99 under Nest at most this factor of the
 /// default scheduler's.
 pub const MAX_WAKEUP_P99_FACTOR: f64 = 1.5;
 /// Fewer measured wake-ups than this cannot give a p99.

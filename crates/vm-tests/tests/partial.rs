@@ -1,4 +1,4 @@
-//! Issue 10: partial mode beside fair tasks, and a stress with
+//! Partial mode beside fair tasks, and a stress with
 //! migration-disabled sections, in one boot of a 2 sockets x 4 cores x 2
 //! threads NUMA guest (16 vCPUs) with `preempt=full` (tests/vm/partial.sh;
 //! verdicts in `vm_tests::sched`, unit-tested). Asserted:

@@ -8,7 +8,7 @@
 //! - a serial fork/wait chain: few CPUs per ten children and little
 //!   underload per 100 ms (checked against absolute limits and against
 //!   the default scheduler);
-//!   the spread control must fail the same checks. Issue 10's checks on
+//!   the spread control must fail the same checks. The checks on
 //!   the chain's process tree (its own tasks, 100 ms intervals from its
 //!   first fork to its exit, `vm_tests::sched`), all asserted: no more
 //!   distinct CPUs and fewer sockets per 100 ms than under the default
@@ -190,7 +190,7 @@ fn nest_keeps_a_chain_on_few_cpus_uses_every_cpu_for_a_batch_and_conserves_work(
         "nest, the whole command",
         exiting_wakeup_problems(&nest.command_tree),
     );
-    // Issue 10's checks on the chain's tree: no more CPUs and fewer sockets
+    // The chain's tree: no more CPUs and fewer sockets
     // per 100 ms, few migrations.
     add(
         &mut problems,

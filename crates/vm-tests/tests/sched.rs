@@ -1,4 +1,4 @@
-//! Issue 10, "scx_nest as a scheduler people can run": fairness by weight,
+//! scx_nest as a scheduler people can run: fairness by weight,
 //! migrations and work conservation under overload, hackbench throughput
 //! and wake-up latency, against the kernel's default scheduler in the same
 //! boot of a 2 sockets x 4 cores x 2 threads NUMA guest (16 vCPUs).

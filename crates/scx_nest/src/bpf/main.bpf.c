@@ -405,8 +405,8 @@ static u64 slice_on(s32 cpu)
  * wakes a task); a kick queued then never runs, and its busy
  * flag makes disabling the scheduler spin for ever in irq_work_sync()
  * (free_kick_syncs(), 7.3). The hotplug VM test hung so, in state
- * "disabling", once in CI and once in a loaded run (2026-11-28; every
- * CPU's backtrace: irq_work_sync() spinning on an idle CPU's work). From
+ * "disabling" (every CPU's backtrace: irq_work_sync() spinning on an
+ * idle CPU's work). From
  * ops.cpu_offline() to ops.cpu_online() the CPU kicks no one; the woken
  * task's CPU is still sent an IPI by the kernel's own wakeup path, and
  * queued work is taken at the next tick (nest_tick()).
@@ -807,8 +807,8 @@ static bool task_pinned(const struct task_struct *p)
  * higher class than idle's). Every kick raises an irq_work interrupt on
  * the calling CPU (scx_bpf_kick_cpu() bounces kicks through
  * kick_cpus_irq_workfn()); these were interrupts for nothing, one per
- * wake-up of cyclictest pinned beside a hog (1712 per 1500 wake-ups in
- * the 2x4x2 guest, 2026-11-27; none under the default scheduler).
+ * wake-up of cyclictest pinned beside a hog (none under the default
+ * scheduler).
  */
 static void kick_pinned_cpu(s32 cpu)
 {
