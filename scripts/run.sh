@@ -5,11 +5,14 @@
 #      calibrate), then simulate Linux's placement and Nest on a Xeon Gold
 #      5218 model running a configure-like workload, under three frequency
 #      governors, over the model's assumption ranges (--sensitivity);
-#   3. boot a 2-socket x 4-core x 2-thread sched_ext guest and run the same
-#      kind of workload under the default scheduler and under scx_nest,
-#      with scx_nest's live statistics.
+#   3. run a real configure script (zlib's, from its Debian source package)
+#      under the default scheduler and under scx_nest in a 2-socket x
+#      4-core x 2-thread sched_ext guest, three boots with the order
+#      alternating, traced, and measure where its process tree ran
+#      (scripts/bench/configure.sh);
 #   4. print a short summary of both.
-# Results also go to out/ (the simulation as CSV, the guest's output).
+# Results also go to out/ (the simulation as CSV, the guest's traces and
+# figures in out/guest-configure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,10 +36,10 @@ target/release/nest sim calibrate
 step "simulation: Linux vs Nest, configure-like workload, Xeon Gold 5218, over the model's assumptions (nest sim --sensitivity)"
 target/release/nest sim --sensitivity --csv out/sim
 
-step "real kernel: default scheduler vs scx_nest in a 2x4x2 QEMU guest"
+step "real kernel: zlib's ./configure under the default scheduler and scx_nest, 2x4x2 QEMU guest, 3 rounds, traced"
 echo "(software emulation: compare where tasks run, not how fast)"
-target/release/nest vm run --sockets 2 --cores 4 --threads 2 --numa --timeout 600s -- \
-	scripts/guest-demo.sh target/release | tee out/guest-demo.txt
+NEST_BIN=target/release scripts/bench/configure.sh --package zlib --runs 3 \
+	--out out/guest-configure | tee out/guest-configure.txt
 
-step "summary (details above; the simulation in out/sim/, the guest in out/guest-demo.txt)"
-scripts/summary.sh out/sim out/guest-demo.txt
+step "summary (details above; the simulation in out/sim/, the guest in out/guest-configure/)"
+scripts/summary.sh out/sim out/guest-configure.txt

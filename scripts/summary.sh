@@ -6,7 +6,7 @@
 #   SIM_DIR       `nest sim --sensitivity --csv DIR`'s DIR: runs.csv (the
 #                 central model's runs) and sensitivity.csv (each gain over
 #                 the model's assumption ranges)
-#   GUEST_OUTPUT  what scripts/guest-demo.sh printed
+#   GUEST_OUTPUT  what scripts/bench/configure.sh printed
 set -euo pipefail
 sim=${1:?usage: summary.sh SIM_DIR GUEST_OUTPUT}
 guest=${2:?usage: summary.sh SIM_DIR GUEST_OUTPUT}
@@ -41,15 +41,20 @@ awk -F, '
 		}
 	}' "$sim/runs.csv" "$sim/sensitivity.csv"
 
-# guest-demo.sh prints one "CPUs doing >= 5% of the work" line per scheduler.
-mapfile -t spread < <(grep -o 'CPUs doing >= 5% of the work: .*' "$guest" || true)
-echo "real kernel in the emulated 2x4x2 guest, a fork/wait chain (where work runs, not how fast):"
-if [ "${#spread[@]}" -ne 2 ]; then
-	echo "  the guest did not report both runs: see $guest" >&2
+# configure.sh ends with the means over its runs: "figure default nest",
+# each "mean [lowest, highest]".
+figure() { grep -E "^$1 " "$guest" | sed -E "s/^$1 +//"; }
+cpus=$(figure cpus_per_interval)
+sockets=$(figure sockets_per_interval)
+runs=$(grep -o '^(runs: .*)' "$guest" || true)
+if [ -z "$cpus" ] || [ -z "$sockets" ]; then
+	echo "the guest's configure runs did not finish: see $guest" >&2
 	exit 1
 fi
-for i in 0 1; do
-	name=$([ "$i" = 0 ] && echo "default scheduler" || echo "scx_nest")
-	line=${spread[i]#CPUs doing >= 5% of the work: }
-	printf '  %-18s %s CPUs did >= 5%% of the work (%s)\n' "$name:" "${line%% (*}" "$(echo "${line#* (}" | tr -d '()' | xargs)"
-done
+split() { echo "$1" | sed -E 's/^(.*\]) +(.*\])$/\1|\2/'; }
+echo "real kernel in the emulated 2x4x2 guest, zlib's ./configure, its process"
+echo "tree per 100 ms (where work runs, not how fast; mean [lowest, highest run]):"
+printf '  %-18s %-26s %s\n' "" "CPUs" "sockets"
+printf '  %-18s %-26s %s\n' "default scheduler:" "$(split "$cpus" | cut -d'|' -f1)" "$(split "$sockets" | cut -d'|' -f1)"
+printf '  %-18s %-26s %s\n' "scx_nest:" "$(split "$cpus" | cut -d'|' -f2)" "$(split "$sockets" | cut -d'|' -f2)"
+echo "  $runs"

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Benchmark: a real configure script (GNU hello's ./configure, from its
-# Debian source package) under the kernel's default scheduler and under
+# Benchmark: a real configure script (GNU hello's ./configure by default,
+# from its Debian source package) under the kernel's default scheduler and under
 # scx_nest, in a 2 sockets x 4 cores x 2 threads NUMA guest, recorded with
 # `nest trace record`. Prints, per run and as means, the figures of the
 # configure process tree (the script and every process it started) over
@@ -24,8 +24,10 @@
 # the factor: configure's CPU time natively on this host (step 2) against
 # the configure tree's CPU time in each guest recording (run_seconds).
 #
-# Usage: scripts/bench/configure.sh [--runs N] [--out DIR] [--scx-args ARGS]
-#                                   [--analyse-only]
+# Usage: scripts/bench/configure.sh [--package NAME] [--runs N] [--out DIR]
+#                                   [--scx-args ARGS] [--analyse-only]
+#   --package NAME  the Debian source package whose ./configure runs
+#                   (default hello; zlib's is about a sixth as long)
 #   --runs N        guest boots, each recording default and scx_nest (3)
 #   --first N       number the runs from N (default 1; odd runs record the
 #                   default scheduler first, even runs scx_nest first)
@@ -58,10 +60,11 @@ ANALYSE_ONLY=false
 
 say() { echo "configure-bench: $*" >&2; }
 die() { say "error: $*"; exit 1; }
-usage() { sed -n '2,40s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,42s/^# \{0,1\}//p' "$0"; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
+	--package) PACKAGE=${2:?--package needs a Debian source package}; shift 2 ;;
 	--runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
 	--first) FIRST=${2:?--first needs a number}; shift 2 ;;
 	--out) OUT=${2:?--out needs a directory}; shift 2 ;;
@@ -141,16 +144,25 @@ analyse() {
 			s = $1; n[s]++
 			for (i = 2; i <= NF; i++) {
 				split($i, kv, "=")
-				if (kv[2] ~ /^[0-9.]+$/) { sum[s, kv[1]] += kv[2]; keys[kv[1]] = 1 }
+				if (kv[2] !~ /^[0-9.]+$/) continue
+				k = s SUBSEP kv[1]; v = kv[2] + 0
+				sum[k] += v; keys[kv[1]] = 1
+				if (!(k in lo) || v < lo[k]) lo[k] = v
+				if (!(k in hi) || v > hi[k]) hi[k] = v
 			}
+		}
+		function cell(s, key,   k) {
+			k = s SUBSEP key
+			if (!n[s] || !(k in sum)) return "-"
+			return sprintf("%.2f [%.2f, %.2f]", sum[k] / n[s], lo[k], hi[k])
 		}
 		END {
 			split("seconds run_seconds cpus_per_interval sockets_per_interval cores_per_interval migrations cross_socket_migrations cpus_used tasks lost_events", order, " ")
-			printf "\nmeans over runs:\n%-26s %12s %12s\n", "figure", "default", "nest"
+			printf "\nmeans over runs [lowest, highest run]:\n%-24s %-24s %-24s\n", "figure", "default", "nest"
 			for (k = 1; k in order; k++) {
 				key = order[k]
 				if (!(key in keys)) continue
-				printf "%-26s %12.2f %12.2f\n", key, (n["default"] ? sum["default", key] / n["default"] : 0), (n["nest"] ? sum["nest", key] / n["nest"] : 0)
+				printf "%-24s %-24s %-24s\n", key, cell("default", key), cell("nest", key)
 			}
 			printf "(runs: default %d, nest %d)\n", n["default"], n["nest"]
 			if (native > 0)

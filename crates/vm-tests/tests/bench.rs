@@ -101,7 +101,8 @@ fn check_quick(out: &Path, report: &Report) {
 }
 
 fn check_failing(out: &Path, report: &Report) {
-    assert_eq!(report.get("failing_exit"), Some("1"), "failed runs exit 1");
+    // 3: the check failed (a FAILED run), not 1: nest bench could not run.
+    assert_eq!(report.get("failing_exit"), Some("3"), "failed runs exit 3");
     assert_eq!(report.get("state_after_failing"), Some("disabled"));
     let results = results(&out.join("failing"));
     assert_eq!(
