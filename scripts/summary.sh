@@ -51,10 +51,11 @@ if [ -z "$cpus" ] || [ -z "$sockets" ]; then
 	echo "the guest's configure runs did not finish: see $guest" >&2
 	exit 1
 fi
-split() { echo "$1" | sed -E 's/^(.*\]) +(.*\])$/\1|\2/'; }
+# "mean [lo, hi]" of the default scheduler (1) or scx_nest (2).
+column() { echo "$1" | awk -v c="$2" '{ print $(3 * c - 2), $(3 * c - 1), $(3 * c) }'; }
 echo "real kernel in the emulated 2x4x2 guest, zlib's ./configure, its process"
 echo "tree per 100 ms (where work runs, not how fast; mean [lowest, highest run]):"
 printf '  %-18s %-26s %s\n' "" "CPUs" "sockets"
-printf '  %-18s %-26s %s\n' "default scheduler:" "$(split "$cpus" | cut -d'|' -f1)" "$(split "$sockets" | cut -d'|' -f1)"
-printf '  %-18s %-26s %s\n' "scx_nest:" "$(split "$cpus" | cut -d'|' -f2)" "$(split "$sockets" | cut -d'|' -f2)"
+printf '  %-18s %-26s %s\n' "default scheduler:" "$(column "$cpus" 1)" "$(column "$sockets" 1)"
+printf '  %-18s %-26s %s\n' "scx_nest:" "$(column "$cpus" 2)" "$(column "$sockets" 2)"
 echo "  $runs"
