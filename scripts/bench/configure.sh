@@ -27,7 +27,8 @@
 # Usage: scripts/bench/configure.sh [--package NAME] [--runs N] [--out DIR]
 #                                   [--scx-args ARGS] [--analyse-only]
 #   --package NAME  the Debian source package whose ./configure runs
-#                   (default hello; zlib's is about a sixth as long)
+#                   (default hello; zlib's takes about a thirtieth of its
+#                   CPU time)
 #   --runs N        guest boots, each recording default and scx_nest (3)
 #   --first N       number the runs from N (default 1; odd runs record the
 #                   default scheduler first, even runs scx_nest first)
