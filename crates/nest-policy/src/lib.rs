@@ -30,8 +30,6 @@ pub const WEIGHT_NICE_0: u32 = ffi::NEST_WEIGHT_DFL;
 /// How many tasks at the front of a queue a host looks at for one to keep
 /// local ([`NestPolicy::prefer_queued`], [`QueueFront`]).
 pub const LOCALITY_SCAN: usize = ffi::NEST_LOCALITY_SCAN as usize;
-/// How many tasks at the end of a queue a host looks at for a starving one
-/// ([`NestPolicy::starving`]) between sweeps of the whole queue.
 use nest_topology::Topology;
 
 /// What the policy needs from its host. Mirrors the platform interface in
