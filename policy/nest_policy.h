@@ -59,18 +59,14 @@
 #define NEST_LLC_NONE 0xffffffffU
 /*
  * Queues of the scheduler around the placement (nest_sched.c): an LLC
- * index (>= 0), no queue, or CPU c's own queue as NEST_QUEUE_PINNED - c.
+ * index (>= 0), no queue, CPU c's queue of pinned tasks as
+ * NEST_QUEUE_PINNED - c, or CPU c's front queue as NEST_QUEUE_FRONT - c.
  */
 #define NEST_QUEUE_NONE (-1)
 #define NEST_QUEUE_PINNED (-2)
+#define NEST_QUEUE_FRONT (NEST_QUEUE_PINNED - NEST_MAX_CPUS)
 /* Weight of a nice-0 task in sched_ext's scale (p->scx.weight). */
 #define NEST_WEIGHT_DFL 100
-/*
- * How many tasks at the front of a queue a host looks at for one to keep
- * local (nest_prefer_queued(), nest_prev_keeps_cpu()). In this header:
- * every host scans.
- */
-#define NEST_LOCALITY_SCAN 16
 
 /*
  * Mechanisms that can be switched off for ablation studies. A set bit in
@@ -324,8 +320,12 @@ struct nest_cpu {
 	 * (nest_pinned_preempts()). Cleared when the next task starts.
 	 */
 	u32 resume_after_pinned;
-	/* When the CPU's pinned queue is next swept for starving tasks. */
+	/*
+	 * When the CPU's pinned queue, and its front queue, are next swept
+	 * for starving tasks.
+	 */
 	u64 starve_sweep_at;
+	u64 front_sweep_at;
 	/*
 	 * Kept CPU: when the attached task that keeps this CPU went to sleep
 	 * here (0: kept for no task).
@@ -358,6 +358,12 @@ struct nest_state {
 	u64 llc_vtime[NEST_MAX_LLCS];
 	/* When each LLC queue is next swept for starving tasks. */
 	u64 starve_sweep_at[NEST_MAX_LLCS];
+	/*
+	 * How many tasks wait in the front queues of each LLC's CPUs
+	 * (nest_task_queued()), so that a CPU out of work looks into other
+	 * CPUs' front queues only when there is something to find.
+	 */
+	s32 llc_fronts[NEST_MAX_LLCS];
 	/* Frequency requests (nest_perf.c). */
 	struct nest_perf_cpu perf[NEST_MAX_CPUS];
 };
@@ -387,6 +393,8 @@ struct nest_task {
 	 */
 	u64 run_since_wake;
 	u32 vtime_llc;
+	/* The CPU whose front queue the task waits in (-1: none). */
+	s32 front_cpu;
 	/* Kept CPU: the CPU kept for this task while it sleeps (-1: none). */
 	s32 kept_cpu;
 	/*

@@ -22,14 +22,16 @@
  *     (update_entity_lag() at dequeue, place_entity() at enqueue). Tasks
  *     that may run on one CPU only (pinned, or migration disabled) wait
  *     in that CPU's own queue, in the same frame.
- *   - Locality. A CPU out of work takes the earliest task of its own LLC
- *     queue, except that a task that last ran on this CPU and is at most
- *     eight slices later is taken first: a task preempted here comes back
- *     here, as the fair scheduler leaves a preempted task on its run queue.
- *     The bound is how unfair one CPU may be to the LLC's other tasks; it
- *     is wide because CPUs progress at different speeds (interrupts, other
- *     classes, emulation), and a strict global order would migrate a task
- *     at every such difference.
+ *   - Locality. A task queued on a CPU waits in that CPU's front queue,
+ *     of one task, when it is free, and in the LLC's queue otherwise. A
+ *     CPU out of work takes its front task before the LLC queue's first
+ *     unless that one is more than two slices earlier: a task preempted
+ *     here comes back here, as the fair scheduler leaves a preempted task
+ *     on its run queue. The bound is how unfair one CPU may be to the
+ *     LLC's other tasks. One task per CPU keeps the imbalance between
+ *     CPUs at one task; a CPU with nothing else to run takes another
+ *     CPU's front task (its own LLC's first), as the fair scheduler's
+ *     idle balance pulls a waiting task.
  *   - Balance and work conservation. A CPU takes from another LLC's queue
  *     when its own is empty (nearest LLC first), or when the other queue is
  *     longer by more than one task and a quarter, per CPU (a load
@@ -48,17 +50,20 @@
  *   u32 plat_llc_queued(nest_env_t env, u32 llc);
  *	Number of tasks waiting in LLC @llc's queue.
  *   bool plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
- *	Virtual time of the first task of @queue (an LLC index, or
- *	NEST_QUEUE_PINNED - cpu for CPU cpu's own queue); false if empty.
+ *	Virtual time of the first task of @queue (an LLC index,
+ *	NEST_QUEUE_PINNED - cpu for CPU cpu's queue of pinned tasks or
+ *	NEST_QUEUE_FRONT - cpu for its front queue); false if empty. Asked
+ *	at every switch: a host answers without taking the queue's lock
+ *	where it can.
  *
  * Included after nest_policy.c.
  */
 
 /*
- * How many slices of virtual time after the first task of a queue the
- * locality preference may take a task (it looks at NEST_LOCALITY_SCAN).
+ * How many slices of virtual time after the first task of its LLC's queue
+ * a CPU's front task may be and still be taken first (nest_llc_next()).
  */
-#define NEST_LOCALITY_SLICES 8
+#define NEST_LOCALITY_SLICES 2
 /* The least weight a task is charged with (nest_sched_stopping()). */
 #define NEST_CHARGE_WEIGHT_MIN 5
 
@@ -176,17 +181,33 @@ static void rebase_vtime(const struct nest_ctx *ctx, struct nest_task *t,
 	t->vtime_llc = llc;
 }
 
-/* The LLC whose frame the virtual times of @queue are in. */
+/* Is @queue a CPU's queue of pinned tasks (NEST_QUEUE_PINNED - cpu)? */
+static bool queue_is_pinned(s32 queue)
+{
+	return queue <= NEST_QUEUE_PINNED && queue > NEST_QUEUE_FRONT;
+}
+
+/* The CPU of @queue, a CPU's pinned or front queue. */
+static s32 queue_cpu(s32 queue)
+{
+	return queue_is_pinned(queue) ? NEST_QUEUE_PINNED - queue :
+					NEST_QUEUE_FRONT - queue;
+}
+
+/*
+ * The LLC whose frame the virtual times of @queue are in: a CPU's queues
+ * are in its LLC's.
+ */
 static u32 queue_frame(const struct nest_ctx *ctx, s32 queue)
 {
 	if (queue >= 0)
 		return llc_index(queue);
-	return llc_index(cpu_llc(ctx->cfg, NEST_QUEUE_PINNED - queue));
+	return llc_index(cpu_llc(ctx->cfg, queue_cpu(queue)));
 }
 
 /*
  * @t, of weight @weight, woke up (or is new) and will wait in @queue (an
- * LLC index, or NEST_QUEUE_PINNED - cpu) unless it gets an idle CPU. Its
+ * LLC index, or a CPU's queue) unless it gets an idle CPU. Its
  * credit is bounded: no earlier than two slices, scaled by its weight,
  * before the earliest task waiting where it would (its LLC's queue, and
  * its CPU's own queue if pinned), or the LLC's virtual time if that is
@@ -211,8 +232,8 @@ static void nest_task_woken(const struct nest_ctx *ctx, struct nest_task *t,
 	u32 llc = queue_frame(ctx, queue);
 	u64 ref = frame_ref(ctx, llc);
 
-	if (queue < 0) {
-		struct nest_cpu *c = nest_cpu(ctx->st, NEST_QUEUE_PINNED - queue);
+	if (queue_is_pinned(queue)) {
+		struct nest_cpu *c = nest_cpu(ctx->st, queue_cpu(queue));
 
 		earliest_of(ctx, queue, &ref);
 		/*
@@ -245,6 +266,55 @@ static u64 nest_queue_vtime(const struct nest_ctx *ctx, struct nest_task *t,
 static u32 nest_queue_llc(const struct nest_ctx *ctx, s32 prev_cpu)
 {
 	return llc_index(cpu_llc(ctx->cfg, prev_cpu));
+}
+
+/*
+ * The queue a task queued on @cpu waits in: @cpu's queue of pinned tasks
+ * if it may run there only (@pinned), else @cpu's front queue if that is
+ * free or if the task preempts @cpu's (@preempts: nest_wakeup_preempts(),
+ * it is to run next there), else @cpu's LLC queue. The host queues tasks
+ * of @cpu under @cpu's lock, so the front holds one task but for those
+ * that preempt, and tasks moved there by others. An offline CPU never
+ * dispatches: its tasks wait in the LLC queue.
+ */
+static s32 nest_queue_of(const struct nest_ctx *ctx, s32 cpu, bool pinned,
+			 bool preempts)
+{
+	u64 head;
+
+	if (pinned)
+		return NEST_QUEUE_PINNED - cpu;
+	if (!cpu_offline(ctx->st, cpu) &&
+	    (preempts ||
+	     !plat_queue_head(ctx->env, NEST_QUEUE_FRONT - cpu, &head)))
+		return NEST_QUEUE_FRONT - cpu;
+	return nest_queue_llc(ctx, cpu);
+}
+
+/* Count @delta tasks into or out of @cpu's front queue (-1: none). */
+static void count_front(const struct nest_ctx *ctx, s32 cpu, s32 delta)
+{
+	if (cpu >= 0)
+		__sync_fetch_and_add(&ctx->st->llc_fronts[llc_index(
+					     cpu_llc(ctx->cfg, cpu))], delta);
+}
+
+/*
+ * The host put @t into @queue, or @t left its queue to run
+ * (NEST_QUEUE_NONE): keep the count of each LLC's front tasks. A task
+ * leaves a queue to run, or to be queued again (a dequeue for an affinity
+ * or priority change), so nothing else takes it out of the count.
+ */
+static void nest_task_queued(const struct nest_ctx *ctx, struct nest_task *t,
+			     s32 queue)
+{
+	s32 front = queue <= NEST_QUEUE_FRONT ? queue_cpu(queue) : -1;
+
+	if (t->front_cpu == front)
+		return;
+	count_front(ctx, t->front_cpu, -1);
+	count_front(ctx, front, 1);
+	t->front_cpu = front;
 }
 
 /*
@@ -283,6 +353,7 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 
 	if (waiting && vtime_before(head, ref))
 		ref = head;
+	nest_task_queued(ctx, t, NEST_QUEUE_NONE);
 	rebase_vtime(ctx, t, llc, ref, weight);
 	frontier = t->vtime;
 	if (waiting && vtime_before(head, frontier))
@@ -366,9 +437,35 @@ static bool nest_wakeup_preempts(const struct nest_ctx *ctx, s32 cpu,
 }
 
 /*
+ * The task @cpu takes next from its LLC: its front task, unless the LLC
+ * queue's first is more than NEST_LOCALITY_SLICES earlier, in which case
+ * that one. Returns its queue (NEST_QUEUE_NONE when both are empty) and
+ * its virtual time in *@vtime.
+ */
+static s32 nest_llc_next(const struct nest_ctx *ctx, s32 cpu, u64 *vtime)
+{
+	u32 own = llc_index(cpu_llc(ctx->cfg, cpu));
+	u64 front = 0, head = 0;
+	bool has_front = plat_queue_head(ctx->env, NEST_QUEUE_FRONT - cpu,
+					 &front);
+	bool has_head = plat_queue_head(ctx->env, own, &head);
+
+	if (has_front &&
+	    (!has_head || !vtime_before(head + NEST_LOCALITY_SLICES *
+						   ctx->cfg->slice_ns,
+					front))) {
+		*vtime = front;
+		return NEST_QUEUE_FRONT - cpu;
+	}
+	*vtime = head;
+	return has_head ? (s32)own : NEST_QUEUE_NONE;
+}
+
+/*
  * Would a task pinned to @cpu, of virtual time @vtime, be the next task
- * @cpu takes (nest_queue_to_consume())? Yes when no task of @cpu's own
- * queue nor of its LLC's queue is earlier. Such a task, woken with
+ * @cpu takes (nest_queue_to_consume())? Yes when no task of @cpu's queue
+ * of pinned tasks nor the task it would take from its LLC
+ * (nest_llc_next()) is earlier. Such a task, woken with
  * nest_wakeup_preempts(), may then go straight to the CPU, without the
  * round trip through its queue and ops.dispatch(). Under emulation with
  * the host busy, that trip made cyclictest's wake-ups beside a CPU hog
@@ -379,13 +476,12 @@ static bool nest_wakeup_preempts(const struct nest_ctx *ctx, s32 cpu,
 static bool nest_pinned_runs_next(const struct nest_ctx *ctx, s32 cpu,
 				  u64 vtime)
 {
-	u32 own = llc_index(cpu_llc(ctx->cfg, cpu));
 	u64 head;
 
 	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &head) &&
 	    !vtime_before(vtime, head))
 		return false;
-	return !plat_queue_head(ctx->env, own, &head) ||
+	return nest_llc_next(ctx, cpu, &head) == NEST_QUEUE_NONE ||
 	       !vtime_before(head, vtime);
 }
 
@@ -437,24 +533,61 @@ static bool llc_overloaded(const struct nest_config *cfg, u32 llc, u32 nr,
 }
 
 /*
+ * A front task for @cpu, which has nothing else to run, to take from
+ * another CPU, as the fair scheduler's idle balance pulls a waiting task:
+ * the earliest of @cpu's LLC, else the first of another LLC's. Returns
+ * NEST_QUEUE_FRONT - cpu of that CPU, or NEST_QUEUE_NONE. Only a CPU that
+ * would otherwise go idle looks, and only at the CPUs of LLCs whose front
+ * queues hold tasks: a look at each CPU's queue at every switch to idle
+ * made two tasks ping-ponging through a pipe a third slower.
+ */
+static s32 nest_front_to_steal(const struct nest_ctx *ctx, s32 cpu)
+{
+	const struct nest_config *cfg = ctx->cfg;
+	u32 own = cpu_llc(cfg, cpu), nr_cpus = cfg->nr_cpus, c;
+	s32 best = NEST_QUEUE_NONE, other = NEST_QUEUE_NONE;
+	u64 best_vtime = 0, vtime;
+
+	if (nr_cpus > NEST_MAX_CPUS)
+		nr_cpus = NEST_MAX_CPUS;
+	bpf_for(c, 0, nr_cpus) {
+		if ((s32)c == cpu ||
+		    READ_ONCE(ctx->st->llc_fronts[llc_index(cpu_llc(cfg, c))]) <= 0 ||
+		    !plat_queue_head(ctx->env, NEST_QUEUE_FRONT - (s32)c, &vtime))
+			continue;
+		if (cpu_llc(cfg, c) != own) {
+			if (other == NEST_QUEUE_NONE)
+				other = NEST_QUEUE_FRONT - (s32)c;
+		} else if (best == NEST_QUEUE_NONE ||
+			   vtime_before(vtime, best_vtime)) {
+			best = NEST_QUEUE_FRONT - (s32)c;
+			best_vtime = vtime;
+		}
+	}
+	return best != NEST_QUEUE_NONE ? best : other;
+}
+
+/*
  * @cpu is out of work: which queue should it take its next task from? Its
- * own queue of pinned tasks if that one's first task is earliest, another
- * LLC's queue if that one is overloaded (nearest first), its own LLC's,
- * or the nearest non-empty one. Returns an LLC index, @cpu's own queue
- * (NEST_QUEUE_PINNED - cpu) or NEST_QUEUE_NONE.
+ * queue of pinned tasks if that one's first task is earliest, another
+ * LLC's queue if that one is overloaded (nearest first), what it takes
+ * from its own LLC (nest_llc_next()), another front task of its LLC, the
+ * nearest non-empty LLC queue, or another LLC's front task. Returns an LLC
+ * index, a CPU's queue (NEST_QUEUE_PINNED - cpu, NEST_QUEUE_FRONT - cpu)
+ * or NEST_QUEUE_NONE.
  */
 static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
 {
 	const struct nest_config *cfg = ctx->cfg;
 	u32 own = llc_index(cpu_llc(cfg, cpu));
 	u32 nr_own = plat_llc_queued(ctx->env, own);
-	u64 pinned_vtime, llc_head;
-	s32 nearest = NEST_QUEUE_NONE;
+	u64 pinned_vtime, next_vtime;
+	s32 next = nest_llc_next(ctx, cpu, &next_vtime);
+	s32 nearest = NEST_QUEUE_NONE, stolen;
 	u32 i, nr_llcs = cfg->nr_llcs;
 
 	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime) &&
-	    (!plat_queue_head(ctx->env, own, &llc_head) ||
-	     !vtime_before(llc_head, pinned_vtime)))
+	    (next == NEST_QUEUE_NONE || !vtime_before(next_vtime, pinned_vtime)))
 		return NEST_QUEUE_PINNED - cpu;
 	if (nr_llcs > NEST_MAX_LLCS)
 		nr_llcs = NEST_MAX_LLCS;
@@ -469,64 +602,43 @@ static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
 		if (nearest == NEST_QUEUE_NONE)
 			nearest = llc;
 	}
-	if (nr_own)
-		return own;
-	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime))
-		return NEST_QUEUE_PINNED - cpu;
-	return nearest;
-}
-
-/*
- * @cpu takes from its own LLC's queue, whose first task has virtual time
- * @head_vtime: should it take @t, a later task of that queue, first? Yes
- * when @t last ran on @cpu and is at most NEST_LOCALITY_SLICES later.
- */
-static bool nest_prefer_queued(const struct nest_ctx *ctx, s32 cpu,
-			       u64 head_vtime, const struct nest_task *t)
-{
-	return t->recent_cpu[0] == cpu &&
-	       !vtime_before(head_vtime + NEST_LOCALITY_SLICES *
-					     ctx->cfg->slice_ns,
-			     t->vtime);
+	if (next != NEST_QUEUE_NONE)
+		return next;
+	stolen = nest_front_to_steal(ctx, cpu);
+	if (stolen != NEST_QUEUE_NONE &&
+	    cpu_llc(cfg, queue_cpu(stolen)) == cpu_llc(cfg, cpu))
+		return stolen;
+	return nearest != NEST_QUEUE_NONE ? nearest : stolen;
 }
 
 /*
  * @cpu ran out of slice for @t (weight @weight), which is still runnable,
- * and would next take a task of virtual time @head_vtime from its own LLC
- * or pinned queue: should @t keep the CPU instead? Yes while its virtual
- * time, counting what it has just run, is not after the head's: the task
- * with the earliest virtual time runs, the running one included, as the
- * fair scheduler's pick_next_entity() considers curr.
- *
- * Locality under uneven load: when the first tasks of the LLC queue were
- * all preempted on other CPUs of the LLC (@others_preempted_only: none
- * last ran on @cpu, none was woken), @t keeps the CPU while it is at most
- * NEST_LOCALITY_SLICES slices after the head. Each of those tasks goes
- * back to its own CPU at that CPU's next slice end (nest_prefer_queued());
- * taken here instead, it would displace this CPU's task, which would
- * displace the next: with an odd number of CPU-bound tasks in an LLC every
- * slice end became a migration (446 in the last 0.5 s of 32 hogs on 16
- * CPUs). The fair scheduler's per-CPU queues keep such tasks where they
- * are until load balancing moves one. A woken task at the front, or any
- * task in @cpu's pinned queue, which only @cpu can run, is never kept
- * waiting this way (cyclictest pinned beside a pinned hog waited up to 12
- * ms when the pinned queue was not looked at).
+ * and would next take a task from @queue (nest_queue_to_consume()):
+ * should @t keep the CPU instead? From @cpu's own queues or LLC queue,
+ * yes while its virtual time, counting what it has just run, is not after
+ * that task's: the task with the earliest virtual time runs, the running
+ * one included, as the fair scheduler's pick_next_entity() considers curr.
+ * Not for another LLC's queue (a load balance, whose frame does not
+ * compare), and always rather than another CPU's front task, which is
+ * only taken by a CPU out of work: it runs at its own CPU's next switch.
  *
  * Inlined: BPF passes at most five arguments to a called function.
  */
 static __always_inline bool
 nest_prev_keeps_cpu(const struct nest_ctx *ctx, s32 cpu,
-		    const struct nest_task *t, u32 weight, u64 head_vtime,
-		    bool others_preempted_only)
+		    const struct nest_task *t, u32 weight, s32 queue)
 {
-	u64 vtime = t->vtime, pinned_vtime;
+	u64 vtime = t->vtime, head;
 
+	if (queue <= NEST_QUEUE_FRONT && queue != NEST_QUEUE_FRONT - cpu)
+		return true;
+	if (queue >= 0 && queue != (s32)nest_queue_llc(ctx, cpu))
+		return false;
+	if (!plat_queue_head(ctx->env, queue, &head))
+		return false;
 	if (ctx->now > t->run_start)
 		vtime += scale_by_weight(ctx->now - t->run_start, weight);
-	if (others_preempted_only &&
-	    !plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime))
-		head_vtime += NEST_LOCALITY_SLICES * ctx->cfg->slice_ns;
-	return !vtime_before(head_vtime, vtime);
+	return !vtime_before(head, vtime);
 }
 
 /*
@@ -580,10 +692,13 @@ static void nest_starve_rescued(const struct nest_ctx *ctx, u64 *sweep_at)
 
 /*
  * A tick on @cpu: should the host wake an idle CPU to take a task waiting
- * in @cpu's LLC queue? (Nothing else wakes an idle CPU for a task that was
- * preempted rather than woken.)
+ * in @cpu's LLC queue or front queue? (Nothing else wakes an idle CPU for
+ * a task that was preempted rather than woken, after its queueing.)
  */
 static bool nest_tick_kick(const struct nest_ctx *ctx, s32 cpu)
 {
-	return plat_llc_queued(ctx->env, nest_queue_llc(ctx, cpu)) > 0;
+	u64 head;
+
+	return plat_llc_queued(ctx->env, nest_queue_llc(ctx, cpu)) > 0 ||
+	       plat_queue_head(ctx->env, NEST_QUEUE_FRONT - cpu, &head);
 }

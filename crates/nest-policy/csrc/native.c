@@ -183,6 +183,23 @@ u32 nest_native_queue_llc(const struct nest_config *cfg, s32 prev_cpu)
 	return nest_queue_llc(&ctx, prev_cpu);
 }
 
+void nest_native_task_queued(struct nest_state *st,
+			     const struct nest_config *cfg, struct nest_task *t,
+			     s32 queue)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg };
+
+	nest_task_queued(&ctx, t, queue);
+}
+
+s32 nest_native_queue_of(struct nest_state *st, const struct nest_config *cfg,
+			 nest_env_t env, s32 cpu, bool pinned, bool preempts)
+{
+	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
+
+	return nest_queue_of(&ctx, cpu, pinned, preempts);
+}
+
 void nest_native_task_woken(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
 			    u64 now, struct nest_task *t, s32 queue, u32 weight)
@@ -293,26 +310,14 @@ void nest_native_starve_rescued(u64 now, u64 *sweep_at)
 	nest_starve_rescued(&ctx, sweep_at);
 }
 
-bool nest_native_prefer_queued(struct nest_state *st,
-			       const struct nest_config *cfg, nest_env_t env,
-			       s32 cpu, u64 head_vtime,
-			       const struct nest_task *t)
-{
-	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
-
-	return nest_prefer_queued(&ctx, cpu, head_vtime, t);
-}
-
 bool nest_native_prev_keeps_cpu(struct nest_state *st,
 				const struct nest_config *cfg, nest_env_t env,
 				u64 now, s32 cpu, const struct nest_task *t,
-				u32 weight, u64 head_vtime,
-				bool others_preempted_only)
+				u32 weight, s32 queue)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env, .now = now };
 
-	return nest_prev_keeps_cpu(&ctx, cpu, t, weight, head_vtime,
-				   others_preempted_only);
+	return nest_prev_keeps_cpu(&ctx, cpu, t, weight, queue);
 }
 
 bool nest_native_tick_kick(struct nest_state *st,

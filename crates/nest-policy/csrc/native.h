@@ -63,6 +63,11 @@ s32 nest_native_smove_timer(struct nest_state *st,
 void nest_native_smove_task_running(struct nest_task *t);
 u32 nest_native_task_weight(u32 weight, u32 cg_weight, u64 cg_runnable);
 u32 nest_native_queue_llc(const struct nest_config *cfg, s32 prev_cpu);
+void nest_native_task_queued(struct nest_state *st,
+			     const struct nest_config *cfg, struct nest_task *t,
+			     s32 queue);
+s32 nest_native_queue_of(struct nest_state *st, const struct nest_config *cfg,
+			 nest_env_t env, s32 cpu, bool pinned, bool preempts);
 void nest_native_task_woken(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
 			    u64 now, struct nest_task *t, s32 queue, u32 weight);
@@ -95,15 +100,10 @@ s32 nest_native_queue_to_consume(struct nest_state *st,
 bool nest_native_starving(u64 now, u64 queued_ns);
 bool nest_native_starve_sweep_due(u64 now, u64 *sweep_at);
 void nest_native_starve_rescued(u64 now, u64 *sweep_at);
-bool nest_native_prefer_queued(struct nest_state *st,
-			       const struct nest_config *cfg, nest_env_t env,
-			       s32 cpu, u64 head_vtime,
-			       const struct nest_task *t);
 bool nest_native_prev_keeps_cpu(struct nest_state *st,
 				const struct nest_config *cfg, nest_env_t env,
 				u64 now, s32 cpu, const struct nest_task *t,
-				u32 weight, u64 head_vtime,
-				bool others_preempted_only);
+				u32 weight, s32 queue);
 bool nest_native_tick_kick(struct nest_state *st,
 			   const struct nest_config *cfg, nest_env_t env,
 			   s32 cpu);

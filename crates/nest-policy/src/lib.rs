@@ -27,9 +27,6 @@ pub use ffi::MAX_CPUS;
 
 /// Weight of a nice-0 task in sched_ext's scale (`p->scx.weight`).
 pub const WEIGHT_NICE_0: u32 = ffi::NEST_WEIGHT_DFL;
-/// How many tasks at the front of a queue a host looks at for one to keep
-/// local ([`NestPolicy::prefer_queued`], [`QueueFront`]).
-pub const LOCALITY_SCAN: usize = ffi::NEST_LOCALITY_SCAN as usize;
 use nest_topology::Topology;
 
 /// What the policy needs from its host. Mirrors the platform interface in
@@ -87,6 +84,9 @@ pub enum Queue {
     Llc(u32),
     /// A CPU's own queue of tasks that may run only there.
     Pinned(u32),
+    /// A CPU's front queue: the task queued on it that it takes back
+    /// first, unless the LLC queue's first is much earlier.
+    Front(u32),
 }
 
 impl Queue {
@@ -94,6 +94,7 @@ impl Queue {
         match self {
             Queue::Llc(llc) => llc as i32,
             Queue::Pinned(cpu) => ffi::NEST_QUEUE_PINNED - cpu as i32,
+            Queue::Front(cpu) => ffi::NEST_QUEUE_FRONT - cpu as i32,
         }
     }
 
@@ -103,7 +104,10 @@ impl Queue {
         match queue {
             q if q >= 0 => Some(Queue::Llc(q as u32)),
             ffi::NEST_QUEUE_NONE => None,
-            q => Some(Queue::Pinned((ffi::NEST_QUEUE_PINNED - q) as u32)),
+            q if q > ffi::NEST_QUEUE_FRONT => {
+                Some(Queue::Pinned((ffi::NEST_QUEUE_PINNED - q) as u32))
+            }
+            q => Some(Queue::Front((ffi::NEST_QUEUE_FRONT - q) as u32)),
         }
     }
 }
@@ -136,17 +140,6 @@ fn find_by_name<T: Copy>(
             let names: Vec<&str> = all.iter().map(|&item| name_of(item)).collect();
             format!("unknown {what} '{name}'; valid: {}", names.join(", "))
         })
-}
-
-/// What a CPU at the end of a slice sees at the front of the queue it
-/// would take from ([`NestPolicy::prev_keeps_cpu`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QueueFront {
-    /// Virtual time of the first queued task.
-    pub head_vtime: u64,
-    /// The first tasks were all preempted on other CPUs of the LLC: none
-    /// was woken, none last ran on this CPU.
-    pub others_preempted_only: bool,
 }
 
 /// A mechanism of Nest that can be switched off (ablation).
@@ -782,6 +775,41 @@ impl NestPolicy {
         unsafe { ffi::nest_native_queue_llc(&*self.cfg, prev_cpu as i32) }
     }
 
+    /// The host put `task` into `queue`: the policy counts the tasks
+    /// waiting in front queues (a task leaves its queue when it runs).
+    pub fn task_queued(&self, task: &mut TaskState, queue: Queue) {
+        // SAFETY: valid pointers; see select_cpu.
+        unsafe {
+            ffi::nest_native_task_queued(self.state_ptr(), &*self.cfg, &mut task.0, queue.to_c())
+        }
+    }
+
+    /// The queue a task queued on `cpu` waits in: `cpu`'s queue of pinned
+    /// tasks if it may run there only (`pinned`), else `cpu`'s front queue
+    /// if free or if the task preempts `cpu`'s (`preempts`), else `cpu`'s
+    /// LLC queue.
+    pub fn queue_of(
+        &self,
+        plat: &mut dyn Platform,
+        cpu: u32,
+        pinned: bool,
+        preempts: bool,
+    ) -> Queue {
+        let mut env = self.env(Some(plat));
+        // SAFETY: valid pointers; see select_cpu.
+        let queue = unsafe {
+            ffi::nest_native_queue_of(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                cpu as i32,
+                pinned,
+                preempts,
+            )
+        };
+        Queue::from_c(queue).expect("a task always has a queue")
+    }
+
     /// `task`, of weight `weight` (100: nice 0), woke up (or is new) at
     /// `now_ns` and would wait in `queue`: its virtual time is placed,
     /// with at most two slices (scaled by its weight) of credit or debt.
@@ -967,33 +995,16 @@ impl NestPolicy {
         unsafe { ffi::nest_native_starve_rescued(now_ns, sweep_at) }
     }
 
-    /// `cpu` takes from its own LLC queue, whose first task has virtual
-    /// time `head_vtime`: should it take `task`, a later one, first?
-    pub fn prefer_queued(&self, cpu: u32, head_vtime: u64, task: &TaskState) -> bool {
-        let mut env = self.env(None);
-        // SAFETY: valid pointers; see select_cpu.
-        unsafe {
-            ffi::nest_native_prefer_queued(
-                self.state_ptr(),
-                &*self.cfg,
-                Self::env_ptr(&mut env),
-                cpu as i32,
-                head_vtime,
-                &task.0,
-            )
-        }
-    }
-
     /// `task`, of weight `weight`, reached the end of its slice on `cpu` at
     /// `now_ns` and is still runnable: should it keep its CPU rather than
-    /// give it to the first task of the queue it would take from (`front`)?
+    /// give it to the next task of `queue`, the one `cpu` would take from?
     pub fn prev_keeps_cpu(
         &self,
         plat: &mut dyn Platform,
         cpu: u32,
         task: &TaskState,
         weight: u32,
-        front: QueueFront,
+        queue: Queue,
         now_ns: u64,
     ) -> bool {
         let mut env = self.env(Some(plat));
@@ -1007,14 +1018,13 @@ impl NestPolicy {
                 cpu as i32,
                 &task.0,
                 weight,
-                front.head_vtime,
-                front.others_preempted_only,
+                queue.to_c(),
             )
         }
     }
 
     /// A tick on `cpu`: should the host wake an idle CPU for the tasks
-    /// waiting in its LLC queue?
+    /// waiting in its LLC queue or its front queue?
     pub fn tick_kick(&self, plat: &mut dyn Platform, cpu: u32) -> bool {
         let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use nest_policy::{NestPolicy, Params, Platform, Queue, QueueFront, TaskState, task_weight};
+use nest_policy::{NestPolicy, Params, Platform, Queue, TaskState, task_weight};
 use nest_topology::Topology;
 
 const US: u64 = 1_000;
@@ -79,17 +79,8 @@ fn cpu_shares_follow_the_weights() {
     }
     let mut now = 0;
     for _ in 0..2000 {
-        let next = if p.prev_keeps_cpu(
-            &mut plat,
-            1,
-            &tasks[0].0,
-            NICE_0,
-            QueueFront {
-                head_vtime: tasks[1].0.vtime(),
-                others_preempted_only: false,
-            },
-            now,
-        ) {
+        plat.heads.insert(Queue::Pinned(1), tasks[1].0.vtime());
+        let next = if p.prev_keeps_cpu(&mut plat, 1, &tasks[0].0, NICE_0, Queue::Pinned(1), now) {
             0
         } else {
             1
@@ -264,12 +255,14 @@ fn a_cpu_takes_its_own_llc_then_steals_from_the_nearest_or_an_overloaded_one() {
     let mut plat = Queues::default();
     assert_eq!(p.queue_to_consume(&mut plat, 0), None);
     plat.queued.insert(1, 2);
+    plat.heads.insert(Queue::Llc(1), 0);
     assert_eq!(
         p.queue_to_consume(&mut plat, 0),
         Some(Queue::Llc(1)),
         "steal when empty"
     );
     plat.queued.insert(0, 2);
+    plat.heads.insert(Queue::Llc(0), 0);
     assert_eq!(
         p.queue_to_consume(&mut plat, 0),
         Some(Queue::Llc(0)),
@@ -326,58 +319,135 @@ fn pinned_tasks_compete_with_the_llc_queue_on_virtual_time() {
 }
 
 #[test]
-fn a_cpu_takes_back_a_task_that_ran_there_within_the_locality_window() {
+fn a_task_queued_on_a_cpu_waits_in_its_front_queue_when_free() {
     let p = policy();
     let mut plat = Queues::default();
-    let mut task = TaskState::new();
-    p.task_woken(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
-    p.task_running(&mut task, 2, 0);
-    run(&p, &mut task, 2, NICE_0, 0, SLICE);
-    let head = task.vtime() - SLICE;
-    assert!(p.prefer_queued(2, head, &task));
-    assert!(!p.prefer_queued(3, head, &task), "it ran on CPU 2");
-    run(&p, &mut task, 2, NICE_0, SLICE, 100 * SLICE);
+    assert_eq!(p.queue_of(&mut plat, 2, false, false), Queue::Front(2));
+    assert_eq!(p.queue_of(&mut plat, 2, true, false), Queue::Pinned(2));
+    plat.heads.insert(Queue::Front(2), 100);
+    assert_eq!(
+        p.queue_of(&mut plat, 2, false, false),
+        Queue::Llc(0),
+        "one task per front queue"
+    );
+    assert_eq!(
+        p.queue_of(&mut plat, 2, false, true),
+        Queue::Front(2),
+        "but for one that is to run next there"
+    );
+    assert_eq!(p.queue_of(&mut plat, 5, false, false), Queue::Front(5));
+    assert_eq!(p.queue_of(&mut plat, 3, false, false), Queue::Front(3));
+}
+
+#[test]
+fn a_cpu_takes_its_front_task_unless_the_llc_queue_s_first_is_far_earlier() {
+    let p = policy();
+    let mut plat = Queues::default();
+    plat.heads.insert(Queue::Front(2), 100 * SLICE);
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Front(2)));
+    plat.queued.insert(0, 1);
+    plat.heads.insert(Queue::Llc(0), 98 * SLICE);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 2),
+        Some(Queue::Front(2)),
+        "two slices later is within the locality window"
+    );
+    plat.heads.insert(Queue::Llc(0), 98 * SLICE - 1);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 2),
+        Some(Queue::Llc(0)),
+        "fairness first beyond it"
+    );
+    plat.heads.insert(Queue::Pinned(2), 98 * SLICE - 2);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 2),
+        Some(Queue::Pinned(2)),
+        "a pinned task earlier than what the CPU would take"
+    );
+    plat.heads.insert(Queue::Llc(0), 200 * SLICE);
+    plat.heads.insert(Queue::Pinned(2), 150 * SLICE);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 2),
+        Some(Queue::Front(2)),
+        "the front task is earlier than the pinned one"
+    );
+    assert!(p.pinned_runs_next(&mut plat, 2, 99 * SLICE));
     assert!(
-        !p.prefer_queued(2, head, &task),
-        "too far after the first task"
+        !p.pinned_runs_next(&mut plat, 2, 101 * SLICE),
+        "the front task comes first"
     );
 }
 
 #[test]
-fn a_running_task_keeps_its_cpu_rather_than_take_tasks_preempted_elsewhere() {
+fn a_cpu_out_of_work_takes_another_cpu_s_front_task_its_own_llc_s_first() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let front = |plat: &mut Queues, cpu: u32, vtime: u64| {
+        plat.heads.insert(Queue::Front(cpu), vtime);
+        p.task_queued(&mut TaskState::new(), Queue::Front(cpu));
+    };
+    plat.heads.insert(Queue::Front(5), 10);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        None,
+        "no look into a front queue counted as empty"
+    );
+    front(&mut plat, 5, 10);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Front(5)),
+        "another LLC's, when nothing else waits"
+    );
+    front(&mut plat, 3, 300);
+    front(&mut plat, 2, 200);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Front(2)),
+        "its own LLC's, earliest first"
+    );
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Front(2)));
+    plat.heads.remove(&Queue::Front(2));
+    plat.heads.remove(&Queue::Front(3));
+    plat.queued.insert(1, 1);
+    plat.heads.insert(Queue::Llc(1), 10);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Llc(1)),
+        "another LLC's queue before another LLC's front task"
+    );
+}
+
+#[test]
+fn a_running_task_keeps_its_cpu_against_later_tasks_and_other_cpus_front_tasks() {
     let p = policy();
     let mut plat = Queues::default();
     let mut task = TaskState::new();
     p.task_woken(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
     run(&p, &mut task, 2, NICE_0, 0, 3 * SLICE);
-    let head = task.vtime() - 3 * SLICE;
-    let now = 3 * SLICE;
-    let keeps = |plat: &mut Queues, task: &TaskState, front_preempted: bool, now: u64| {
-        let front = QueueFront {
-            head_vtime: head,
-            others_preempted_only: front_preempted,
-        };
-        p.prev_keeps_cpu(plat, 2, task, NICE_0, front, now)
-    };
+    // Running again, at the end of its slice now.
+    p.sched_running(&mut plat, &mut task, 2, NICE_0, 3 * SLICE);
+    let now = 4 * SLICE;
+    let vtime = task.vtime() + SLICE;
+    plat.heads.insert(Queue::Front(2), vtime);
+    assert!(p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Front(2), now));
+    plat.heads.insert(Queue::Front(2), vtime - 1);
     assert!(
-        !keeps(&mut plat, &task, false, now),
-        "three slices after the head, which may be a woken task"
+        !p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Front(2), now),
+        "its front task is earlier"
     );
+    plat.heads.insert(Queue::Front(3), 0);
     assert!(
-        keeps(&mut plat, &task, true, now),
-        "the head waits for its own CPU"
+        p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Front(3), now),
+        "another CPU's front task runs at its own CPU's next switch"
     );
-    plat.heads.insert(Queue::Pinned(2), head + SLICE);
+    plat.queued.insert(1, 1);
+    plat.heads.insert(Queue::Llc(1), u64::MAX / 2);
     assert!(
-        !keeps(&mut plat, &task, true, now),
-        "a task only CPU 2 can run waits"
+        !p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Llc(1), now),
+        "a load balance from another LLC"
     );
-    plat.heads.remove(&Queue::Pinned(2));
-    run(&p, &mut task, 2, NICE_0, now, 6 * SLICE);
-    assert!(
-        !keeps(&mut plat, &task, true, 9 * SLICE),
-        "nine slices after the head: fairness first"
-    );
+    plat.heads.insert(Queue::Llc(0), vtime + SLICE);
+    assert!(p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Llc(0), now));
 }
 
 #[test]
@@ -391,6 +461,12 @@ fn slices_shrink_as_tasks_wait_down_to_a_quarter() {
     assert_eq!(p.slice(&mut plat, 0), SLICE / 4);
     assert!(p.tick_kick(&mut plat, 1), "tasks wait in CPU 1's LLC");
     assert!(!p.tick_kick(&mut plat, 4), "LLC 1 is empty");
+    plat.heads.insert(Queue::Front(4), 0);
+    assert!(
+        p.tick_kick(&mut plat, 4),
+        "a task waits in CPU 4's front queue"
+    );
+    assert!(!p.tick_kick(&mut plat, 5));
 }
 
 #[test]

@@ -6,8 +6,9 @@
 //! with which virtual time, and which task a CPU takes are the shared C
 //! policy's decisions (policy/nest_sched.c), asked by `policy/nest.rs`.
 //!
-//! The per-CPU queues of pinned tasks (`PINNED_DSQ_BASE + cpu`) are kept
-//! here too, after the LLCs' (`policy/nest.rs` numbers them).
+//! The per-CPU queues of pinned tasks (`PINNED_DSQ_BASE + cpu`) and front
+//! queues (`FRONT_DSQ_BASE + cpu`) are kept here too, after the LLCs'
+//! (`policy/nest.rs` numbers them).
 
 use std::collections::BTreeMap;
 
@@ -16,8 +17,8 @@ use super::TaskId;
 /// A place in a queue: virtual time, then insertion order.
 type Slot = (u64, u64);
 
-/// The LLC queues, then the CPUs' queues of pinned tasks.
-#[derive(Debug, Default)]
+/// The LLC queues, then the CPUs' queues of pinned tasks and front queues.
+#[derive(Clone, Debug, Default)]
 pub(super) struct LlcQueues {
     queues: Vec<BTreeMap<Slot, TaskId>>,
     /// Insertion counter (ties in virtual time).
@@ -75,6 +76,16 @@ impl LlcQueues {
             .get(llc as usize)
             .into_iter()
             .flat_map(|q| q.iter().map(|(&(vtime, _), &task)| (vtime, task)))
+    }
+
+    /// The queue `task` waits in, if it does.
+    #[cfg(test)]
+    pub fn queue_of(&self, task: TaskId) -> Option<u32> {
+        self.slots
+            .get(task as usize)
+            .copied()
+            .flatten()
+            .map(|(llc, _)| llc)
     }
 
     /// `llc`'s queue from its last task back.

@@ -18,8 +18,7 @@
 //! uses instead of the engine's PELT-like utilisation.
 
 use nest_policy::{
-    LOCALITY_SCAN, Mechanism, NestPolicy, PERF_ONE, Params, Platform, Queue, QueueFront, Stat,
-    TaskState, WEIGHT_NICE_0,
+    Mechanism, NestPolicy, PERF_ONE, Params, Platform, Queue, Stat, TaskState, WEIGHT_NICE_0,
 };
 use nest_trace::{Cpu, Nest as NestKind, PrevState};
 
@@ -56,8 +55,6 @@ pub struct Nest {
 struct Hosted {
     /// When it was queued (0: not queued), for the starvation guard.
     queued_ns: u64,
-    /// It was queued by a wakeup, not preempted.
-    queued_woken: bool,
     /// Its slice was ended to move it off a shared core (tick unpairing).
     unpair: bool,
 }
@@ -89,7 +86,7 @@ impl Nest {
             version: None,
             curr: vec![None; topo.nr_cpus()],
             ext_idle: ExtIdle::new(topo),
-            queues: LlcQueues::new(nest_policy::MAX_LLCS + topo.nr_cpus()),
+            queues: LlcQueues::new(nest_policy::MAX_LLCS + 2 * nest_policy::MAX_CPUS),
             hosted: Vec::new(),
         })
     }
@@ -385,12 +382,16 @@ impl Platform for SimPlatform<'_, '_> {
     }
 }
 
-/// The host's index of `queue`: an LLC's, or after them a CPU's own queue
-/// of pinned tasks (`LLC_DSQ_BASE + llc`, `PINNED_DSQ_BASE + cpu`).
+/// The host's index of `queue`: an LLC's, or after them a CPU's queue of
+/// pinned tasks, then its front queue (`LLC_DSQ_BASE + llc`,
+/// `PINNED_DSQ_BASE + cpu`, `FRONT_DSQ_BASE + cpu`).
 fn dsq(queue: Queue) -> u32 {
+    const PINNED_BASE: u32 = nest_policy::MAX_LLCS as u32;
+    const FRONT_BASE: u32 = PINNED_BASE + nest_policy::MAX_CPUS as u32;
     match queue {
         Queue::Llc(llc) => llc,
-        Queue::Pinned(cpu) => nest_policy::MAX_LLCS as u32 + cpu,
+        Queue::Pinned(cpu) => PINNED_BASE + cpu,
+        Queue::Front(cpu) => FRONT_BASE + cpu,
     }
 }
 
@@ -451,9 +452,10 @@ impl Nest {
             .or_else(|| plat.pick_any_idle())
     }
 
-    /// The queue `task`, on `cpu`, waits in: `cpu`'s own if it may run
-    /// there only (`task_pinned()`), else its LLC's.
-    fn queue_of(&self, cx: &Ctx, task: TaskId, cpu: Cpu) -> Queue {
+    /// The queue whose virtual-time frame `task`, on `cpu`, waits in:
+    /// `cpu`'s queue of pinned tasks if it may run there only
+    /// (`task_pinned()`), else its LLC's (`cpu`'s front queue is in it).
+    fn frame_of(&self, cx: &Ctx, task: TaskId, cpu: Cpu) -> Queue {
         if cx.task_pinned(task) {
             Queue::Pinned(cpu)
         } else {
@@ -461,21 +463,20 @@ impl Nest {
         }
     }
 
-    /// `queue_task()`: `task` joins its queue (see [`Nest::queue_of`])
-    /// with its virtual time. A woken task may preempt `cpu`'s (a pinned
-    /// one that `cpu` would take next goes straight to `cpu`:
-    /// `nest_pinned_runs_next()`); otherwise `cpu` (pinned) or an idle CPU
-    /// near it is kicked to take it.
+    /// `queue_task()`: `task` joins the queue the policy names
+    /// (`nest_queue_of()`) with its virtual time. A woken task may preempt
+    /// `cpu`'s (a pinned one that `cpu` would take next goes straight to
+    /// `cpu`: `nest_pinned_runs_next()`); otherwise `cpu` (pinned) or an
+    /// idle CPU near it is kicked to take it.
     fn queue_task(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, woken: bool) -> Queued {
-        let queue = self.queue_of(cx, task, cpu);
-        let pinned = matches!(queue, Queue::Pinned(_));
+        let pinned = cx.task_pinned(task);
+        let frame = self.frame_of(cx, task, cpu);
         let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
         let state = task_state(&mut self.tasks, task);
-        let vtime = self.policy.queue_vtime(&mut plat, state, queue, WEIGHT);
+        let vtime = self.policy.queue_vtime(&mut plat, state, frame, WEIGHT);
         let preempt =
             woken && plat.task_allowed(cpu) && self.policy.wakeup_preempts(cpu, vtime, cx.now());
         let h = hosted(&mut self.hosted, task);
-        h.queued_woken = woken;
         if h.queued_ns == 0 {
             h.queued_ns = cx.now().max(1);
         }
@@ -485,7 +486,10 @@ impl Nest {
             cx.kick(cpu, true);
             return Queued::OnCpu(cpu);
         }
+        let queue = self.policy.queue_of(&mut plat, cpu, pinned, preempt);
         self.queues.insert(dsq(queue), task, vtime);
+        self.policy
+            .task_queued(task_state(&mut self.tasks, task), queue);
         if preempt {
             cx.kick(cpu, true);
         } else if pinned {
@@ -513,25 +517,6 @@ impl Nest {
         Some(self.take(task))
     }
 
-    /// `consume_own_llc()`: the first task of `cpu`'s LLC queue `llc`,
-    /// unless one of the next few ran here last and is not much later.
-    fn take_own(&mut self, cx: &Ctx, cpu: Cpu, llc: u32) -> Option<TaskId> {
-        let (head, _) = self.queues.front(llc).next()?;
-        let local = self
-            .queues
-            .front(llc)
-            .take(LOCALITY_SCAN)
-            .map(|(_, task)| task)
-            .find(|&task| {
-                let state = &self.tasks[task as usize];
-                cx.task_allowed(task, cpu) && self.policy.prefer_queued(cpu, head, state)
-            });
-        match local {
-            Some(task) => Some(self.take(task)),
-            None => self.take_first(cx, cpu, llc),
-        }
-    }
-
     /// `consume_starving()`: a task of queue `dsq` that has waited too
     /// long and may run on `cpu`, looked for when the queue's sweep is due.
     fn take_starving(&mut self, cx: &Ctx, cpu: Cpu, dsq: u32) -> Option<TaskId> {
@@ -553,70 +538,42 @@ impl Nest {
         Some(self.take(starving))
     }
 
-    /// `front_preempted_elsewhere()`: were the first tasks of LLC queue
-    /// `llc` all preempted on CPUs other than `cpu`?
-    fn front_preempted_elsewhere(&self, cpu: Cpu, llc: u32) -> bool {
-        let mut seen = 0;
-        for (_, task) in self.queues.front(llc).take(LOCALITY_SCAN) {
-            seen += 1;
-            let woken = hosted_now(&self.hosted, task).queued_woken;
-            if woken || self.tasks[task as usize].recent_cpus()[0] == Some(cpu) {
-                return false;
-            }
-        }
-        seen > 0
-    }
-
     /// `prev_keeps_cpu()`: should `prev`, at the end of its slice on `cpu`,
-    /// keep the CPU rather than give it to the first task of `queue`, its
-    /// own LLC's or `cpu`'s pinned queue?
+    /// keep the CPU rather than give it to the next task of `queue`?
     fn prev_keeps_cpu(&mut self, cx: &mut Ctx, cpu: Cpu, prev: TaskId, queue: Queue) -> bool {
-        let own = self.policy.queue_llc(cpu);
-        if hosted_now(&self.hosted, prev).unpair
-            || !matches!(queue, Queue::Pinned(_)) && queue != Queue::Llc(own)
-        {
+        if hosted_now(&self.hosted, prev).unpair {
             return false;
         }
-        let Some(head_vtime) = self.queues.head(dsq(queue)) else {
-            return false;
-        };
         let now = cx.now();
-        let preempted_elsewhere =
-            queue == Queue::Llc(own) && self.front_preempted_elsewhere(cpu, own);
         let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(prev), cpu);
         let state = task_state(&mut self.tasks, prev);
-        let mut keeps = |others_preempted_only| {
-            let front = QueueFront {
-                head_vtime,
-                others_preempted_only,
-            };
-            self.policy
-                .prev_keeps_cpu(&mut plat, cpu, state, WEIGHT, front, now)
-        };
-        keeps(false) || (preempted_elsewhere && keeps(true))
+        self.policy
+            .prev_keeps_cpu(&mut plat, cpu, state, WEIGHT, queue, now)
+    }
+
+    /// `consume_starving_near()`: the starvation guard's sweep of `cpu`'s
+    /// pinned and front queues and of its LLC's.
+    fn take_starving_near(&mut self, cx: &Ctx, cpu: Cpu) -> Option<TaskId> {
+        let own = self.policy.queue_llc(cpu);
+        [Queue::Pinned(cpu), Queue::Front(cpu), Queue::Llc(own)]
+            .into_iter()
+            .find_map(|queue| self.take_starving(cx, cpu, dsq(queue)))
     }
 
     /// `consume()`: what `cpu` takes from the queue the policy names; when
-    /// that holds nothing `cpu` may run, its pinned queue, then its LLC's.
+    /// that holds nothing `cpu` may run, its pinned queue, its front queue,
+    /// then its LLC's.
     fn consume(&mut self, cx: &mut Ctx, cpu: Cpu, prev: Option<TaskId>, queue: Queue) -> Dispatch {
-        let own = self.policy.queue_llc(cpu);
-        let pinned = dsq(Queue::Pinned(cpu));
-        let starving = self
-            .take_starving(cx, cpu, pinned)
-            .or_else(|| self.take_starving(cx, cpu, own));
-        if let Some(task) = starving {
+        if let Some(task) = self.take_starving_near(cx, cpu) {
             return Dispatch::Run(task);
         }
         if prev.is_some_and(|prev| self.prev_keeps_cpu(cx, cpu, prev, queue)) {
             return Dispatch::KeepPrev;
         }
-        let named = match queue {
-            Queue::Llc(llc) if llc == own => None,
-            q => self.take_first(cx, cpu, dsq(q)),
-        };
-        let task = named
-            .or_else(|| self.take_first(cx, cpu, pinned))
-            .or_else(|| self.take_own(cx, cpu, own));
+        let own = Queue::Llc(self.policy.queue_llc(cpu));
+        let task = [queue, Queue::Pinned(cpu), Queue::Front(cpu), own]
+            .into_iter()
+            .find_map(|q| self.take_first(cx, cpu, dsq(q)));
         task.map_or(Dispatch::Nothing, Dispatch::Run)
     }
 
@@ -679,7 +636,7 @@ impl Policy for Nest {
     /// queue it would wait in on `cpu`.
     fn runnable(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu) {
         let now = cx.now();
-        let queue = self.queue_of(cx, task, cpu);
+        let queue = self.frame_of(cx, task, cpu);
         let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
         let state = task_state(&mut self.tasks, task);
         self.policy.task_woken(&mut plat, state, queue, WEIGHT, now);
@@ -854,8 +811,7 @@ mod tests {
     struct Bpf<'a> {
         cx: &'a Ctx<'a>,
         ext: ExtIdle,
-        queued: [u32; 2],
-        heads: [Option<u64>; 2],
+        queues: &'a LlcQueues,
     }
 
     impl Platform for Bpf<'_> {
@@ -885,13 +841,10 @@ mod tests {
             self.cx.is_idle(cpu)
         }
         fn llc_queued(&self, llc: u32) -> u32 {
-            self.queued[llc as usize]
+            self.queues.len(llc)
         }
         fn queue_head(&self, queue: Queue) -> Option<u64> {
-            match queue {
-                Queue::Llc(llc) => self.heads[llc as usize],
-                Queue::Pinned(_) => None,
-            }
+            self.queues.head(dsq(queue))
         }
     }
 
@@ -909,8 +862,7 @@ mod tests {
         let mut bpf = Bpf {
             ext: ExtIdle::new(cx.topology()),
             cx: &cx,
-            queued: [0; 2],
-            heads: [None; 2],
+            queues: &LlcQueues::default(),
         };
         let direct = native(cx.k).select_cpu(&mut bpf, &mut TaskState::new(), 1);
         assert_eq!(in_sim, direct.cpu);
@@ -919,39 +871,49 @@ mod tests {
 
     #[test]
     fn a_cpu_out_of_work_takes_from_the_queue_the_policy_names() {
-        // Every CPU busy but CPU 0. Waiting: `own` tasks in LLC 0's queue
-        // and `other` in LLC 1's; the C policy says which queue CPU 0
-        // takes from (another LLC's only when overloaded).
-        for (own, other) in [(0, 3), (1, 2), (1, 4), (2, 0)] {
+        // Every CPU busy but CPU 0. Preempted: `own` tasks on CPU 1 (LLC
+        // 0) and `other` on CPU 4 (LLC 1); the first of each waits in its
+        // CPU's front queue, the others in the LLC's. The C policy says
+        // which queue CPU 0 takes from: its LLC's, another CPU's front
+        // task of its LLC, another LLC's queue only when overloaded or
+        // when nothing else waits, and another LLC's front task last.
+        let front = Queue::Front;
+        for (own, other, expected) in [
+            (0, 3, Queue::Llc(1)),
+            (1, 2, front(1)),
+            (1, 4, Queue::Llc(1)),
+            (2, 0, Queue::Llc(0)),
+            (0, 2, Queue::Llc(1)),
+            (0, 1, front(4)),
+        ] {
             let mut k = guest();
             let all_but_0: Vec<Cpu> = (1..16).collect();
             busy(&mut k, &all_but_0, 1.0);
             let mut nest = host(&k);
             let mut cx = Ctx { k: &mut k };
-            let mut heads = [None; 2];
-            for (llc, n, on) in [(0, own, 1), (1, other, 4)] {
+            for (n, on) in [(own, 1), (other, 4)] {
                 for _ in 0..n {
                     let t = cx.k.test_task(on, 1.0);
                     nest.select_cpu(&mut cx, t, on, None, Wake::Wakeup { sync: false });
                     nest.enqueue(&mut cx, t, on, Enqueue::Preempted);
                 }
-                heads[llc] = nest.queues.head(llc as u32);
             }
+            let before = nest.queues.clone();
             let Dispatch::Run(taken) = nest.dispatch(&mut cx, 0, None) else {
                 panic!("{own}+{other} waiting: CPU 0 took nothing");
             };
-            let taken_from = cx.k.tasks[taken as usize].cpu;
             let bpf = &mut Bpf {
                 ext: ExtIdle::new(cx.topology()),
                 cx: &cx,
-                queued: [own, other],
-                heads,
+                queues: &before,
             };
-            let named = native(cx.k).queue_to_consume(bpf, 0);
+            // The host's policy: its state counts the front tasks.
+            let named = nest.policy.queue_to_consume(bpf, 0);
+            assert_eq!(named, Some(expected), "{own}+{other} waiting");
             assert_eq!(
-                named,
-                Some(Queue::Llc(cx.llc(taken_from))),
-                "{own}+{other} waiting"
+                before.queue_of(taken),
+                Some(dsq(expected)),
+                "{own}+{other} waiting: taken from the named queue"
             );
         }
     }
@@ -975,8 +937,7 @@ mod tests {
             let bpf = &mut Bpf {
                 ext: ExtIdle::new(cx.topology()),
                 cx: &cx,
-                queued: [0; 2],
-                heads: [None; 2],
+                queues: &LlcQueues::default(),
             };
             assert_eq!(direct.select_cpu(bpf, &mut state, 2).cpu, 2);
             nest.task_running(&mut cx, task, 2);

@@ -36,6 +36,11 @@ enum scx_nest_consts {
 	 * wait in DSQ PINNED_DSQ_BASE + c, ordered by virtual time.
 	 */
 	PINNED_DSQ_BASE = 0x400,
+	/*
+	 * CPU c's front queue, DSQ FRONT_DSQ_BASE + c: the one task queued on
+	 * c that c takes back first (policy/nest_sched.c, "Locality").
+	 */
+	FRONT_DSQ_BASE = 0x800,
 };
 
 /* Placement policies scx_nest can run (--policy). */
@@ -79,8 +84,8 @@ enum scx_nest_policy {
 	X(MOVE_FAILED, smove, "S_move: moves the kernel refused (task already gone)") \
 	X(UNPAIRED, cpu, "Tasks moved at a tick from a shared core to a whole idle one") \
 	X(PREEMPTED, cpu, "Running tasks preempted by a woken task with an earlier virtual time") \
-	X(STOLEN, queue, "Tasks taken from another LLC's queue")	\
-	X(KEPT_LOCAL, queue, "Tasks taken ahead of their queue's first because they last ran on that CPU") \
+	X(STOLEN, queue, "Tasks taken from another LLC's queue or another CPU's front")	\
+	X(KEPT_LOCAL, queue, "Tasks taken back from their CPU's front queue") \
 	X(RESUMED, queue, "Tasks preempted by a pinned task, kept on their CPU to run right after it") \
 	X(TICK_KICKED, cpu, "Idle CPUs woken at a tick because tasks waited in the LLC queue") \
 	X(RELEASED, cpu, "CPUs taken by a higher scheduling class (tasks re-enqueued)") \
@@ -112,8 +117,6 @@ struct task_ctx {
 	u32 weight;
 	/* What the task adds to its cgroup's runnable weight (0: nothing). */
 	u32 cg_runnable;
-	/* Last queued by a wakeup (not after a preemption). */
-	u32 queued_woken;
 };
 
 /* Per-CPU counters, summed by user space. */

@@ -817,8 +817,9 @@ static void kick_pinned_cpu(s32 cpu)
 }
 
 /*
- * Queue @p, whose CPU is @cpu, with its virtual time: in @cpu's own queue
- * if @pinned, else in its LLC's. A woken task may preempt the task running
+ * Queue @p, whose CPU is @cpu, with its virtual time, in the queue the
+ * policy names (nest_queue_of()): @cpu's queue of pinned tasks if
+ * @pinned, else @cpu's front queue or its LLC's. A woken task may preempt the task running
  * on @cpu (a pinned one that @cpu would take next goes straight to its
  * local queue: nest_pinned_runs_next()); otherwise an idle CPU is kicked
  * (the placement found none a moment ago, but one may have gone idle
@@ -834,13 +835,14 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx pctx = policy_ctx(&env);
 	u32 llc = nest_queue_llc(&pctx, cpu);
-	s32 queue = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
-	u64 vtime = nest_queue_vtime(&pctx, &t->nest, queue, t->weight);
+	/* Its CPU's queues are in its LLC's frame. */
+	s32 frame = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
+	u64 vtime = nest_queue_vtime(&pctx, &t->nest, frame, t->weight);
 	bool woken = enq_flags & SCX_ENQ_WAKEUP;
 	bool preempt = woken && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
 		       nest_wakeup_preempts(&pctx, cpu, vtime);
+	s32 queue;
 
-	t->queued_woken = woken;
 	if (!t->queued_ns)
 		t->queued_ns = pctx.now ? pctx.now : 1;
 	if (preempt && pinned && nest_pinned_runs_next(&pctx, cpu, vtime)) {
@@ -851,8 +853,10 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 		count_event(NEST_EV_PREEMPTED, 1);
 		return;
 	}
+	queue = nest_queue_of(&pctx, cpu, pinned, preempt);
 	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
 				 vtime, enq_flags);
+	nest_task_queued(&pctx, &t->nest, queue);
 	if (!woken) {
 		if (pinned)
 			kick_pinned_cpu(cpu);
@@ -937,34 +941,6 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 	count_event(NEST_EV_QUEUED, 1);
 }
 
-/*
- * Take a task from @cpu's own LLC queue @dsq: the first, unless one of the
- * next few ran here last and is not much later (nest_prefer_queued()).
- */
-static bool consume_own_llc(struct nest_ctx *pctx, s32 cpu, u64 dsq)
-{
-	struct task_struct *p;
-	u64 head_vtime = 0;
-	u32 seen = 0;
-
-	bpf_for_each(scx_dsq, p, dsq, 0) {
-		struct task_ctx *t = lookup_task(p);
-
-		if (!seen++)
-			head_vtime = p->scx.dsq_vtime;
-		if (seen > NEST_LOCALITY_SCAN)
-			break;
-		if (!t || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
-		    !nest_prefer_queued(pctx, cpu, head_vtime, &t->nest))
-			continue;
-		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
-			count_event(NEST_EV_KEPT_LOCAL, seen > 1);
-			return true;
-		}
-	}
-	return scx_bpf_dsq_move_to_local(dsq, 0);
-}
-
 /* Has @p, a task of one of @cpu's queues, waited too long, and may it run here? */
 static bool starving_here(struct nest_ctx *pctx, s32 cpu, struct task_struct *p)
 {
@@ -1002,52 +978,45 @@ static bool consume_starving(struct nest_ctx *pctx, s32 cpu, u64 dsq,
 }
 
 /*
- * Were the first tasks of LLC queue @dsq all preempted on CPUs other than
- * @cpu: none woken, none last ran on @cpu (see nest_prev_keeps_cpu())?
- */
-static bool front_preempted_elsewhere(s32 cpu, u64 dsq)
-{
-	struct task_struct *p;
-	u32 seen = 0;
-
-	bpf_for_each(scx_dsq, p, dsq, 0) {
-		struct task_ctx *t = lookup_task(p);
-
-		if (++seen > NEST_LOCALITY_SCAN)
-			break;
-		if (!t || t->queued_woken || t->nest.recent_cpu[0] == cpu)
-			return false;
-	}
-	return seen > 0;
-}
-
-/*
  * Should @prev, still runnable on @cpu at the end of its slice, keep the
- * CPU rather than give it to the first task of @queue (nest_prev_keeps_cpu())?
- * Only tasks of the same virtual-time frame compare: @cpu's own LLC queue
- * or pinned queue.
+ * CPU rather than give it to the next task of @queue (nest_prev_keeps_cpu())?
+ * Not a task leaving a shared core (see nest_tick()).
  */
 static bool prev_keeps_cpu(struct nest_ctx *pctx, struct task_struct *prev,
 			   s32 cpu, s32 queue)
 {
 	struct task_ctx *t;
-	u64 head;
 
 	if (!prev || !(prev->scx.flags & SCX_TASK_QUEUED))
 		return false;
 	t = lookup_task(prev);
-	if (!t || t->unpair)
-		return false;
-	if (queue >= 0 && queue != (s32)nest_queue_llc(pctx, cpu))
-		return false;
-	if (!plat_queue_head(pctx->env, queue, &head))
-		return false;
-	if (nest_prev_keeps_cpu(pctx, cpu, &t->nest, t->weight, head, false))
-		return true;
-	/* Only now the scan: most slice ends are decided without it. */
-	return queue >= 0 &&
-	       front_preempted_elsewhere(cpu, LLC_DSQ_BASE + queue) &&
-	       nest_prev_keeps_cpu(pctx, cpu, &t->nest, t->weight, head, true);
+	return t && !t->unpair &&
+	       nest_prev_keeps_cpu(pctx, cpu, &t->nest, t->weight, queue);
+}
+
+/*
+ * The starvation guard's sweep of @cpu's queues: its pinned and front
+ * queues, and its LLC's.
+ */
+static bool consume_starving_near(struct nest_ctx *pctx, s32 cpu, u32 own)
+{
+	struct nest_cpu *c = &nest_state.cpus[cpu_index(cpu)];
+
+	return consume_starving(pctx, cpu, PINNED_DSQ_BASE + cpu_index(cpu),
+				&c->starve_sweep_at) ||
+	       consume_starving(pctx, cpu, FRONT_DSQ_BASE + cpu_index(cpu),
+				&c->front_sweep_at) ||
+	       consume_starving(pctx, cpu, LLC_DSQ_BASE + own,
+				&nest_state.starve_sweep_at[llc_index(own)]);
+}
+
+/* Count what @cpu took from @queue, another CPU's or LLC's or its front. */
+static void count_consumed(s32 cpu, u32 own, s32 queue)
+{
+	if (queue == NEST_QUEUE_FRONT - cpu)
+		count_event(NEST_EV_KEPT_LOCAL, 1);
+	else if (queue <= NEST_QUEUE_FRONT || (queue >= 0 && queue != own))
+		count_event(NEST_EV_STOLEN, 1);
 }
 
 /*
@@ -1055,7 +1024,8 @@ static bool prev_keeps_cpu(struct nest_ctx *pctx, struct task_struct *prev,
  * none, or if @prev keeps the CPU. When the named queue holds nothing this
  * CPU may run (affinity), its own queues are tried whatever their order:
  * a CPU must never go idle while its pinned queue holds tasks, which only
- * it can run.
+ * it can run. Each queue is looked at by a lockless peek; only the move
+ * takes a queue's lock.
  */
 static bool consume(s32 cpu, struct task_struct *prev)
 {
@@ -1066,26 +1036,17 @@ static bool consume(s32 cpu, struct task_struct *prev)
 
 	if (queue == NEST_QUEUE_NONE)
 		return false;
-	if (consume_starving(&pctx, cpu, PINNED_DSQ_BASE + cpu_index(cpu),
-			     &nest_state.cpus[cpu_index(cpu)].starve_sweep_at) ||
-	    consume_starving(&pctx, cpu, LLC_DSQ_BASE + own,
-			     &nest_state.starve_sweep_at[llc_index(own)]))
+	if (consume_starving_near(&pctx, cpu, own))
 		return true;
 	if (prev_keeps_cpu(&pctx, prev, cpu, queue))
 		return false;
-	if (queue < 0) {
-		if (scx_bpf_dsq_move_to_local(queue_dsq(queue), 0))
-			return true;
-	} else if (queue == own) {
-		if (consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own))
-			return true;
-	} else if (scx_bpf_dsq_move_to_local(LLC_DSQ_BASE + llc_index(queue),
-					     0)) {
-		count_event(NEST_EV_STOLEN, 1);
+	if (scx_bpf_dsq_move_to_local(queue_dsq(queue), 0)) {
+		count_consumed(cpu, own, queue);
 		return true;
 	}
 	return scx_bpf_dsq_move_to_local(PINNED_DSQ_BASE + cpu_index(cpu), 0) ||
-	       consume_own_llc(&pctx, cpu, LLC_DSQ_BASE + own);
+	       scx_bpf_dsq_move_to_local(FRONT_DSQ_BASE + cpu_index(cpu), 0) ||
+	       scx_bpf_dsq_move_to_local(LLC_DSQ_BASE + own, 0);
 }
 
 /*
@@ -1239,9 +1200,35 @@ void BPF_STRUCT_OPS(nest_cpu_online_op, s32 cpu)
 	report_nest_changes();
 }
 
+/*
+ * An offline CPU never dispatches, and a busy CPU takes no other CPU's
+ * front task: the offline CPU's front task joins its LLC's queue.
+ */
+static void front_to_llc_queue(s32 cpu)
+{
+	struct nest_bpf_env env = {};
+	struct nest_ctx pctx = policy_ctx(&env);
+	u32 llc = nest_queue_llc(&pctx, cpu);
+	struct task_struct *p;
+
+	bpf_for_each(scx_dsq, p, FRONT_DSQ_BASE + cpu_index(cpu), 0) {
+		struct task_ctx *t = lookup_task(p);
+
+		if (!t)
+			continue;
+		scx_bpf_dsq_move_set_vtime(BPF_FOR_EACH_ITER, t->nest.vtime);
+		if (!scx_bpf_dsq_move_vtime(BPF_FOR_EACH_ITER, p,
+					    LLC_DSQ_BASE + llc, 0))
+			continue;
+		nest_task_queued(&pctx, &t->nest, llc);
+		kick_idle_near(cpu, p);
+	}
+}
+
 void BPF_STRUCT_OPS(nest_cpu_offline_op, s32 cpu)
 {
 	nest_cpu_offline(&nest_state, cpu);
+	front_to_llc_queue(cpu);
 	report_nest_changes();
 }
 
@@ -1287,6 +1274,8 @@ static s32 init_queues(void)
 	}
 	bpf_for(cpu, 0, nest_cfg.nr_cpus) {
 		err = scx_bpf_create_dsq(PINNED_DSQ_BASE + cpu, -1);
+		if (!err)
+			err = scx_bpf_create_dsq(FRONT_DSQ_BASE + cpu, -1);
 		if (err)
 			return err;
 		key = llc_index(cpu_llc(&nest_cfg, cpu));

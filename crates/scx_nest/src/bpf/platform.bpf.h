@@ -171,7 +171,9 @@ static u64 queue_dsq(s32 queue)
 {
 	if (queue >= 0)
 		return LLC_DSQ_BASE + queue;
-	return PINNED_DSQ_BASE + (NEST_QUEUE_PINNED - queue);
+	if (queue > NEST_QUEUE_FRONT)
+		return PINNED_DSQ_BASE + (NEST_QUEUE_PINNED - queue);
+	return FRONT_DSQ_BASE + (NEST_QUEUE_FRONT - queue);
 }
 
 /*
