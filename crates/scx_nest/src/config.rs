@@ -347,9 +347,16 @@ impl SchedConfig {
         // kernel puts them on their previous CPU's local queue, where they
         // wait behind its task even when another CPU goes idle. (The flag
         // exists for schedulers that look tasks up by pid; we do not.)
+        // ENQ_MIGRATION_DISABLED: a task preempted or woken inside a
+        // migrate_disable() section goes through ops.enqueue() too, to its
+        // CPU's pinned queue (task_pinned()), in virtual-time order. By
+        // default the kernel puts it on the local queue with a 20 ms slice,
+        // outside the queues the policy orders; kernels without the flag
+        // (0 here) still do that.
         ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE
             | *compat::SCX_OPS_ENQ_EXITING
             | *compat::SCX_OPS_ENQ_LAST
+            | *compat::SCX_OPS_ENQ_MIGRATION_DISABLED
             | if self.partial {
                 *compat::SCX_OPS_SWITCH_PARTIAL
             } else {

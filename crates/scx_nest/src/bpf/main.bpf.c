@@ -793,7 +793,12 @@ void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
 	report_nest_changes();
 }
 
-/* May @p run on one CPU only (its current one)? */
+/*
+ * May @p run on one CPU only (its current one)? A migration-disabled task
+ * reaches ops.enqueue() through SCX_OPS_ENQ_MIGRATION_DISABLED (config.rs)
+ * while its affinity may still list other CPUs, so it is tested apart; its
+ * CPU's pinned queue is the one queue no other CPU consumes.
+ */
 static bool task_pinned(const struct task_struct *p)
 {
 	return p->nr_cpus_allowed == 1 || is_migration_disabled(p);
