@@ -71,6 +71,14 @@
  * every host scans.
  */
 #define NEST_LOCALITY_SCAN 16
+/*
+ * Starvation guard (nest_sched.c): how long a queued task may wait before
+ * it runs next (nest_starving()), and how often a host looks through a
+ * queue for one (nest_starve_sweep_due()). In this header: scx_nest
+ * refuses a watchdog timeout a starving task could outlast.
+ */
+#define NEST_STARVE_NS (1000ULL * 1000 * 1000)
+#define NEST_STARVE_SWEEP_NS (100ULL * 1000 * 1000)
 
 /*
  * Mechanisms that can be switched off for ablation studies. A set bit in

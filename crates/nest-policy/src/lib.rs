@@ -30,6 +30,12 @@ pub const WEIGHT_NICE_0: u32 = ffi::NEST_WEIGHT_DFL;
 /// How many tasks at the front of a queue a host looks at for one to keep
 /// local ([`NestPolicy::prefer_queued`], [`QueueFront`]).
 pub const LOCALITY_SCAN: usize = ffi::NEST_LOCALITY_SCAN as usize;
+/// The starvation guard: how long a queued task may wait before it runs
+/// next, whatever its virtual time.
+pub const STARVE_NS: u64 = ffi::NEST_STARVE_NS as u64;
+/// How often a host looks through a queue for a task that waited
+/// [`STARVE_NS`]: such a task may wait up to the sum of both.
+pub const STARVE_SWEEP_NS: u64 = ffi::NEST_STARVE_SWEEP_NS as u64;
 use nest_topology::Topology;
 
 /// What the policy needs from its host. Mirrors the platform interface in
