@@ -879,14 +879,17 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
  * Is @p, running on @cpu a moment ago, being queued because a pinned task
  * preempted it there (nest_pinned_preempts())? Then it stays on @cpu, in
  * its local queue behind that task. The rule reads only @cpu's mark: no
- * clock read on this path, which every queued task takes.
+ * clock read on this path, which every queued task takes. Neither a woken
+ * task nor one the kernel re-enqueues (SCX_ENQ_REENQ: a higher class took
+ * @cpu, ops.cpu_release()) is that task: the latter must leave @cpu, and
+ * taking the mark would keep it there.
  */
 static bool resumes_after_pinned(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx pctx = policy_ctx_at(&env, 0);
 
-	return !(enq_flags & SCX_ENQ_WAKEUP) &&
+	return !(enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)) &&
 	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
 	       nest_resumes_after_pinned(&pctx, cpu);
 }
