@@ -65,6 +65,14 @@ char _license[] SEC("license") = "GPL";
 UEI_DEFINE(uei);
 
 /*
+ * ops.init() failed: say what failed and return @err. The exit info (which
+ * scx_nest prints) and the kernel's log keep the first error reported, so
+ * the user reads this message rather than the kernel's bare errno.
+ */
+#define init_fail(err, fmt, args...)					\
+	({ scx_bpf_error(fmt, ##args); (err); })
+
+/*
  * Policy configuration, filled in by user space before loading. Not in
  * .rodata: the policy reads it through a plain const pointer, and a
  * zero-initialised const object read that way may be folded to zeros by
@@ -544,24 +552,33 @@ static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
 	return 0;
 }
 
+/* @cpu's pending DSQ and timer; errors as init_fail(). */
+static s32 init_pending_cpu(s32 cpu)
+{
+	struct pending_timer *pt = pending_timer_of(cpu);
+	s32 err;
+
+	err = scx_bpf_create_dsq(PENDING_DSQ_BASE + cpu, -1);
+	if (err)
+		return init_fail(err, "cannot create CPU %d's S_move queue: error %d", cpu, err);
+	if (!pt)
+		return init_fail(-ENOENT, "no S_move timer slot for CPU %d", cpu);
+	pt->cpu = cpu;
+	err = bpf_timer_init(&pt->timer, &pending_timers, CLOCK_MONOTONIC);
+	if (!err)
+		err = bpf_timer_set_callback(&pt->timer, pending_timer_fn);
+	if (err)
+		return init_fail(err, "cannot set up CPU %d's S_move timer: error %d", cpu, err);
+	return 0;
+}
+
 /* Set up every CPU's pending DSQ and timer (S_move only). */
 static s32 init_pending(void)
 {
-	struct pending_timer *pt;
 	s32 cpu, err;
 
 	bpf_for(cpu, 0, nest_cfg.nr_cpus) {
-		err = scx_bpf_create_dsq(PENDING_DSQ_BASE + cpu, -1);
-		if (err)
-			return err;
-		pt = pending_timer_of(cpu);
-		if (!pt)
-			return -ENOENT;
-		pt->cpu = cpu;
-		err = bpf_timer_init(&pt->timer, &pending_timers, CLOCK_MONOTONIC);
-		if (err)
-			return err;
-		err = bpf_timer_set_callback(&pt->timer, pending_timer_fn);
+		err = init_pending_cpu(cpu);
 		if (err)
 			return err;
 	}
@@ -1269,42 +1286,64 @@ s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 	return 0;
 }
 
-/* Each LLC's queue and cpumask, each CPU's queue of pinned tasks. */
-static s32 init_queues(void)
+/* LLC @llc's queue and cpumask; errors as init_fail(). */
+static s32 init_llc(u32 llc)
 {
 	struct bpf_cpumask *mask;
 	struct llc_cpus *l;
-	u32 llc, key;
+	u32 key = llc;
+	s32 err;
+
+	err = scx_bpf_create_dsq(LLC_DSQ_BASE + llc, -1);
+	if (err)
+		return init_fail(err, "cannot create LLC %u's queue: error %d", llc, err);
+	l = bpf_map_lookup_elem(&llc_cpumasks, &key);
+	if (!l)
+		return init_fail(-ENOENT, "no cpumask slot for LLC %u", llc);
+	mask = bpf_cpumask_create();
+	if (!mask)
+		return init_fail(-ENOMEM, "cannot allocate LLC %u's cpumask", llc);
+	mask = bpf_kptr_xchg(&l->mask, mask);
+	if (mask)
+		bpf_cpumask_release(mask);
+	return 0;
+}
+
+/* @cpu's queue of pinned tasks, and @cpu in its LLC's cpumask. */
+static s32 init_cpu(s32 cpu)
+{
+	u32 key = llc_index(cpu_llc(&nest_cfg, cpu));
+	struct llc_cpus *l;
+	s32 err;
+
+	err = scx_bpf_create_dsq(PINNED_DSQ_BASE + cpu, -1);
+	if (err)
+		return init_fail(err, "cannot create CPU %d's pinned queue: error %d", cpu, err);
+	l = bpf_map_lookup_elem(&llc_cpumasks, &key);
+	if (!l)
+		return init_fail(-ENOENT, "no cpumask slot for LLC %u of CPU %d", key, cpu);
+	bpf_rcu_read_lock();
+	if (l->mask)
+		bpf_cpumask_set_cpu(cpu, l->mask);
+	bpf_rcu_read_unlock();
+	return 0;
+}
+
+/* Each LLC's queue and cpumask, each CPU's queue of pinned tasks. */
+static s32 init_queues(void)
+{
+	u32 llc;
 	s32 cpu, err;
 
 	bpf_for(llc, 0, nest_cfg.nr_llcs) {
-		err = scx_bpf_create_dsq(LLC_DSQ_BASE + llc, -1);
+		err = init_llc(llc);
 		if (err)
 			return err;
-		key = llc;
-		l = bpf_map_lookup_elem(&llc_cpumasks, &key);
-		mask = bpf_cpumask_create();
-		if (!l || !mask) {
-			if (mask)
-				bpf_cpumask_release(mask);
-			return -ENOMEM;
-		}
-		mask = bpf_kptr_xchg(&l->mask, mask);
-		if (mask)
-			bpf_cpumask_release(mask);
 	}
 	bpf_for(cpu, 0, nest_cfg.nr_cpus) {
-		err = scx_bpf_create_dsq(PINNED_DSQ_BASE + cpu, -1);
+		err = init_cpu(cpu);
 		if (err)
 			return err;
-		key = llc_index(cpu_llc(&nest_cfg, cpu));
-		l = bpf_map_lookup_elem(&llc_cpumasks, &key);
-		if (!l)
-			return -ENOENT;
-		bpf_rcu_read_lock();
-		if (l->mask)
-			bpf_cpumask_set_cpu(cpu, l->mask);
-		bpf_rcu_read_unlock();
 	}
 	return 0;
 }
@@ -1317,9 +1356,9 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(nest_init)
 		return err;
 	perf_init();
 	err = scx_bpf_create_dsq(STALL_DSQ, -1);
-	if (err || policy_kind != POLICY_SMOVE)
-		return err;
-	return init_pending();
+	if (err)
+		return init_fail(err, "cannot create the stall test's queue: error %d", err);
+	return policy_kind == POLICY_SMOVE ? init_pending() : 0;
 }
 
 void BPF_STRUCT_OPS(nest_exit, struct scx_exit_info *ei)
