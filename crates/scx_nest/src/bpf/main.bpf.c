@@ -1270,6 +1270,86 @@ void BPF_STRUCT_OPS(nest_cpu_offline_op, s32 cpu)
 	report_nest_changes();
 }
 
+/*
+ * Debug dump
+ * ----------
+ * The kernel's debug dump (sysrq-D, and the exit info of an ejection,
+ * which scx_nest prints) shows scx_nest's view beside the kernel's: the
+ * nests and the LLC queues (ops.dump()), each CPU's policy state
+ * (ops.dump_cpu()) and each runnable task's (ops.dump_task()). Fields are
+ * named as in struct nest_cpu, struct nest_task and struct task_ctx;
+ * times are scx_bpf_now() ns, which the first line gives.
+ */
+void BPF_STRUCT_OPS(nest_dump, struct scx_dump_ctx *dctx)
+{
+	u32 words = (nest_cfg.nr_cpus + 63) / 64, w, llc;
+
+	scx_bpf_dump("scx_nest: now=%llu policy=%u nr_reserve=%d (r_max %u), nests by 64 CPUs:",
+		     scx_bpf_now(), policy_kind, READ_ONCE(nest_state.nr_reserve),
+		     nest_cfg.r_max);
+	bpf_for(w, 0, words) {
+		u32 i = w & (NEST_MASK_WORDS - 1);
+
+		scx_bpf_dump(" primary[%u]=0x%llx reserve[%u]=0x%llx", w,
+			     READ_ONCE(nest_state.primary[i]), w,
+			     READ_ONCE(nest_state.reserve[i]));
+	}
+	scx_bpf_dump("\n");
+	bpf_for(llc, 0, nest_cfg.nr_llcs)
+		scx_bpf_dump("scx_nest: LLC %u queue: %d tasks, llc_vtime=%llu\n", llc,
+			     scx_bpf_dsq_nr_queued(LLC_DSQ_BASE + llc),
+			     READ_ONCE(nest_state.llc_vtime[llc_index(llc)]));
+	if (stall_comm[0])
+		scx_bpf_dump("scx_nest: %d tasks held back by --debug-stall-comm\n",
+			     scx_bpf_dsq_nr_queued(STALL_DSQ));
+}
+
+/*
+ * An idle CPU in no nest with nothing in its pinned queue says nothing, so
+ * the kernel leaves it out: on a large idle machine the dump's space goes
+ * to the CPUs that matter.
+ */
+void BPF_STRUCT_OPS(nest_dump_cpu, struct scx_dump_ctx *dctx, s32 cpu, bool idle)
+{
+	struct nest_cpu *c = nest_cpu(&nest_state, cpu);
+	bool primary = mask_test(nest_state.primary, cpu);
+	bool reserve = mask_test(nest_state.reserve, cpu);
+	s32 pinned = scx_bpf_dsq_nr_queued(PINNED_DSQ_BASE + cpu_index(cpu));
+
+	if (!c || (idle && !primary && !reserve && pinned <= 0))
+		return;
+	if (primary)
+		scx_bpf_dump("scx_nest cpu: primary nest");
+	else if (reserve)
+		scx_bpf_dump("scx_nest cpu: reserve nest");
+	else
+		scx_bpf_dump("scx_nest cpu: no nest");
+	scx_bpf_dump(", pinned queue %d tasks, LLC %u, running=%u offline=%u idle_since=%llu spin_until=%llu kept_since=%llu",
+		     pinned, cpu_llc(&nest_cfg, cpu), READ_ONCE(c->running),
+		     READ_ONCE(c->offline), READ_ONCE(c->idle_since),
+		     READ_ONCE(c->spin_until), READ_ONCE(c->kept_since));
+	scx_bpf_dump(" curr_vtime=%llu curr_weight=%u resume_after_pinned=%u",
+		     READ_ONCE(c->curr_vtime), READ_ONCE(c->curr_weight),
+		     READ_ONCE(c->resume_after_pinned));
+}
+
+void BPF_STRUCT_OPS(nest_dump_task, struct scx_dump_ctx *dctx, struct task_struct *p)
+{
+	struct task_ctx *t = lookup_task(p);
+
+	if (!t) {
+		scx_bpf_dump("scx_nest task: no context");
+		return;
+	}
+	scx_bpf_dump("scx_nest task: weight=%u vtime=%llu vtime_llc=%u recent_cpu=%d,%d prev_misses=%u kept_cpu=%d",
+		     t->weight, t->nest.vtime, t->nest.vtime_llc,
+		     t->nest.recent_cpu[0], t->nest.recent_cpu[1],
+		     t->nest.prev_misses, t->nest.kept_cpu);
+	scx_bpf_dump(" queued_ns=%llu queued_woken=%u unpair=%u pinned=%u stall=%u",
+		     t->queued_ns, t->queued_woken, t->unpair, task_pinned(p),
+		     is_stall_target(p));
+}
+
 s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 		   struct scx_init_task_args *args)
 {
@@ -1380,6 +1460,9 @@ SCX_OPS_DEFINE(nest_ops,
 	       .cpu_online = (void *)nest_cpu_online_op,
 	       .cpu_offline = (void *)nest_cpu_offline_op,
 	       .init_task = (void *)nest_init_task,
+	       .dump = (void *)nest_dump,
+	       .dump_cpu = (void *)nest_dump_cpu,
+	       .dump_task = (void *)nest_dump_task,
 	       .cgroup_init = (void *)nest_cgroup_init,
 	       .cgroup_move = (void *)nest_cgroup_move,
 	       .cgroup_set_weight = (void *)nest_cgroup_set_weight,
