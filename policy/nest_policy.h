@@ -67,6 +67,14 @@
 #define NEST_QUEUE_FRONT (NEST_QUEUE_PINNED - NEST_MAX_CPUS)
 /* Weight of a nice-0 task in sched_ext's scale (p->scx.weight). */
 #define NEST_WEIGHT_DFL 100
+/*
+ * Starvation guard (nest_sched.c): how long a queued task may wait before
+ * it runs next (nest_starving()), and how often a host looks through a
+ * queue for one (nest_starve_sweep_due()). In this header: scx_nest
+ * refuses a watchdog timeout a starving task could outlast.
+ */
+#define NEST_STARVE_NS (1000ULL * 1000 * 1000)
+#define NEST_STARVE_SWEEP_NS (100ULL * 1000 * 1000)
 
 /*
  * Mechanisms that can be switched off for ablation studies. A set bit in

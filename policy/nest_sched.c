@@ -67,14 +67,6 @@
 /* The least weight a task is charged with (nest_sched_stopping()). */
 #define NEST_CHARGE_WEIGHT_MIN 5
 
-/*
- * How long a queued task may wait before it runs next (nest_starving()),
- * and how often the host looks through a queue for one
- * (nest_starve_sweep_due()).
- */
-#define NEST_STARVE_NS (1000ULL * 1000 * 1000)
-#define NEST_STARVE_SWEEP_NS (100ULL * 1000 * 1000)
-
 /* @ns of running time in virtual time, for a task of weight @weight. */
 static u64 scale_by_weight(u64 ns, u32 weight)
 {

@@ -27,6 +27,12 @@ pub use ffi::MAX_CPUS;
 
 /// Weight of a nice-0 task in sched_ext's scale (`p->scx.weight`).
 pub const WEIGHT_NICE_0: u32 = ffi::NEST_WEIGHT_DFL;
+/// The starvation guard: how long a queued task may wait before it runs
+/// next, whatever its virtual time.
+pub const STARVE_NS: u64 = ffi::NEST_STARVE_NS as u64;
+/// How often a host looks through a queue for a task that waited
+/// [`STARVE_NS`]: such a task may wait up to the sum of both.
+pub const STARVE_SWEEP_NS: u64 = ffi::NEST_STARVE_SWEEP_NS as u64;
 use nest_topology::Topology;
 
 /// What the policy needs from its host. Mirrors the platform interface in

@@ -6,7 +6,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use nest_policy::{
-    LlcLayout, Mechanism, Params, ParamsArgs, PerfMode, duration_ns_within, interval_within,
+    LlcLayout, Mechanism, Params, ParamsArgs, PerfMode, duration_ns_within, format_duration_ns,
+    interval_within, parse_duration_ns,
 };
 use scx_utils::{NR_CPU_IDS, Topology, compat};
 
@@ -104,9 +105,9 @@ pub struct Opts {
     pub prog_stats: bool,
 
     /// How long a runnable task may wait before the kernel ejects the
-    /// scheduler (100ms to 30s; default: the kernel's, 30s).
-    #[arg(long, value_name = "DURATION",
-          value_parser = duration_ns_within(100_000_000..=30_000_000_000), help_heading = KERNEL)]
+    /// scheduler (2s, twice the starvation guard's wait, to 30s; default:
+    /// the kernel's, 30s).
+    #[arg(long, value_name = "DURATION", value_parser = watchdog, help_heading = KERNEL)]
     pub watchdog: Option<u64>,
 
     /// Bytes of the kernel's debug dump when the scheduler is ejected (0:
@@ -132,6 +133,31 @@ pub struct Opts {
 
 /// The shortest interval of --stats and --monitor.
 const MIN_INTERVAL_NS: u64 = 1_000_000;
+
+/// The shortest --watchdog. The starvation guard runs a task that waited
+/// `STARVE_NS` at its queue's next sweep, up to `STARVE_SWEEP_NS` later, so
+/// the watchdog of a scheduler that works may see a task wait that long;
+/// twice the guard's wait leaves room for a late tick or a stopped vCPU.
+const MIN_WATCHDOG_NS: u64 = 2 * nest_policy::STARVE_NS;
+/// The longest --watchdog: the kernel's default and its upper bound.
+const MAX_WATCHDOG_NS: u64 = 30_000_000_000;
+const _: () = assert!(MIN_WATCHDOG_NS > nest_policy::STARVE_NS + nest_policy::STARVE_SWEEP_NS);
+
+/// --watchdog's parser: a timeout a starving task could outlast is refused
+/// with the reason.
+fn watchdog(text: &str) -> Result<u64, String> {
+    let ns = parse_duration_ns(text)?;
+    if ns < MIN_WATCHDOG_NS {
+        return Err(format!(
+            "must be at least {}, twice the starvation guard's wait of {} (a task may wait that \
+             long, plus up to {} until the guard looks, before it runs), not {text}",
+            format_duration_ns(MIN_WATCHDOG_NS),
+            format_duration_ns(nest_policy::STARVE_NS),
+            format_duration_ns(nest_policy::STARVE_SWEEP_NS)
+        ));
+    }
+    duration_ns_within(MIN_WATCHDOG_NS..=MAX_WATCHDOG_NS)(text)
+}
 
 fn stall_comm(comm: &str) -> Result<String, String> {
     if comm.is_empty() || comm.len() >= bpf_intf::scx_nest_consts_COMM_LEN as usize {
@@ -347,9 +373,16 @@ impl SchedConfig {
         // kernel puts them on their previous CPU's local queue, where they
         // wait behind its task even when another CPU goes idle. (The flag
         // exists for schedulers that look tasks up by pid; we do not.)
+        // ENQ_MIGRATION_DISABLED: a task preempted or woken inside a
+        // migrate_disable() section goes through ops.enqueue() too, to its
+        // CPU's pinned queue (task_pinned()), in virtual-time order. By
+        // default the kernel puts it on the local queue with a 20 ms slice,
+        // outside the queues the policy orders; kernels without the flag
+        // (0 here) still do that.
         ops.flags = *compat::SCX_OPS_KEEP_BUILTIN_IDLE
             | *compat::SCX_OPS_ENQ_EXITING
             | *compat::SCX_OPS_ENQ_LAST
+            | *compat::SCX_OPS_ENQ_MIGRATION_DISABLED
             | if self.partial {
                 *compat::SCX_OPS_SWITCH_PARTIAL
             } else {
@@ -562,7 +595,33 @@ mod tests {
         let err = usage_error(&["--watchdog", "2"]);
         assert!(err.contains("no unit"), "{err}");
         let err = usage_error(&["--watchdog", "31s"]);
-        assert!(err.contains("between 100ms and 30s"), "{err}");
+        assert!(err.contains("between 2s and 30s"), "{err}");
+    }
+
+    #[test]
+    fn a_watchdog_a_starving_task_could_outlast_is_refused() {
+        assert_eq!(nest_policy::STARVE_NS, 1_000_000_000);
+        for bad in ["100ms", "1s", "1.999s"] {
+            let err = usage_error(&["--watchdog", bad]);
+            assert!(
+                err.contains("--watchdog")
+                    && err.contains("must be at least 2s, twice the starvation guard's wait of 1s")
+                    && err.contains(&format!("not {bad}")),
+                "{bad}: {err}"
+            );
+        }
+        let cfg = |arg: &str| config(&["--watchdog", arg]).unwrap().watchdog_ms;
+        assert_eq!(cfg("2s"), Some(2000));
+        assert_eq!(cfg("30s"), Some(30_000));
+        // The help names the same bound.
+        use clap::CommandFactory;
+        let help = Opts::command().render_long_help().to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let bound = format!(
+            "({}, twice the starvation guard's wait",
+            format_duration_ns(MIN_WATCHDOG_NS)
+        );
+        assert!(help.contains(&bound), "{help}");
     }
 
     #[test]

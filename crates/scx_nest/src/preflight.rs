@@ -18,6 +18,11 @@ pub fn check(needs_timers: bool) -> Result<()> {
             kernel_release()
         );
     }
+    if let Some(release) = read_trimmed("/proc/sys/kernel/osrelease")
+        && let Some(refusal) = too_old(&release)
+    {
+        bail!(refusal);
+    }
     if !Path::new(SCHED_EXT).exists() {
         bail!(
             "this kernel ({}) has no sched_ext: {SCHED_EXT} is missing. \
@@ -42,6 +47,27 @@ pub fn check(needs_timers: bool) -> Result<()> {
     Ok(())
 }
 
+/// The oldest kernel scx_nest runs on: sched_ext's first upstream release.
+/// Older kernels that carry sched_ext out of tree have another interface.
+const OLDEST_KERNEL: (u32, u32) = (6, 12);
+
+/// Why a kernel of `release` (`uname -r`) is too old for scx_nest; None
+/// when it is recent enough, or when the release does not start with
+/// `MAJOR.MINOR` (then the checks that follow decide).
+fn too_old(release: &str) -> Option<String> {
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    let version = (numbers.next()??, numbers.next()??);
+    (version < OLDEST_KERNEL).then(|| {
+        format!(
+            "this kernel ({release}) is older than Linux {}.{}, the first with sched_ext's \
+             interface as scx_nest uses it; run it on {}.{} or later",
+            OLDEST_KERNEL.0, OLDEST_KERNEL.1, OLDEST_KERNEL.0, OLDEST_KERNEL.1
+        )
+    })
+}
+
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
@@ -50,4 +76,37 @@ fn read_trimmed(path: &str) -> Option<String> {
 
 fn kernel_release() -> String {
     read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown release".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_before_6_12_are_refused_by_their_release() {
+        for old in [
+            "6.11.0-arch1",
+            "6.6.30-cachyos",
+            "5.10.0-32-amd64",
+            "4.19.0",
+        ] {
+            let refusal = too_old(old).unwrap_or_else(|| panic!("{old} taken"));
+            assert!(
+                refusal.contains(old) && refusal.contains("older than Linux 6.12"),
+                "{refusal}"
+            );
+        }
+        for new in [
+            "6.12.0",
+            "6.12.48+deb13-amd64",
+            "6.18.44-fc-v1272",
+            "7.3.4+deb13-amd64",
+        ] {
+            assert_eq!(too_old(new), None, "{new}");
+        }
+        // Not a release we can read: left to the checks that follow.
+        for odd in ["", "unknown", "6", "linux-6.1"] {
+            assert_eq!(too_old(odd), None, "{odd:?}");
+        }
+    }
 }

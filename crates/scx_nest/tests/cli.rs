@@ -38,6 +38,7 @@ fn bad_values_are_usage_errors_that_say_what_is_valid() {
             "[possible values: nest, builtin, slocal, smove, spread]",
         ),
         (&["--disable", "spin"], "valid: attach, reserve,"),
+        (&["--watchdog", "1s"], "twice the starvation guard's wait"),
     ] {
         let output = scx_nest(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");

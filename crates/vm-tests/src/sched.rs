@@ -579,6 +579,33 @@ pub fn no_ejection_problems(report: &Report, prefix: &str) -> Vec<String> {
     problems
 }
 
+/// The count of sched_ext event `name` in `events`, the kernel's
+/// `/sys/kernel/sched_ext/root/events` with its lines joined (`NAME COUNT
+/// NAME COUNT ...`); None where the kernel does not count it.
+pub fn sched_ext_event(events: &str, name: &str) -> Option<u64> {
+    let words: Vec<&str> = events.split_whitespace().collect();
+    words
+        .chunks(2)
+        .find(|pair| pair[0] == name)
+        .and_then(|pair| pair.get(1)?.parse().ok())
+}
+
+/// What is wrong with sched_ext's event counters `events` (as
+/// [`sched_ext_event`] reads them) of a scx_nest run: a migration-disabled
+/// task the kernel put on a local queue without asking ops.enqueue()
+/// (`SCX_EV_ENQ_SKIP_MIGRATION_DISABLED`), which scx_nest's
+/// `SCX_OPS_ENQ_MIGRATION_DISABLED` rules out. Nothing to say where the
+/// kernel does not count them.
+pub fn event_problems(events: &str) -> Vec<String> {
+    match sched_ext_event(events, "SCX_EV_ENQ_SKIP_MIGRATION_DISABLED") {
+        Some(skipped) if skipped > 0 => vec![format!(
+            "{skipped} migration-disabled tasks queued without ops.enqueue() \
+             (SCX_EV_ENQ_SKIP_MIGRATION_DISABLED)"
+        )],
+        _ => Vec::new(),
+    }
+}
+
 /// Placements (wake-ups) of tasks of a set onto a CPU that was running a
 /// task outside the set while some CPU ran nothing (partial mode: a
 /// SCHED_EXT task put behind a fair task although a CPU was idle).
@@ -652,6 +679,31 @@ mod tests {
             migrations,
             ..TasksPlacement::default()
         }
+    }
+
+    #[test]
+    fn a_migration_disabled_task_queued_without_ops_enqueue_is_a_problem() {
+        let events = "SCX_EV_SELECT_CPU_FALLBACK 3 SCX_EV_ENQ_SKIP_EXITING 0 \
+                      SCX_EV_ENQ_SKIP_MIGRATION_DISABLED 7 SCX_EV_BYPASS_DURATION 0";
+        assert_eq!(
+            sched_ext_event(events, "SCX_EV_SELECT_CPU_FALLBACK"),
+            Some(3)
+        );
+        assert_eq!(sched_ext_event(events, "SCX_EV_NO_SUCH"), None);
+        let problems = event_problems(events);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("7 migration-disabled"),
+            "{problems:?}"
+        );
+        let fine = events.replace("DISABLED 7", "DISABLED 0");
+        assert_eq!(event_problems(&fine), Vec::<String>::new());
+        // A kernel without the counters (`none`, or an older list).
+        assert_eq!(event_problems("none"), Vec::<String>::new());
+        assert_eq!(
+            event_problems("SCX_EV_SELECT_CPU_FALLBACK 3"),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

@@ -21,12 +21,14 @@
 //!   (about one a second; their number depends on the machine's speed and
 //!   is not judged) and at both ends with enable_seq unchanged (no
 //!   ejection), every load
-//!   exits 0, scx_nest exits 0 on SIGINT, no kernel problem. sched_ext's
-//!   event counters (`/sys/kernel/sched_ext/root/events` where the kernel
-//!   has them) are printed, to see whether migration-disabled tasks were
-//!   enqueued, and how many tasks scx_nest's starvation guard ran (waited
-//!   over 1 s). On a failure the scheduler's whole log (the kernel's dump
-//!   of every CPU's tasks if it was ejected) is printed.
+//!   exits 0, scx_nest exits 0 on SIGINT, no kernel problem, and, where
+//!   the kernel counts it (`/sys/kernel/sched_ext/root/events`), no
+//!   migration-disabled task queued without ops.enqueue()
+//!   (`SCX_EV_ENQ_SKIP_MIGRATION_DISABLED` 0: scx_nest sets
+//!   `SCX_OPS_ENQ_MIGRATION_DISABLED`). The event counters are printed,
+//!   and how many tasks scx_nest's starvation guard ran (waited over 1 s).
+//!   On a failure the scheduler's whole log (the kernel's dump of every
+//!   CPU's tasks if it was ejected) is printed.
 //!
 //! Ignored by default (boots a guest); scripts/test.sh runs it. Fails,
 //! never skips, when a binary, the kernel, QEMU or stress-ng is missing.
@@ -37,7 +39,9 @@ use std::time::Duration;
 use nest_trace::timeline::Timeline;
 use nest_vm::{VmSpec, shell_quote};
 use vm_tests::compare::{Comparison, guest_bin};
-use vm_tests::sched::{BusyPlacements, no_ejection_problems, tree_placement, tree_rows};
+use vm_tests::sched::{
+    BusyPlacements, event_problems, no_ejection_problems, tree_placement, tree_rows,
+};
 use vm_tests::trace::{Workload, columns};
 use vm_tests::{Report, kernel_problems, repo_root, run_ok, stat_total};
 
@@ -112,6 +116,7 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
     problems.extend(no_ejection_problems(&report, "partial"));
     problems.extend(no_ejection_problems(&report, "stress"));
     problems.extend(kernel_problems(&outcome.console_log));
+    problems.extend(event_problems(&fact("stress_events_after")));
     eprintln!("preemption: {}", fact("preempt"));
     eprintln!(
         "sched_ext events before the stress: {}",

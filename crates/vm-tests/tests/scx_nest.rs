@@ -180,6 +180,9 @@ fn scx_nest_survives_cpu_hotplug_under_a_hostile_load() {
 
 /// The harness must be able to fail: a scheduler that starves a task is
 /// ejected by the kernel's watchdog, and the lifecycle verdict says so.
+/// The ejection's debug dump, which scx_nest prints, holds scx_nest's own
+/// view (ops.dump, ops.dump_cpu, ops.dump_task): its queues, CPUs, and the
+/// starved task marked as held back.
 #[test]
 #[ignore = "boots a QEMU guest; run via scripts/test.sh"]
 fn negative_control_a_starving_scheduler_is_caught() {
@@ -210,6 +213,23 @@ fn negative_control_a_starving_scheduler_is_caught() {
             .any(|l| l.contains("runnable task stall")),
         "scx_nest did not report why it was ejected: {:#?}",
         report.output
+    );
+    let dumped = |needle: &str| report.output.iter().any(|l| l.contains(needle));
+    for needle in [
+        "DEBUG DUMP",
+        "tasks held back by --debug-stall-comm",
+        "scx_nest: LLC 0 queue:",
+        "scx_nest cpu: ",
+        "scx_nest task: ",
+    ] {
+        assert!(dumped(needle), "no {needle:?} in the ejection's dump");
+    }
+    assert!(
+        report
+            .output
+            .iter()
+            .any(|l| l.contains("scx_nest task: ") && l.contains(" stall=1")),
+        "the starved task is not in the ejection's dump"
     );
 }
 

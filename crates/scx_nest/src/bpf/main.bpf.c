@@ -65,6 +65,14 @@ char _license[] SEC("license") = "GPL";
 UEI_DEFINE(uei);
 
 /*
+ * ops.init() failed: say what failed and return @err. The exit info (which
+ * scx_nest prints) and the kernel's log keep the first error reported, so
+ * the user reads this message rather than the kernel's bare errno.
+ */
+#define init_fail(err, fmt, args...)					\
+	({ scx_bpf_error(fmt, ##args); (err); })
+
+/*
  * Policy configuration, filled in by user space before loading. Not in
  * .rodata: the policy reads it through a plain const pointer, and a
  * zero-initialised const object read that way may be folded to zeros by
@@ -544,24 +552,33 @@ static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
 	return 0;
 }
 
+/* @cpu's pending DSQ and timer; errors as init_fail(). */
+static s32 init_pending_cpu(s32 cpu)
+{
+	struct pending_timer *pt = pending_timer_of(cpu);
+	s32 err;
+
+	err = scx_bpf_create_dsq(PENDING_DSQ_BASE + cpu, -1);
+	if (err)
+		return init_fail(err, "cannot create CPU %d's S_move queue: error %d", cpu, err);
+	if (!pt)
+		return init_fail(-ENOENT, "no S_move timer slot for CPU %d", cpu);
+	pt->cpu = cpu;
+	err = bpf_timer_init(&pt->timer, &pending_timers, CLOCK_MONOTONIC);
+	if (!err)
+		err = bpf_timer_set_callback(&pt->timer, pending_timer_fn);
+	if (err)
+		return init_fail(err, "cannot set up CPU %d's S_move timer: error %d", cpu, err);
+	return 0;
+}
+
 /* Set up every CPU's pending DSQ and timer (S_move only). */
 static s32 init_pending(void)
 {
-	struct pending_timer *pt;
 	s32 cpu, err;
 
 	bpf_for(cpu, 0, nest_cfg.nr_cpus) {
-		err = scx_bpf_create_dsq(PENDING_DSQ_BASE + cpu, -1);
-		if (err)
-			return err;
-		pt = pending_timer_of(cpu);
-		if (!pt)
-			return -ENOENT;
-		pt->cpu = cpu;
-		err = bpf_timer_init(&pt->timer, &pending_timers, CLOCK_MONOTONIC);
-		if (err)
-			return err;
-		err = bpf_timer_set_callback(&pt->timer, pending_timer_fn);
+		err = init_pending_cpu(cpu);
 		if (err)
 			return err;
 	}
@@ -793,7 +810,12 @@ void BPF_STRUCT_OPS(nest_tick, struct task_struct *p)
 	report_nest_changes();
 }
 
-/* May @p run on one CPU only (its current one)? */
+/*
+ * May @p run on one CPU only (its current one)? A migration-disabled task
+ * reaches ops.enqueue() through SCX_OPS_ENQ_MIGRATION_DISABLED (config.rs)
+ * while its affinity may still list other CPUs, so it is tested apart; its
+ * CPU's pinned queue is the one queue no other CPU consumes.
+ */
 static bool task_pinned(const struct task_struct *p)
 {
 	return p->nr_cpus_allowed == 1 || is_migration_disabled(p);
@@ -878,14 +900,17 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
  * Is @p, running on @cpu a moment ago, being queued because a pinned task
  * preempted it there (nest_pinned_preempts())? Then it stays on @cpu, in
  * its local queue behind that task. The rule reads only @cpu's mark: no
- * clock read on this path, which every queued task takes.
+ * clock read on this path, which every queued task takes. Neither a woken
+ * task nor one the kernel re-enqueues (SCX_ENQ_REENQ: a higher class took
+ * @cpu, ops.cpu_release()) is that task: the latter must leave @cpu, and
+ * taking the mark would keep it there.
  */
 static bool resumes_after_pinned(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx pctx = policy_ctx_at(&env, 0);
 
-	return !(enq_flags & SCX_ENQ_WAKEUP) &&
+	return !(enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)) &&
 	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
 	       nest_resumes_after_pinned(&pctx, cpu);
 }
@@ -1232,6 +1257,88 @@ void BPF_STRUCT_OPS(nest_cpu_offline_op, s32 cpu)
 	report_nest_changes();
 }
 
+/*
+ * Debug dump
+ * ----------
+ * The kernel's debug dump (sysrq-D, and the exit info of an ejection,
+ * which scx_nest prints) shows scx_nest's view beside the kernel's: the
+ * nests and the LLC queues (ops.dump()), each CPU's policy state
+ * (ops.dump_cpu()) and each runnable task's (ops.dump_task()). Fields are
+ * named as in struct nest_cpu, struct nest_task and struct task_ctx;
+ * times are scx_bpf_now() ns, which the first line gives.
+ */
+void BPF_STRUCT_OPS(nest_dump, struct scx_dump_ctx *dctx)
+{
+	u32 words = (nest_cfg.nr_cpus + 63) / 64, w, llc;
+
+	scx_bpf_dump("scx_nest: now=%llu policy=%u nr_reserve=%d (r_max %u), nests by 64 CPUs:",
+		     scx_bpf_now(), policy_kind, READ_ONCE(nest_state.nr_reserve),
+		     nest_cfg.r_max);
+	bpf_for(w, 0, words) {
+		u32 i = w & (NEST_MASK_WORDS - 1);
+
+		scx_bpf_dump(" primary[%u]=0x%llx reserve[%u]=0x%llx", w,
+			     READ_ONCE(nest_state.primary[i]), w,
+			     READ_ONCE(nest_state.reserve[i]));
+	}
+	scx_bpf_dump("\n");
+	bpf_for(llc, 0, nest_cfg.nr_llcs)
+		scx_bpf_dump("scx_nest: LLC %u queue: %d tasks, front queues: %d tasks, llc_vtime=%llu\n",
+			     llc, scx_bpf_dsq_nr_queued(LLC_DSQ_BASE + llc),
+			     READ_ONCE(nest_state.llc_fronts[llc_index(llc)]),
+			     READ_ONCE(nest_state.llc_vtime[llc_index(llc)]));
+	if (stall_comm[0])
+		scx_bpf_dump("scx_nest: %d tasks held back by --debug-stall-comm\n",
+			     scx_bpf_dsq_nr_queued(STALL_DSQ));
+}
+
+/*
+ * An idle CPU in no nest with nothing in its pinned or front queue says
+ * nothing, so the kernel leaves it out: on a large idle machine the dump's
+ * space goes to the CPUs that matter.
+ */
+void BPF_STRUCT_OPS(nest_dump_cpu, struct scx_dump_ctx *dctx, s32 cpu, bool idle)
+{
+	struct nest_cpu *c = nest_cpu(&nest_state, cpu);
+	bool primary = mask_test(nest_state.primary, cpu);
+	bool reserve = mask_test(nest_state.reserve, cpu);
+	s32 pinned = scx_bpf_dsq_nr_queued(PINNED_DSQ_BASE + cpu_index(cpu));
+	s32 front = scx_bpf_dsq_nr_queued(FRONT_DSQ_BASE + cpu_index(cpu));
+
+	if (!c || (idle && !primary && !reserve && pinned <= 0 && front <= 0))
+		return;
+	if (primary)
+		scx_bpf_dump("scx_nest cpu: primary nest");
+	else if (reserve)
+		scx_bpf_dump("scx_nest cpu: reserve nest");
+	else
+		scx_bpf_dump("scx_nest cpu: no nest");
+	scx_bpf_dump(", pinned queue %d tasks, front queue %d, LLC %u, running=%u offline=%u idle_since=%llu spin_until=%llu kept_since=%llu",
+		     pinned, front, cpu_llc(&nest_cfg, cpu), READ_ONCE(c->running),
+		     READ_ONCE(c->offline), READ_ONCE(c->idle_since),
+		     READ_ONCE(c->spin_until), READ_ONCE(c->kept_since));
+	scx_bpf_dump(" curr_vtime=%llu curr_weight=%u resume_after_pinned=%u",
+		     READ_ONCE(c->curr_vtime), READ_ONCE(c->curr_weight),
+		     READ_ONCE(c->resume_after_pinned));
+}
+
+void BPF_STRUCT_OPS(nest_dump_task, struct scx_dump_ctx *dctx, struct task_struct *p)
+{
+	struct task_ctx *t = lookup_task(p);
+
+	if (!t) {
+		scx_bpf_dump("scx_nest task: no context");
+		return;
+	}
+	scx_bpf_dump("scx_nest task: weight=%u vtime=%llu vtime_llc=%u recent_cpu=%d,%d prev_misses=%u kept_cpu=%d",
+		     t->weight, t->nest.vtime, t->nest.vtime_llc,
+		     t->nest.recent_cpu[0], t->nest.recent_cpu[1],
+		     t->nest.prev_misses, t->nest.kept_cpu);
+	scx_bpf_dump(" queued_ns=%llu front_cpu=%d unpair=%u pinned=%u stall=%u",
+		     t->queued_ns, t->nest.front_cpu, t->unpair, task_pinned(p),
+		     is_stall_target(p));
+}
+
 s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 		   struct scx_init_task_args *args)
 {
@@ -1248,44 +1355,67 @@ s32 BPF_STRUCT_OPS(nest_init_task, struct task_struct *p,
 	return 0;
 }
 
-/* Each LLC's queue and cpumask, each CPU's queue of pinned tasks. */
-static s32 init_queues(void)
+/* LLC @llc's queue and cpumask; errors as init_fail(). */
+static s32 init_llc(u32 llc)
 {
 	struct bpf_cpumask *mask;
 	struct llc_cpus *l;
-	u32 llc, key;
+	u32 key = llc;
+	s32 err;
+
+	err = scx_bpf_create_dsq(LLC_DSQ_BASE + llc, -1);
+	if (err)
+		return init_fail(err, "cannot create LLC %u's queue: error %d", llc, err);
+	l = bpf_map_lookup_elem(&llc_cpumasks, &key);
+	if (!l)
+		return init_fail(-ENOENT, "no cpumask slot for LLC %u", llc);
+	mask = bpf_cpumask_create();
+	if (!mask)
+		return init_fail(-ENOMEM, "cannot allocate LLC %u's cpumask", llc);
+	mask = bpf_kptr_xchg(&l->mask, mask);
+	if (mask)
+		bpf_cpumask_release(mask);
+	return 0;
+}
+
+/* @cpu's queue of pinned tasks, and @cpu in its LLC's cpumask. */
+static s32 init_cpu(s32 cpu)
+{
+	u32 key = llc_index(cpu_llc(&nest_cfg, cpu));
+	struct llc_cpus *l;
+	s32 err;
+
+	err = scx_bpf_create_dsq(PINNED_DSQ_BASE + cpu, -1);
+	if (err)
+		return init_fail(err, "cannot create CPU %d's pinned queue: error %d", cpu, err);
+	err = scx_bpf_create_dsq(FRONT_DSQ_BASE + cpu, -1);
+	if (err)
+		return init_fail(err, "cannot create CPU %d's front queue: error %d", cpu, err);
+	l = bpf_map_lookup_elem(&llc_cpumasks, &key);
+	if (!l)
+		return init_fail(-ENOENT, "no cpumask slot for LLC %u of CPU %d", key, cpu);
+	bpf_rcu_read_lock();
+	if (l->mask)
+		bpf_cpumask_set_cpu(cpu, l->mask);
+	bpf_rcu_read_unlock();
+	return 0;
+}
+
+/* Each LLC's queue and cpumask, each CPU's pinned and front queues. */
+static s32 init_queues(void)
+{
+	u32 llc;
 	s32 cpu, err;
 
 	bpf_for(llc, 0, nest_cfg.nr_llcs) {
-		err = scx_bpf_create_dsq(LLC_DSQ_BASE + llc, -1);
+		err = init_llc(llc);
 		if (err)
 			return err;
-		key = llc;
-		l = bpf_map_lookup_elem(&llc_cpumasks, &key);
-		mask = bpf_cpumask_create();
-		if (!l || !mask) {
-			if (mask)
-				bpf_cpumask_release(mask);
-			return -ENOMEM;
-		}
-		mask = bpf_kptr_xchg(&l->mask, mask);
-		if (mask)
-			bpf_cpumask_release(mask);
 	}
 	bpf_for(cpu, 0, nest_cfg.nr_cpus) {
-		err = scx_bpf_create_dsq(PINNED_DSQ_BASE + cpu, -1);
-		if (!err)
-			err = scx_bpf_create_dsq(FRONT_DSQ_BASE + cpu, -1);
+		err = init_cpu(cpu);
 		if (err)
 			return err;
-		key = llc_index(cpu_llc(&nest_cfg, cpu));
-		l = bpf_map_lookup_elem(&llc_cpumasks, &key);
-		if (!l)
-			return -ENOENT;
-		bpf_rcu_read_lock();
-		if (l->mask)
-			bpf_cpumask_set_cpu(cpu, l->mask);
-		bpf_rcu_read_unlock();
 	}
 	return 0;
 }
@@ -1298,9 +1428,9 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(nest_init)
 		return err;
 	perf_init();
 	err = scx_bpf_create_dsq(STALL_DSQ, -1);
-	if (err || policy_kind != POLICY_SMOVE)
-		return err;
-	return init_pending();
+	if (err)
+		return init_fail(err, "cannot create the stall test's queue: error %d", err);
+	return policy_kind == POLICY_SMOVE ? init_pending() : 0;
 }
 
 void BPF_STRUCT_OPS(nest_exit, struct scx_exit_info *ei)
@@ -1322,6 +1452,9 @@ SCX_OPS_DEFINE(nest_ops,
 	       .cpu_online = (void *)nest_cpu_online_op,
 	       .cpu_offline = (void *)nest_cpu_offline_op,
 	       .init_task = (void *)nest_init_task,
+	       .dump = (void *)nest_dump,
+	       .dump_cpu = (void *)nest_dump_cpu,
+	       .dump_task = (void *)nest_dump_task,
 	       .cgroup_init = (void *)nest_cgroup_init,
 	       .cgroup_move = (void *)nest_cgroup_move,
 	       .cgroup_set_weight = (void *)nest_cgroup_set_weight,
