@@ -521,10 +521,10 @@ impl Nest {
     /// long and may run on `cpu`, looked for when the queue's sweep is due.
     fn take_starving(&mut self, cx: &Ctx, cpu: Cpu, dsq: u32) -> Option<TaskId> {
         let now = cx.now();
-        if self.queues.len(dsq) == 0
-            || !self
-                .policy
-                .starve_sweep_due(&mut self.queues.sweep_at[dsq as usize], now)
+        if !self
+            .policy
+            .starve_sweep_due(&mut self.queues.sweep_at[dsq as usize], now)
+            || self.queues.len(dsq) == 0
         {
             return None;
         }

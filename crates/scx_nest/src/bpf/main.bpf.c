@@ -305,10 +305,14 @@ static u32 save_weight(struct task_struct *p, struct task_ctx *t,
 	return t->weight;
 }
 
-/* Save and return the weight @p runs with; as task_cgrp_ctx(). */
+/*
+ * Save and return the weight @p runs with; as task_cgrp_ctx(). A task of
+ * the root cgroup (counted in none: cg_runnable 0) runs with its own
+ * weight, with no cgroup lookup, which takes and drops a reference.
+ */
 static u32 refresh_weight(struct task_struct *p, struct task_ctx *t)
 {
-	return save_weight(p, t, task_cgrp_ctx(p));
+	return save_weight(p, t, t->cg_runnable ? task_cgrp_ctx(p) : NULL);
 }
 
 static void cgrp_add_runnable(struct cgrp_ctx *c, struct task_ctx *t,
@@ -988,8 +992,9 @@ static bool consume_starving(struct nest_ctx *pctx, s32 cpu, u64 dsq,
 {
 	struct task_struct *p;
 
-	if (scx_bpf_dsq_nr_queued(dsq) <= 0 ||
-	    !nest_starve_sweep_due(pctx, sweep_at))
+	/* The sweep's time first: a queue's length is a lookup by its id. */
+	if (!nest_starve_sweep_due(pctx, sweep_at) ||
+	    scx_bpf_dsq_nr_queued(dsq) <= 0)
 		return false;
 	bpf_for_each(scx_dsq, p, dsq, SCX_DSQ_ITER_REV) {
 		if (starving_here(pctx, cpu, p) &&
