@@ -255,13 +255,13 @@ bool nest_native_wakeup_preempts(struct nest_state *st,
 	return nest_wakeup_preempts(&ctx, cpu, vtime);
 }
 
-bool nest_native_pinned_runs_next(struct nest_state *st,
+bool nest_native_woken_runs_next(struct nest_state *st,
 				  const struct nest_config *cfg, nest_env_t env,
 				  s32 cpu, u64 vtime)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
 
-	return nest_pinned_runs_next(&ctx, cpu, vtime);
+	return nest_woken_runs_next(&ctx, cpu, vtime);
 }
 
 void nest_native_pinned_preempts(struct nest_state *st,

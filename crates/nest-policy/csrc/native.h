@@ -87,7 +87,7 @@ void nest_native_sched_stopping(struct nest_state *st,
 bool nest_native_wakeup_preempts(struct nest_state *st,
 				 const struct nest_config *cfg, nest_env_t env,
 				 u64 now, s32 cpu, u64 vtime);
-bool nest_native_pinned_runs_next(struct nest_state *st,
+bool nest_native_woken_runs_next(struct nest_state *st,
 				  const struct nest_config *cfg, nest_env_t env,
 				  s32 cpu, u64 vtime);
 void nest_native_pinned_preempts(struct nest_state *st,

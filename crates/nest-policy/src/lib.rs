@@ -933,13 +933,13 @@ impl NestPolicy {
         }
     }
 
-    /// Would a task pinned to `cpu`, of virtual time `vtime`, be the next
+    /// Would a task woken on `cpu`, of virtual time `vtime`, be the next
     /// task `cpu` takes from its queues?
-    pub fn pinned_runs_next(&self, plat: &mut dyn Platform, cpu: u32, vtime: u64) -> bool {
+    pub fn woken_runs_next(&self, plat: &mut dyn Platform, cpu: u32, vtime: u64) -> bool {
         let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
-            ffi::nest_native_pinned_runs_next(
+            ffi::nest_native_woken_runs_next(
                 self.state_ptr(),
                 &*self.cfg,
                 Self::env_ptr(&mut env),

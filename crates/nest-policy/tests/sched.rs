@@ -280,28 +280,28 @@ fn a_cpu_takes_its_own_llc_then_steals_from_the_nearest_or_an_overloaded_one() {
 fn a_woken_pinned_task_runs_next_only_if_no_queued_task_is_earlier() {
     let p = policy();
     let mut plat = Queues::default();
-    assert!(p.pinned_runs_next(&mut plat, 2, 100), "nothing waits");
+    assert!(p.woken_runs_next(&mut plat, 2, 100), "nothing waits");
     plat.queued.insert(0, 1);
     plat.heads.insert(Queue::Llc(0), 100);
     assert!(
-        p.pinned_runs_next(&mut plat, 2, 100),
+        p.woken_runs_next(&mut plat, 2, 100),
         "the LLC's first is as late"
     );
     assert!(
-        !p.pinned_runs_next(&mut plat, 2, 101),
+        !p.woken_runs_next(&mut plat, 2, 101),
         "the LLC's first is earlier"
     );
     plat.heads.insert(Queue::Pinned(2), 50);
-    assert!(p.pinned_runs_next(&mut plat, 2, 40), "earlier than both");
+    assert!(p.woken_runs_next(&mut plat, 2, 40), "earlier than both");
     assert!(
-        !p.pinned_runs_next(&mut plat, 2, 50),
+        !p.woken_runs_next(&mut plat, 2, 50),
         "its own queue's first came first"
     );
     // Another CPU's pinned queue and another LLC's queue do not count.
     plat.heads.insert(Queue::Pinned(3), 10);
     plat.queued.insert(1, 1);
     plat.heads.insert(Queue::Llc(1), 10);
-    assert!(p.pinned_runs_next(&mut plat, 2, 40));
+    assert!(p.woken_runs_next(&mut plat, 2, 40));
 }
 
 #[test]
@@ -371,9 +371,9 @@ fn a_cpu_takes_its_front_task_unless_the_llc_queue_s_first_is_far_earlier() {
         Some(Queue::Front(2)),
         "the front task is earlier than the pinned one"
     );
-    assert!(p.pinned_runs_next(&mut plat, 2, 99 * SLICE));
+    assert!(p.woken_runs_next(&mut plat, 2, 99 * SLICE));
     assert!(
-        !p.pinned_runs_next(&mut plat, 2, 101 * SLICE),
+        !p.woken_runs_next(&mut plat, 2, 101 * SLICE),
         "the front task comes first"
     );
 }

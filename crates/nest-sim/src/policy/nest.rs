@@ -465,9 +465,10 @@ impl Nest {
 
     /// `queue_task()`: `task` joins the queue the policy names
     /// (`nest_queue_of()`) with its virtual time. A woken task may preempt
-    /// `cpu`'s (a pinned one that `cpu` would take next goes straight to
-    /// `cpu`: `nest_pinned_runs_next()`); otherwise `cpu` (pinned) or an
-    /// idle CPU near it is kicked to take it.
+    /// `cpu`'s (one that `cpu` would take next goes straight to `cpu`:
+    /// `nest_woken_runs_next()`, and a pinned one has the task it
+    /// preempted resume there); otherwise `cpu` (pinned) or an idle CPU
+    /// near it is kicked to take it.
     fn queue_task(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, woken: bool) -> Queued {
         let pinned = cx.task_pinned(task);
         let frame = self.frame_of(cx, task, cpu);
@@ -481,8 +482,10 @@ impl Nest {
             h.queued_ns = cx.now().max(1);
         }
         let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
-        if preempt && pinned && self.policy.pinned_runs_next(&mut plat, cpu, vtime) {
-            self.policy.pinned_preempts(cpu);
+        if preempt && self.policy.woken_runs_next(&mut plat, cpu, vtime) {
+            if pinned {
+                self.policy.pinned_preempts(cpu);
+            }
             cx.kick(cpu, true);
             return Queued::OnCpu(cpu);
         }

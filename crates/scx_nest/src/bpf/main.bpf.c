@@ -845,9 +845,9 @@ static void kick_pinned_cpu(s32 cpu)
 /*
  * Queue @p, whose CPU is @cpu, with its virtual time, in the queue the
  * policy names (nest_queue_of()): @cpu's queue of pinned tasks if
- * @pinned, else @cpu's front queue or its LLC's. A woken task may preempt the task running
- * on @cpu (a pinned one that @cpu would take next goes straight to its
- * local queue: nest_pinned_runs_next()); otherwise an idle CPU is kicked
+ * @pinned, else @cpu's front queue or its LLC's. A woken task may preempt
+ * the task running on @cpu (one that @cpu would take next goes straight
+ * to its local queue: nest_woken_runs_next()); otherwise an idle CPU is kicked
  * (the placement found none a moment ago, but one may have gone idle
  * since). Any other task (preempted, or moved here by an affinity change
  * or a migration) wakes an idle CPU too, its own first: waiting for the
@@ -871,11 +871,12 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 
 	if (!t->queued_ns)
 		t->queued_ns = pctx.now ? pctx.now : 1;
-	if (preempt && pinned && nest_pinned_runs_next(&pctx, cpu, vtime)) {
+	if (preempt && nest_woken_runs_next(&pctx, cpu, vtime)) {
 		/* In ops.enqueue(), SCX_DSQ_LOCAL is @p's CPU's: @cpu's. */
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, nest_slice(&pctx, llc),
 				   enq_flags | SCX_ENQ_HEAD | SCX_ENQ_PREEMPT);
-		nest_pinned_preempts(&pctx, cpu);
+		if (pinned)
+			nest_pinned_preempts(&pctx, cpu);
 		count_event(NEST_EV_PREEMPTED, 1);
 		return;
 	}
