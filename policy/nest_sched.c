@@ -460,8 +460,8 @@ static s32 nest_llc_next(const struct nest_ctx *ctx, s32 cpu, u64 *vtime)
  * (nest_llc_next()) is earlier. Such a task, woken with
  * nest_wakeup_preempts(), then goes straight to the CPU, without the
  * round trip through a queue, a kick (an interrupt, even on the waker's
- * own CPU) and ops.dispatch(): 19275 such kicks in 0.8 s of stress-ng's
- * switch stressor on 16 CPUs. Under emulation with
+ * own CPU) and ops.dispatch(): 19275 such kicks in a 50000-operation run
+ * of stress-ng's switch stressor on 16 CPUs. Under emulation with
  * the host busy, that trip made cyclictest's wake-ups beside a CPU hog
  * take 157-267 us at p50 (the default scheduler's 31-44 us), and each
  * microsecond of it a chance for the emulator to stop: p99 5.5-6.2 ms
@@ -535,8 +535,8 @@ static bool llc_overloaded(const struct nest_config *cfg, u32 llc, u32 nr,
  * the earliest of @cpu's LLC, else the first of another LLC's. Returns
  * NEST_QUEUE_FRONT - cpu of that CPU, or NEST_QUEUE_NONE. Only a CPU that
  * would otherwise go idle looks, and only at the CPUs of LLCs whose front
- * queues hold tasks: a look at each CPU's queue at every switch to idle
- * made two tasks ping-ponging through a pipe a third slower.
+ * queues hold tasks: a look into a queue is a lookup by its id, and CPUs
+ * go idle at most switches of a ping-pong.
  */
 static s32 nest_front_to_steal(const struct nest_ctx *ctx, s32 cpu)
 {
