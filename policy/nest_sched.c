@@ -531,7 +531,8 @@ static bool llc_overloaded(const struct nest_config *cfg, u32 llc, u32 nr,
 
 /*
  * A front task for @cpu, which has nothing else to run, to take from
- * another CPU, as the fair scheduler's idle balance pulls a waiting task:
+ * another CPU, as the fair scheduler's idle balance pulls a waiting task
+ * (sched_balance_newidle() in kernel/sched/fair.c):
  * the earliest of @cpu's LLC, else the first of another LLC's. Returns
  * NEST_QUEUE_FRONT - cpu of that CPU, or NEST_QUEUE_NONE. Only a CPU that
  * would otherwise go idle looks, and only at the CPUs of LLCs whose front
