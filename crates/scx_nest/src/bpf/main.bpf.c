@@ -519,6 +519,27 @@ static __always_inline void move_pending(struct bpf_iter_scx_dsq *it,
 }
 
 /*
+ * Move @p, of context @t, from the DSQ being iterated to the LLC queue of
+ * @cpu, an offline CPU that will never take it, with its virtual time, and
+ * wake an idle CPU for it.
+ */
+static __always_inline void move_to_llc_queue(struct bpf_iter_scx_dsq *it,
+					      struct task_struct *p,
+					      struct task_ctx *t, s32 cpu)
+{
+	struct nest_bpf_env env = {};
+	struct nest_ctx pctx = policy_ctx(&env);
+	u32 llc = nest_queue_llc(&pctx, cpu);
+
+	scx_bpf_dsq_move_set_vtime(it, t ? t->nest.vtime : 0);
+	if (!scx_bpf_dsq_move_vtime(it, p, LLC_DSQ_BASE + llc, 0))
+		return;
+	if (t)
+		nest_task_queued(&pctx, &t->nest, llc);
+	kick_idle_near(cpu, p);
+}
+
+/*
  * A CPU's pending timer fired: move the tasks whose delay passed, and come
  * back for the others. A task inserted while the scan ran is caught by the
  * final check of the queue length.
@@ -534,12 +555,7 @@ static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
 
 		/* An offline CPU never dispatches: hand its tasks to all. */
 		if (cpu_offline(&nest_state, pt->cpu)) {
-			scx_bpf_dsq_move_set_vtime(BPF_FOR_EACH_ITER,
-						   t ? t->nest.vtime : 0);
-			if (scx_bpf_dsq_move_vtime(BPF_FOR_EACH_ITER, p,
-						   LLC_DSQ_BASE +
-						   cpu_llc(&nest_cfg, pt->cpu), 0))
-				kick_idle_near(pt->cpu, p);
+			move_to_llc_queue(BPF_FOR_EACH_ITER, p, t, pt->cpu);
 			continue;
 		}
 		if (!t || t->nest.move_to < 0)
@@ -1237,23 +1253,10 @@ void BPF_STRUCT_OPS(nest_cpu_online_op, s32 cpu)
  */
 static void front_to_llc_queue(s32 cpu)
 {
-	struct nest_bpf_env env = {};
-	struct nest_ctx pctx = policy_ctx(&env);
-	u32 llc = nest_queue_llc(&pctx, cpu);
 	struct task_struct *p;
 
-	bpf_for_each(scx_dsq, p, FRONT_DSQ_BASE + cpu_index(cpu), 0) {
-		struct task_ctx *t = lookup_task(p);
-
-		if (!t)
-			continue;
-		scx_bpf_dsq_move_set_vtime(BPF_FOR_EACH_ITER, t->nest.vtime);
-		if (!scx_bpf_dsq_move_vtime(BPF_FOR_EACH_ITER, p,
-					    LLC_DSQ_BASE + llc, 0))
-			continue;
-		nest_task_queued(&pctx, &t->nest, llc);
-		kick_idle_near(cpu, p);
-	}
+	bpf_for_each(scx_dsq, p, FRONT_DSQ_BASE + cpu_index(cpu), 0)
+		move_to_llc_queue(BPF_FOR_EACH_ITER, p, lookup_task(p), cpu);
 }
 
 void BPF_STRUCT_OPS(nest_cpu_offline_op, s32 cpu)
