@@ -1,31 +1,42 @@
 #!/bin/sh
-# Find, download and cache the newest Debian kernel with sched_ext, or
-# (--linux-5.10) Debian 11's 5.10 kernel, the fair scheduler of the
-# generation Nest was compared with, as a reference for the simulator's
-# Linux model (no sched_ext: only the default scheduler runs on it).
+# Find, download and cache the newest Debian kernel with sched_ext, the
+# newest of one series (--version 6.18), or (--linux-5.10) Debian 11's 5.10
+# kernel, the fair scheduler of the generation Nest was compared with, as a
+# reference for the simulator's Linux model (no sched_ext: only the default
+# scheduler runs on it).
+#
+# A series Debian packages only without sched_ext (6.12, the first release
+# with it) is built from Debian's linux-source-<series> package with a small
+# guest config (scripts/guest-kernel.config): ten to thirty minutes on two
+# cores, once; the build's progress goes to stderr, its log to the cache.
 #
 # Uses a private apt configuration (own sources list, lists and cache
 # directories under the cache dir); the system's apt setup is never changed
 # and nothing is installed: packages are fetched with `apt-get download`
 # and unpacked with `dpkg-deb -x`.
 #
-# Usage: scripts/guest-kernel.sh [--refresh | --cached] [--linux-5.10]
+# Usage: scripts/guest-kernel.sh [--refresh | --cached] [--version X.Y | --linux-5.10]
+#        scripts/guest-kernel.sh --list
 #   --refresh     refresh the package index even if it is recent
 #   --cached      do not touch the network; use the newest cached kernel
+#   --version X.Y the newest kernel of series X.Y (6.12, 6.18, 7.2, ...),
+#                 packaged or built; kernel/current is left alone
 #   --linux-5.10  Debian 11's newest 5.10 kernel instead, cached apart
 #                 (under kernel-5.10/, with its own package index)
+#   --list        print the cached sched_ext kernels, newest first, and exit
 #
 # Environment:
 #   NEST_CACHE            cache directory (default /var/cache/nest)
 #   NEST_DEBIAN_MIRROR    Debian mirror (default http://deb.debian.org/debian)
 #   NEST_KERNEL_SUITES    suites to search (default "sid trixie-backports")
+#   NEST_SOURCE_SUITES    suites searched for linux-source-X.Y (default trixie)
 #   NEST_KERNEL_FLAVOUR   kernel flavour (default amd64)
 #   NEST_INDEX_MAX_AGE    seconds before the index is refreshed (default 86400)
 #
 # The last line of stdout is the cached kernel directory, which holds
 # vmlinuz, config, release (the `uname -r` string) and modules/ (the
 # /usr/lib/modules/<release> tree). $NEST_CACHE/kernel/current points to it
-# (kernel-5.10/current with --linux-5.10).
+# (kernel-5.10/current with --linux-5.10); --version leaves it alone.
 set -eu
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -34,6 +45,7 @@ MIRROR=${NEST_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITES=${NEST_KERNEL_SUITES:-sid trixie-backports}
 FLAVOUR=${NEST_KERNEL_FLAVOUR:-amd64}
 MAX_AGE=${NEST_INDEX_MAX_AGE:-86400}
+SOURCE_SUITES=${NEST_SOURCE_SUITES:-trixie}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 APT=$CACHE/apt
@@ -42,20 +54,36 @@ MODE=auto
 # Release prefix to accept, and whether the kernel must have sched_ext.
 SERIES=
 NEED_SCHED_EXT=yes
+# The series asked for with --version (empty: the newest of any).
+VERSION=
 
 say() { echo "guest-kernel: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 parse_args() {
-	for arg in "$@"; do
-		case $arg in
+	while [ $# -gt 0 ]; do
+		case $1 in
 		--refresh) MODE=refresh ;;
 		--cached) MODE=cached ;;
 		--linux-5.10) use_linux_510 ;;
-		-h | --help) sed -n '2,30s/^# \{0,1\}//p' "$0"; exit 0 ;;
-		*) die "unknown argument '$arg' (try --help)" ;;
+		--version)
+			[ $# -ge 2 ] || die "--version needs a series such as 6.12"
+			use_version "$2"
+			shift
+			;;
+		--list) MODE=list ;;
+		-h | --help) sed -n '2,41s/^# \{0,1\}//p' "$0"; exit 0 ;;
+		*) die "unknown argument '$1' (try --help)" ;;
 		esac
+		shift
 	done
+}
+
+use_version() {
+	echo "$1" | grep -Eqx '[0-9]+\.[0-9]+' ||
+		die "--version wants a kernel series such as 6.12 or 7.2, not '$1'"
+	VERSION=$1
+	SERIES=$(echo "$1" | sed 's/\./\\./')\\.
 }
 
 check_tools() {
@@ -155,7 +183,7 @@ candidates() {
 cached_releases() {
 	for dir in "$KERNELS"/[0-9]*/; do
 		[ -e "$dir.complete" ] && basename "$dir"
-	done | sort -Vr
+	done | grep -- "^$SERIES" | sort -Vr
 }
 
 # Packages built for a release: the image and those it depends on.
@@ -257,6 +285,88 @@ try_release() {
 	return 1
 }
 
+# Build series $VERSION from Debian's linux-source-$VERSION with the small
+# guest config; sets BUILT to the cached release. Everything sched_ext and
+# the harness need is built in; modules.builtin tells the initramfs so.
+build_from_source() {
+	binary_apt=$APT binary_suites=$SUITES
+	APT=$CACHE/apt-src SUITES=$SOURCE_SUITES
+	status=0
+	build_in_source_index || status=1
+	APT=$binary_apt SUITES=$binary_suites
+	return $status
+}
+
+build_in_source_index() {
+	prepare_cache
+	refresh_index || { say "cannot refresh the source index"; return 1; }
+	package=linux-source-$VERSION
+	version=$(apt_cache policy "$package" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+	[ -n "$version" ] && [ "$version" != "(none)" ] ||
+		{ say "no sched_ext kernel and no $package in $SOURCE_SUITES"; return 1; }
+	say "no packaged $VERSION kernel has sched_ext: building $package $version"
+	src=$CACHE/src build=$CACHE/build/linux-$VERSION
+	mkdir -p "$src"
+	deb=$(ls "$src/${package}_"*.deb 2>/dev/null | grep -F "_$(echo "$version" | sed 's/^[0-9]*://')_" || true)
+	if [ -z "$deb" ]; then
+		rm -f "$src/${package}_"*.deb
+		id _apt >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && chown _apt "$src"
+		(cd "$src" && apt_get download "$package" >&2) || { say "cannot download $package"; return 1; }
+		deb=$(ls "$src/${package}_"*.deb)
+	fi
+	say "unpacking $(basename "$deb")"
+	rm -rf "$build" && mkdir -p "$build"
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -O --wildcards "*/$package.tar.xz" |
+		tar -xJ -C "$build" --strip-components=1 || { say "cannot unpack $package"; return 1; }
+	configure_build "$build" || return 1
+	compile "$build" || return 1
+	install_build "$build" "$package $version (built with scripts/guest-kernel.config)" || return 1
+	rm -rf "$build"
+}
+
+configure_build() {
+	fragment=$(dirname "$0")/guest-kernel.config
+	make -C "$1" -s tinyconfig >&2 &&
+		"$1/scripts/kconfig/merge_config.sh" -m -O "$1" "$1/.config" "$fragment" >/dev/null &&
+		make -C "$1" -s olddefconfig >&2 || { say "cannot configure the kernel"; return 1; }
+	missing=$(grep -o '^CONFIG_[A-Z0-9_]*=.*' "$fragment" | while read -r option; do
+		grep -qx "$option" "$1/.config" || echo "$option"
+	done)
+	[ -z "$missing" ] || { say "the kernel config dropped: $missing"; return 1; }
+}
+
+# One progress line per hundred build steps; the whole log in build.log.
+compile() {
+	log=$1.log jobs=$(nproc)
+	say "compiling with $jobs jobs (log: $log)"
+	(make -C "$1" -j"$jobs" LOCALVERSION=-nest bzImage modules 2>&1; echo "exit $?") |
+		tee "$log" | awk '/^  [A-Z]/ { if (++n % 100 == 0) print "guest-kernel: build step " n ": " $2 > "/dev/stderr" }'
+	tail -n 1 "$log" | grep -qx 'exit 0' && return 0
+	tail -n 30 "$log" >&2
+	say "the kernel build failed (log: $log)"
+	return 1
+}
+
+install_build() {
+	release=$(make -C "$1" -s LOCALVERSION=-nest kernelrelease)
+	stage=$1.stage
+	rm -rf "$stage"
+	make -C "$1" -s LOCALVERSION=-nest INSTALL_MOD_PATH="$stage" modules_install >&2 ||
+		{ say "modules_install failed"; return 1; }
+	dest=$KERNELS/$release
+	rm -rf "$dest" && mkdir -p "$dest" &&
+		cp "$1/arch/x86/boot/bzImage" "$dest/vmlinuz" &&
+		cp "$1/.config" "$dest/config" &&
+		mv "$stage/lib/modules/$release" "$dest/modules" &&
+		rm -f "$dest/modules/build" "$dest/modules/source" &&
+		echo "$release" >"$dest/release" &&
+		echo "$2" >"$dest/package-version" || return 1
+	rm -rf "$stage" "$1.log"
+	touch "$dest/.complete"
+	BUILT=$release
+	say "built and cached $release"
+}
+
 use_newest_cached() {
 	newest=$(cached_releases | head -n 1)
 	[ -n "$newest" ] || die "$1, and no kernel is cached in $KERNELS"
@@ -265,8 +375,15 @@ use_newest_cached() {
 }
 
 finish() {
-	ln -sfn "$1" "$KERNELS/current"
+	[ -n "$VERSION" ] || ln -sfn "$1" "$KERNELS/current"
 	echo "$KERNELS/$1"
+	exit 0
+}
+
+list_cached() {
+	for release in $(cached_releases); do
+		printf '%s\t%s\n' "$release" "$KERNELS/$release"
+	done
 	exit 0
 }
 
@@ -276,13 +393,20 @@ main() {
 	prepare_cache
 	exec 9>"$CACHE/.guest-kernel.lock"
 	flock 9
+	[ "$MODE" = list ] && list_cached
 	[ "$MODE" = cached ] && use_newest_cached "--cached given"
+	if [ -n "$VERSION" ] && [ -n "$(cached_releases)" ] && [ "$MODE" = auto ]; then
+		finish "$(cached_releases | head -n 1)"
+	fi
 	refresh_index || use_newest_cached "cannot refresh the package index (offline?)"
 	releases=$(candidates)
-	[ -n "$releases" ] || use_newest_cached "no linux-image-*-$FLAVOUR package in $SUITES"
 	for release in $releases; do
 		try_release "$release" && finish "$release"
 	done
+	if [ -n "$VERSION" ] && [ "$NEED_SCHED_EXT" = yes ]; then
+		build_from_source && finish "$BUILT"
+	fi
+	[ -n "$releases" ] || use_newest_cached "no linux-image package${VERSION:+ of $VERSION} in $SUITES"
 	tried=$(echo "$releases" | paste -sd ' ')
 	[ -z "$(cached_releases)" ] ||
 		use_newest_cached "no usable sched_ext kernel in $SUITES (tried: $tried)"

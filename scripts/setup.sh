@@ -13,6 +13,7 @@ qemu-system-x86 busybox-static cpio kmod xz-utils
 ca-certificates debian-archive-keyring
 protobuf-compiler fonts-dejavu-core chromium
 rt-tests stress-ng zstd cmake
+bc bison flex libssl-dev dwarves
 trace-cmd linux-perf
 "
 MIN_CARGO=1.91

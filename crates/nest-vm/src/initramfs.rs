@@ -80,7 +80,10 @@ fn module_name(path: &str) -> &str {
 }
 
 /// Module paths (relative to the module tree) to load, dependencies
-/// first: [`MODULES_IF_MODULAR`] that the kernel has, then `wanted`.
+/// first: [`MODULES_IF_MODULAR`] that the kernel has, then `wanted`, less
+/// those built into the kernel (`modules.builtin`, made by `make
+/// modules_install`; the kernels scripts/guest-kernel.sh builds have 9p
+/// built in).
 pub fn load_order(modules_dir: &Path, wanted: &[&str]) -> Result<Vec<String>> {
     let dep_file = modules_dir.join("modules.dep");
     let text = fs::read_to_string(&dep_file).with_context(|| {
@@ -89,7 +92,14 @@ pub fn load_order(modules_dir: &Path, wanted: &[&str]) -> Result<Vec<String>> {
             dep_file.display()
         )
     })?;
-    modules_to_load(&parse_modules_dep(&text), wanted)
+    let builtin = fs::read_to_string(modules_dir.join("modules.builtin")).unwrap_or_default();
+    let builtin: Vec<&str> = builtin.lines().map(module_name).collect();
+    let modular: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|name| !builtin.iter().any(|b| same_module(b, name)))
+        .collect();
+    modules_to_load(&parse_modules_dep(&text), &modular)
 }
 
 /// [`MODULES_IF_MODULAR`] that `deps` has, then `wanted`, resolved.
@@ -102,11 +112,15 @@ fn modules_to_load(deps: &HashMap<String, Vec<String>>, wanted: &[&str]) -> Resu
     resolve(deps, &names)
 }
 
+/// Module names compare with `-` and `_` alike.
+fn same_module(a: &str, b: &str) -> bool {
+    a.replace('-', "_") == b.replace('-', "_")
+}
+
 /// The path of module `name` (`-` and `_` alike) in `deps`.
 fn find_module<'a>(deps: &'a HashMap<String, Vec<String>>, name: &str) -> Option<&'a String> {
-    let name = name.replace('-', "_");
     deps.keys()
-        .find(|path| module_name(path).replace('-', "_") == name)
+        .find(|path| same_module(module_name(path), name))
 }
 
 /// `modules.dep` as module path -> dependency paths.
@@ -233,6 +247,24 @@ kernel/fs/netfs/netfs.ko.xz:
                 "9p"
             ]
         );
+    }
+
+    #[test]
+    fn built_in_modules_are_not_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("modules.dep"), "").unwrap();
+        fs::write(
+            dir.path().join("modules.builtin"),
+            "kernel/net/9p/9pnet.ko\nkernel/net/9p/9pnet_virtio.ko\nkernel/fs/9p/9p.ko\n",
+        )
+        .unwrap();
+        assert_eq!(
+            load_order(dir.path(), &MODULES).unwrap(),
+            Vec::<String>::new()
+        );
+        fs::write(dir.path().join("modules.builtin"), "kernel/fs/9p/9p.ko\n").unwrap();
+        let err = load_order(dir.path(), &MODULES).unwrap_err();
+        assert!(err.to_string().contains("9pnet_virtio"), "{err}");
     }
 
     #[test]

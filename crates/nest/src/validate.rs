@@ -27,7 +27,7 @@ use nest_vm::{GuestClock, VmSpec, shell_quote};
 
 use crate::source;
 use crate::usage;
-use crate::vm::{ensure_kernel, find_repo_file};
+use crate::vm::{KernelChoice, ensure_kernel, find_repo_file};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -305,7 +305,12 @@ fn record_in_guest(
     workloads: &[Workload],
     guest: Guest,
 ) -> Result<()> {
-    let kernel_dir = ensure_kernel(false, kernel == LinuxVersion::Linux510)?;
+    let choice = if kernel == LinuxVersion::Linux510 {
+        KernelChoice::Linux510
+    } else {
+        KernelChoice::Newest
+    };
+    let kernel_dir = ensure_kernel(false, &choice)?;
     let bin = programs_dir()?;
     check_programs(&bin, schedulers)?;
     if workloads.contains(&Workload::Configure) {

@@ -9,7 +9,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use nest_policy::duration_within;
 use nest_vm::{
-    GuestKernel, VmOutcome, VmSpec, default_kernel_dir, linux_510_kernel_dir, shell_join,
+    GuestKernel, VmOutcome, VmSpec, cached_kernel_of, default_kernel_dir, linux_510_kernel_dir,
+    shell_join,
 };
 
 #[derive(Debug, Args)]
@@ -26,11 +27,19 @@ enum VmCommand {
         /// Look for a newer kernel even if one is cached.
         #[arg(long)]
         refresh: bool,
+        /// The newest kernel of this series (6.12, 6.18, 7.2, ...): Debian's
+        /// package, or built from Debian's linux-source package where no
+        /// package has sched_ext (6.12).
+        #[arg(long, value_name = "X.Y", conflicts_with = "linux_510")]
+        version: Option<String>,
         /// Debian 11's 5.10 kernel instead (no sched_ext: the default
         /// scheduler of the generation Nest was compared with), for
         /// `nest vm run --kernel DIR`.
         #[arg(long = "linux-5.10")]
         linux_510: bool,
+        /// List the cached sched_ext kernels instead, newest first.
+        #[arg(long, conflicts_with_all = ["refresh", "version", "linux_510"])]
+        list: bool,
     },
     /// Boot a guest, run CMD as root in it and exit with its status.
     Run(RunArgs),
@@ -77,9 +86,14 @@ struct RunArgs {
     /// `icount:N` (2^N ns); see docs/guides/guest-vm.md, "Guest timing".
     #[arg(long, default_value = "host", value_name = "CLOCK")]
     guest_clock: nest_vm::GuestClock,
-    /// Guest kernel directory (default: $NEST_CACHE/kernel/current).
+    /// Guest kernel directory (default: $NEST_GUEST_KERNEL, else
+    /// $NEST_CACHE/kernel/current).
     #[arg(long)]
     kernel: Option<PathBuf>,
+    /// The newest kernel of this series instead (6.12, 7.2, ...), fetched
+    /// or built first if none is cached (as `nest vm kernel --version`).
+    #[arg(long, value_name = "X.Y", conflicts_with = "kernel")]
+    kernel_version: Option<String>,
     /// Extra kernel command-line argument (repeatable).
     #[arg(long = "append", value_name = "ARG")]
     append: Vec<String>,
@@ -97,46 +111,99 @@ struct RunArgs {
 
 pub fn run(args: VmArgs) -> Result<ExitCode> {
     match args.command {
-        VmCommand::Kernel { refresh, linux_510 } => kernel(refresh, linux_510),
+        VmCommand::Kernel {
+            refresh,
+            version,
+            linux_510,
+            list,
+        } => {
+            if list {
+                return list_kernels();
+            }
+            let which = match (version, linux_510) {
+                (Some(series), _) => KernelChoice::Series(series),
+                (None, true) => KernelChoice::Linux510,
+                (None, false) => KernelChoice::Newest,
+            };
+            kernel(refresh, &which)
+        }
         VmCommand::Run(args) => run_guest(args),
     }
 }
 
-fn kernel(refresh: bool, linux_510: bool) -> Result<ExitCode> {
-    let dir = ensure_kernel(refresh, linux_510)?;
+/// Which guest kernel to provide.
+pub(crate) enum KernelChoice {
+    /// The newest sched_ext kernel (`kernel/current`).
+    Newest,
+    /// The newest of one series, such as `6.12`.
+    Series(String),
+    /// Debian 11's 5.10 (no sched_ext).
+    Linux510,
+}
+
+fn kernel(refresh: bool, which: &KernelChoice) -> Result<ExitCode> {
+    let dir = ensure_kernel(refresh, which)?;
     writeln!(std::io::stdout(), "{}", dir.display())?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The cached guest kernel's directory (Debian 11's 5.10 with
-/// `linux_510`), fetched first by scripts/guest-kernel.sh, whose progress
-/// goes to stderr, if none is cached or `refresh` is given.
-pub(crate) fn ensure_kernel(refresh: bool, linux_510: bool) -> Result<PathBuf> {
-    let current = if linux_510 {
-        linux_510_kernel_dir()
+fn list_kernels() -> Result<ExitCode> {
+    let status = guest_kernel_script()?
+        .arg("--list")
+        .status()
+        .context("cannot run scripts/guest-kernel.sh")?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
     } else {
-        default_kernel_dir()
+        ExitCode::FAILURE
+    })
+}
+
+fn guest_kernel_script() -> Result<Command> {
+    Ok(Command::new(find_repo_file("scripts/guest-kernel.sh")?))
+}
+
+/// The directory of the guest kernel `which`, fetched or built first by
+/// scripts/guest-kernel.sh, whose progress goes to stderr, if none is
+/// cached or `refresh` is given.
+pub(crate) fn ensure_kernel(refresh: bool, which: &KernelChoice) -> Result<PathBuf> {
+    let cached = match which {
+        KernelChoice::Newest => Some(default_kernel_dir()),
+        KernelChoice::Series(series) => cached_kernel_of(series),
+        KernelChoice::Linux510 => Some(linux_510_kernel_dir()),
     };
-    if !refresh && GuestKernel::locate(&current).is_ok() {
-        return Ok(resolve(&current));
+    if let Some(dir) = &cached
+        && !refresh
+        && GuestKernel::locate(dir).is_ok()
+    {
+        return Ok(resolve(dir));
     }
-    let script = find_repo_file("scripts/guest-kernel.sh")?;
-    let mut cmd = Command::new(&script);
+    let mut cmd = guest_kernel_script()?;
     if refresh {
         cmd.arg("--refresh");
     }
-    if linux_510 {
-        cmd.arg("--linux-5.10");
+    match which {
+        KernelChoice::Newest => {}
+        KernelChoice::Series(series) => {
+            cmd.args(["--version", series]);
+        }
+        KernelChoice::Linux510 => {
+            cmd.arg("--linux-5.10");
+        }
     }
-    let status = cmd
-        .stdout(std::process::Stdio::null())
-        .status()
-        .with_context(|| format!("cannot run {}", script.display()))?;
-    if !status.success() {
-        bail!("{} could not provide a guest kernel", script.display());
+    let output = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot run scripts/guest-kernel.sh")?;
+    if !output.status.success() {
+        bail!("scripts/guest-kernel.sh could not provide a guest kernel");
     }
-    GuestKernel::locate(&current)?;
-    Ok(resolve(&current))
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let Some(dir) = stdout.lines().last().map(PathBuf::from) else {
+        bail!("scripts/guest-kernel.sh named no kernel directory");
+    };
+    GuestKernel::locate(&dir)?;
+    Ok(resolve(&dir))
 }
 
 /// The real directory behind the `current` link, for stable paths.
@@ -169,7 +236,11 @@ fn spec_from(args: &RunArgs) -> Result<VmSpec> {
         numa: args.numa,
         memory_mb: args.mem,
         timeout: args.timeout,
-        kernel_dir: args.kernel.clone().unwrap_or_else(default_kernel_dir),
+        kernel_dir: match (&args.kernel, &args.kernel_version) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(series)) => ensure_kernel(false, &KernelChoice::Series(series.clone()))?,
+            (None, None) => default_kernel_dir(),
+        },
         workdir: None,
         output_dir: args.out.clone(),
         extra_cmdline: args.append.clone(),
