@@ -168,13 +168,25 @@ static bool mask_clear(u64 *mask, s32 cpu)
 }
 
 /*
+ * Hides @x's value from the compiler, so that a mask applied after it
+ * stays even where the compiler has proved it a no-op.
+ */
+#define nest_opaque(x) asm volatile("" : "+r"(x))
+
+/*
  * Array indexes are masked after the range check: the BPF verifier does not
  * always see a signed range check survive compiler optimisation, but it
- * always understands a mask.
+ * always understands a mask. The mask must survive too: where the compiler
+ * knows the range (a CPU computed from a pinned queue's number) it drops
+ * both the check and the mask, and 6.12's verifier, which tracks that
+ * range less closely than 7.x's, then refuses the access.
  */
 static u32 cpu_index(s32 cpu)
 {
-	return (u32)cpu & (NEST_MAX_CPUS - 1);
+	u32 index = cpu;
+
+	nest_opaque(index);
+	return index & (NEST_MAX_CPUS - 1);
 }
 
 static struct nest_cpu *nest_cpu(struct nest_state *st, s32 cpu)
@@ -194,6 +206,7 @@ static u32 cpu_llc(const struct nest_config *cfg, s32 cpu)
 /* LLC index @llc, masked for the verifier (see cpu_index()). */
 static u32 llc_index(u32 llc)
 {
+	nest_opaque(llc);
 	return llc & (NEST_MAX_LLCS - 1);
 }
 

@@ -542,7 +542,9 @@ static __always_inline void move_to_llc_queue(struct bpf_iter_scx_dsq *it,
 /*
  * A CPU's pending timer fired: move the tasks whose delay passed, and come
  * back for the others. A task inserted while the scan ran is caught by the
- * final check of the queue length.
+ * final check of the queue length. The scan holds the RCU read lock: 6.12's
+ * verifier refuses a DSQ iterator in a timer callback without it ("expected
+ * an RCU CS"); later kernels run timer callbacks under it anyway.
  */
 static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
 {
@@ -550,6 +552,7 @@ static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
 	struct task_struct *p;
 
 	WRITE_ONCE(pt->armed, 0);
+	bpf_rcu_read_lock();
 	bpf_for_each(scx_dsq, p, dsq, 0) {
 		struct task_ctx *t = lookup_task(p);
 
@@ -565,6 +568,7 @@ static int pending_timer_fn(void *map, int *key, struct pending_timer *pt)
 		else if (!next || t->nest.move_at - now < next)
 			next = t->nest.move_at - now;
 	}
+	bpf_rcu_read_unlock();
 	if (!next && scx_bpf_dsq_nr_queued(dsq))
 		next = nest_cfg.smove_delay_ns;
 	if (next)
@@ -1067,6 +1071,17 @@ static void count_consumed(s32 cpu, u32 own, s32 queue)
 }
 
 /*
+ * Zero, which the verifier cannot know: or-ed into a value, it drops the
+ * bounds the verifier tracked for it. From the queue numbers that
+ * nest_queue_to_consume() returns (LLC indexes, and negative numbers for
+ * CPUs' queues), the verifiers of 6.17 to 7.0 derive contradictory bounds
+ * and log a "REG INVARIANTS VIOLATION" kernel warning while loading
+ * nest_dispatch (harmless, but a warning on every load); the tests that
+ * follow on a queue of unknown bounds are sound on every kernel.
+ */
+u32 verifier_blind;
+
+/*
  * Take the next task from the queue the policy names; false if there is
  * none, or if @prev keeps the CPU. When the named queue holds nothing this
  * CPU may run (affinity), its own queues are tried whatever their order:
@@ -1078,7 +1093,7 @@ static bool consume(s32 cpu, struct task_struct *prev)
 {
 	struct nest_bpf_env env = {};
 	struct nest_ctx pctx = policy_ctx(&env);
-	s32 queue = nest_queue_to_consume(&pctx, cpu);
+	s32 queue = nest_queue_to_consume(&pctx, cpu) | verifier_blind;
 	u32 own = nest_queue_llc(&pctx, cpu);
 
 	if (queue == NEST_QUEUE_NONE)
