@@ -968,10 +968,12 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 	 * A task placed by ops.select_cpu() found nothing idle a moment ago.
 	 * A task woken without it, or leaving a shared core, gets an idle
 	 * CPU if there is one; a task preempted by another is queued (and
-	 * an idle CPU kicked to take it: queue_task()).
+	 * an idle CPU kicked to take it: queue_task()). Kernels without
+	 * SCX_ENQ_CPU_SELECTED (6.12, 6.13) call every wake-up placed, and
+	 * mark no other enqueue: the unpairing must not depend on the flag.
 	 */
-	if (!__COMPAT_is_enq_cpu_selected(enq_flags) &&
-	    ((enq_flags & SCX_ENQ_WAKEUP) || unpair)) {
+	if (unpair || ((enq_flags & SCX_ENQ_WAKEUP) &&
+		       !__COMPAT_is_enq_cpu_selected(enq_flags))) {
 		s32 idle = claim_cpu_for_queued(p, t);
 
 		if (idle >= 0) {
