@@ -166,3 +166,30 @@ stop_scheduler() {
 		fact "$key" $?
 	fi
 }
+
+# Take each group of CPUs (the arguments, such as "1" "2 3") offline, then
+# back online, over and over until /tmp/hotplug.stop exists, waiting while
+# /tmp/hotplug.pause exists; then write "offline online errors" counts to
+# /tmp/hotplug.counts. CPU 0 cannot go offline.
+hotplug_loop() {
+	local off=0 on=0 errors=0 group cpu cpus=/sys/devices/system/cpu
+	while [ ! -e /tmp/hotplug.stop ]; do
+		for group in "$@"; do
+			while [ -e /tmp/hotplug.pause ]; do sleep 0.1; done
+			[ -e /tmp/hotplug.stop ] && break
+			for cpu in $group; do
+				if echo 0 >$cpus/cpu$cpu/online; then
+					off=$((off + 1))
+				else errors=$((errors + 1)); fi
+			done
+			sleep 0.3
+			for cpu in $group; do
+				if echo 1 >$cpus/cpu$cpu/online; then
+					on=$((on + 1))
+				else errors=$((errors + 1)); fi
+			done
+			sleep 0.2
+		done
+	done
+	echo "$off $on $errors" >/tmp/hotplug.counts
+}

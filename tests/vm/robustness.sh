@@ -14,52 +14,37 @@ set -u
 seconds=$1
 shift
 bin=${NEST_BIN:-target/debug}
-cpus=/sys/devices/system/cpu
 log=/tmp/scx_nest.log
 
 enables() { dmesg | grep -c 'BPF scheduler "nest[^"]*" enabled'; }
 
-# Take each group of CPUs offline, then back online, until told to stop.
-# Groups: single CPUs of both sockets and a whole core (2 3), including the
-# low CPUs where the nests start. CPU 0 cannot go offline.
-hotplug_loop() {
-	local off=0 on=0 errors=0 group cpu
-	while [ ! -e /tmp/hotplug.stop ]; do
-		for group in "1" "2 3" "5" "6 7" "4" "1 5"; do
-			while [ -e /tmp/hotplug.pause ]; do sleep 0.1; done
-			[ -e /tmp/hotplug.stop ] && break
-			for cpu in $group; do
-				if echo 0 >$cpus/cpu$cpu/online; then
-					off=$((off + 1))
-				else errors=$((errors + 1)); fi
-			done
-			sleep 0.3
-			for cpu in $group; do
-				if echo 1 >$cpus/cpu$cpu/online; then
-					on=$((on + 1))
-				else errors=$((errors + 1)); fi
-			done
-			sleep 0.2
-		done
-	done
-	echo "$off $on $errors" >/tmp/hotplug.counts
-}
-
 rm -f /tmp/hotplug.stop /tmp/hotplug.pause /tmp/hotplug.counts
-hotplug_loop 2>/tmp/hotplug.err &
+# Single CPUs of both sockets and a whole core (2 3), including the low
+# CPUs where the nests start.
+hotplug_loop "1" "2 3" "5" "6 7" "4" "1 5" 2>/tmp/hotplug.err &
 hotplug=$!
 
 # Hotplug while the BPF program loads, so that the kernel asks for a restart
-# (its hotplug sequence number moved); then a pause so that the restarted
-# scheduler can attach, after which hotplug resumes for the whole load.
+# (its hotplug sequence number moved) and scx_nest restarts itself when a
+# CPU offline at its load comes online; then a pause, every CPU online, so
+# that the last restart can attach, after which hotplug resumes for the
+# whole load. Attached for good: enabled, and still enabled with no new
+# restart two seconds later (the deadline only catches hangs).
 "$bin/scx_nest" "$@" >"$log" 2>&1 &
 sched=$!
 sleep 3
 touch /tmp/hotplug.pause
-for _ in $(seq 1 600); do
-	[ "$(cat $sysfs/state)" = enabled ] && break
+all=$(cat /sys/devices/system/cpu/possible)
+while [ "$(cat /sys/devices/system/cpu/online)" != "$all" ]; do sleep 0.1; done
+for _ in $(seq 1 300); do
 	kill -0 $sched 2>/dev/null || break
-	sleep 0.1
+	restarts=$(grep -c restarting "$log")
+	if [ "$(state)" = enabled ]; then
+		sleep 2
+		[ "$(state)" = enabled ] && [ "$(grep -c restarting "$log")" = "$restarts" ] && break
+	else
+		sleep 1
+	fi
 done
 rm -f /tmp/hotplug.pause
 fact state_after_attach "$(cat $sysfs/state)"
@@ -113,7 +98,7 @@ fact hotplug_offline "$off"
 fact hotplug_online "$on"
 fact hotplug_errors "$errors"
 sed 's/^/hotplug: /' /tmp/hotplug.err
-fact cpus_online "$(cat $cpus/online)"
+fact cpus_online "$(cat /sys/devices/system/cpu/online)"
 fact hotplug_seq "$(cat $sysfs/hotplug_seq)"
 
 stop_scheduler $sched

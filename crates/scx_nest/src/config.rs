@@ -358,6 +358,9 @@ impl SchedConfig {
             .as_mut()
             .context("the BPF object has no .rodata")?;
         rodata.switch_partial = self.partial;
+        for cpu in topo.all_cpus.keys() {
+            rodata.cpu_in_topology[*cpu] = true;
+        }
         rodata.trace_nests = self.trace_nests;
         rodata.trace_placements = self.trace_placements;
         rodata.policy_kind = self.policy.bpf_value();

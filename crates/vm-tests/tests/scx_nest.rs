@@ -178,6 +178,48 @@ fn scx_nest_survives_cpu_hotplug_under_a_hostile_load() {
     );
 }
 
+/// A CPU offline when scx_nest loads is missing from the topology it read
+/// (no LLC, core or socket): when it comes online, scx_nest restarts
+/// itself with the kernel's restart exit code, attaches again, and
+/// schedules tasks there.
+#[test]
+#[ignore = "boots a QEMU guest; run via scripts/test.sh"]
+fn scx_nest_restarts_when_a_cpu_offline_at_load_comes_online() {
+    let (outcome, report) = guest("topology-restart.sh", &["3"]);
+    show_output(&report);
+    let fact = |key: &str| report.get(key).unwrap_or_default().to_string();
+    let mut problems = kernel_problems(&outcome.console_log);
+    let mut expect = |what: &str, ok: bool| {
+        if !ok {
+            problems.push(what.to_string());
+        }
+    };
+    expect(
+        "CPU 3 offline at load",
+        fact("cpus_online_at_load") == "0-2",
+    );
+    expect(
+        "one restart after CPU 3 came online",
+        fact("restarts") == "1",
+    );
+    expect(
+        "attached again after the restart",
+        fact("state_after_online") == "enabled"
+            && fact("enables_after").parse::<u64>().ok()
+                > fact("enables_before").parse::<u64>().ok(),
+    );
+    expect(
+        "a task pinned to CPU 3 ran under sched_ext",
+        fact("pinned_run") == "done" && fact("pinned_on_scx") == "1",
+    );
+    expect("status 0 after SIGINT", fact("sched_exit") == "0");
+    assert!(
+        problems.is_empty(),
+        "problems: {problems:#?}\n{}",
+        outcome.stdout
+    );
+}
+
 /// The harness must be able to fail: a scheduler that starves a task is
 /// ejected by the kernel's watchdog, and the lifecycle verdict says so.
 /// The ejection's debug dump, which scx_nest prints, holds scx_nest's own

@@ -91,6 +91,8 @@ const volatile char stall_comm[COMM_LEN];
 
 /* The nests. Read by user space for statistics. */
 struct nest_state nest_state;
+/* The CPUs whose LLC, core and socket user space read at load (online then). */
+const volatile bool cpu_in_topology[NEST_MAX_CPUS];
 
 /*
  * --trace-nests: each change of a CPU's nest is written to the trace
@@ -1257,9 +1259,18 @@ void BPF_STRUCT_OPS(nest_cpu_release, s32 cpu,
 /*
  * CPU hotplug. Without these two callbacks the kernel ejects the scheduler
  * (asking user space to restart it) whenever a CPU goes offline or online.
+ * A CPU that was offline at load has no LLC, core or socket here (sysfs
+ * lists none for it): its coming online restarts scx_nest, which reads the
+ * topology again, as the kernel's own restart would.
  */
 void BPF_STRUCT_OPS(nest_cpu_online_op, s32 cpu)
 {
+	if (!cpu_in_topology[cpu_index(cpu)]) {
+		scx_bpf_exit(SCX_ECODE_ACT_RESTART | SCX_ECODE_RSN_HOTPLUG,
+			     "CPU %d, offline at load, came online: restart to learn its topology",
+			     cpu);
+		return;
+	}
 	nest_cpu_online(&nest_state, cpu);
 	report_nest_changes();
 }
