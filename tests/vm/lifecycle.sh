@@ -20,6 +20,7 @@ log=/tmp/scx_nest.log
 sched=$!
 
 wait_enabled $sched
+fact kernel "$(uname -r)"
 fact state_after_attach "$(cat $sysfs/state)"
 fact ops "$(cat $sysfs/root/ops 2>/dev/null || echo none)"
 fact verified_insns "$(verified_insns $sched)"

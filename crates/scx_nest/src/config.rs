@@ -100,7 +100,8 @@ pub struct Opts {
     pub trace_placements: bool,
 
     /// Measure each BPF callback's run time (kernel BPF statistics) and
-    /// print the totals at exit as `prog-stats:` lines.
+    /// print the totals at exit as `prog-stats:` lines, with the verifier's
+    /// instruction count of each program.
     #[arg(long, help_heading = STATISTICS)]
     pub prog_stats: bool,
 

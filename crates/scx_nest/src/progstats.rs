@@ -1,8 +1,10 @@
 //! The kernel's run-time statistics of scx_nest's BPF programs: how many
 //! times each callback ran and how long it took in all (`--prog-stats`).
-//! This is what a scheduling decision costs, measured by the kernel itself.
+//! This is what a scheduling decision costs, measured by the kernel itself;
+//! beside it, how many instructions the verifier processed to load each
+//! program, which differs between kernels.
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 
 use anyhow::{Result, bail};
 use libbpf_rs::libbpf_sys;
@@ -30,43 +32,35 @@ impl RunTimeStats {
     }
 }
 
-/// One program's totals.
+/// One program's totals, and what loading it cost the verifier.
 pub struct ProgStat {
     pub name: String,
     pub runs: u64,
     pub run_time_ns: u64,
+    pub verified_insns: u32,
 }
 
-fn prog_stat(name: &str, fd: std::os::fd::BorrowedFd<'_>) -> Result<ProgStat> {
-    let mut info = libbpf_sys::bpf_prog_info::default();
-    let mut len = std::mem::size_of_val(&info) as u32;
-    // SAFETY: info is a bpf_prog_info of `len` bytes; the kernel fills it.
-    let ret = unsafe {
-        libbpf_sys::bpf_obj_get_info_by_fd(
-            fd.as_raw_fd(),
-            (&mut info as *mut libbpf_sys::bpf_prog_info).cast(),
-            &mut len,
-        )
-    };
-    if ret != 0 {
-        bail!("cannot read the statistics of BPF program {name}");
-    }
-    Ok(ProgStat {
-        name: name.to_string(),
-        runs: info.run_cnt,
-        run_time_ns: info.run_time_ns,
-    })
-}
-
-/// The statistics of every program of `object` that ran.
+/// The statistics of every program of `object`, from the kernel's
+/// program information (libbpf-rs' query of all loaded programs, kept to
+/// `object`'s by id; the names are libbpf's, which the kernel truncates).
 pub fn read(object: &libbpf_rs::Object) -> Vec<ProgStat> {
-    object
+    let names: Vec<(u32, String)> = object
         .progs()
         .filter_map(|prog| {
-            let name = prog.name().to_string_lossy().into_owned();
-            prog_stat(&name, prog.as_fd()).ok()
+            let id = libbpf_rs::Program::id_from_fd(prog.as_fd()).ok()?;
+            Some((id, prog.name().to_string_lossy().into_owned()))
         })
-        .filter(|stat| stat.runs > 0)
+        .collect();
+    libbpf_rs::query::ProgInfoIter::default()
+        .filter_map(|info| {
+            let (_, name) = names.iter().find(|(id, _)| *id == info.id)?;
+            Some(ProgStat {
+                name: name.clone(),
+                runs: info.run_cnt,
+                run_time_ns: info.run_time_ns,
+                verified_insns: info.verified_insns,
+            })
+        })
         .collect()
 }
 
@@ -74,11 +68,12 @@ pub fn read(object: &libbpf_rs::Object) -> Vec<ProgStat> {
 pub fn print(stats: &[ProgStat]) {
     for s in stats {
         println!(
-            "prog-stats: {:<24} runs={:<10} total_ns={:<14} ns_per_run={:.0}",
+            "prog-stats: {:<24} runs={:<10} total_ns={:<14} ns_per_run={:<8.0} verified_insns={}",
             s.name,
             s.runs,
             s.run_time_ns,
-            s.run_time_ns as f64 / s.runs.max(1) as f64
+            s.run_time_ns as f64 / s.runs.max(1) as f64,
+            s.verified_insns
         );
     }
 }

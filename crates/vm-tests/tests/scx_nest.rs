@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use nest_vm::{VmOutcome, VmSpec, shell_quote};
 use vm_tests::{
-    Report, bin_dir, exit_problems, kernel_problems, lifecycle_problems, repo_root,
+    Report, bin_dir, exit_problems, kernel_problems, lifecycle_problems, program_insns, repo_root,
     robustness_problems, run_ok, stat_total, stats_problems, verifier_problems,
 };
 
@@ -83,6 +83,7 @@ fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
             "--stats",
             "2s",
             "--warm-spin-in-vm",
+            "--prog-stats",
         ],
     );
     show_output(&report);
@@ -90,10 +91,27 @@ fn scx_nest_attaches_survives_a_mixed_load_and_detaches_cleanly() {
     problems.extend(stats_problems(&report));
     problems.extend(exit_problems(&report));
     problems.extend(verifier_problems(&report));
-    eprintln!(
-        "verified instructions {}",
-        report.get("verified_insns").unwrap_or("?")
-    );
+    let kernel = report.get("kernel").unwrap_or("unknown");
+    let programs = program_insns(&report);
+    let per_program: u64 = programs.iter().map(|(_, n)| n).sum();
+    let total = report.get("verified_insns").unwrap_or("?");
+    let mut table = String::new();
+    for (name, insns) in &programs {
+        table.push_str(&format!("{kernel}\t{name}\t{insns}\n"));
+    }
+    table.push_str(&format!("{kernel}\tall programs\t{total}\n"));
+    eprint!("verified instructions (kernel, program, count):\n{table}");
+    // scripts/test.sh prints every kernel's table at its end.
+    let dir = bin_dir().join("verifier");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{kernel}.tsv")), table).unwrap();
+    if programs.is_empty() || total.parse() != Ok(per_program) {
+        problems.push(format!(
+            "--prog-stats counts {per_program} verified instructions over {} \
+             programs, the kernel's file descriptors {total}",
+            programs.len()
+        ));
+    }
     eprintln!(
         "exit demotions {}, forks placed by fork reuse {}",
         stat_total(&report, "exit_demoted"),
