@@ -1,4 +1,4 @@
-//! Partial mode beside fair tasks, and a stress with
+//! Partial mode beside fair tasks, and a mixed stress with
 //! migration-disabled sections, in one boot of a 2 sockets x 4 cores x 2
 //! threads NUMA guest (16 vCPUs) with `preempt=full` (tests/vm/partial.sh;
 //! verdicts in `vm_tests::sched`, unit-tested). Asserted:
@@ -15,9 +15,13 @@
 //!   take a CPU between Nest's claim and the switch, which the trace
 //!   cannot tell apart (0-1 of 335-342 wake-ups in 7 runs; a Nest blind to
 //!   fair tasks lands beside the hogs on most);
-//! - the stress (stress-ng seccomp, whose BPF filters run with migration
-//!   disabled, switch, race-sched, affinity and yield, plus `nest-load
-//!   affinity`, 60 s, full mode): sched_ext enabled at every state sample
+//! - the mixed stress (stress-ng seccomp, whose BPF filters run with
+//!   migration disabled, switch, race-sched, affinity and yield, plus
+//!   `nest-load affinity`, a SCHED_FIFO hog and a SCHED_RR ping-pong, CPUs
+//!   going offline and online in a loop (at least 10 times each, every
+//!   CPU back at the end) and stress-ng's processes moved between two
+//!   cgroups of different weight (at least 20 moves), 60 s, full mode):
+//!   sched_ext enabled at every state sample
 //!   (about one a second; their number depends on the machine's speed and
 //!   is not judged) and at both ends with enable_seq unchanged (no
 //!   ejection), every load
@@ -110,9 +114,35 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
         samples.iter().all(|s| *s == "enabled"),
         format!("{} samples: {}", samples.len(), samples.join(",")),
     );
-    for key in ["stress_ng_exit", "stress_affinity_exit"] {
+    for key in ["stress_ng_exit", "stress_affinity_exit", "stress_rt_exit"] {
         expect(&format!("{key} 0"), fact(key) == "0", fact(key));
     }
+    expect(
+        "cyclictest runs SCHED_FIFO",
+        fact("stress_rt_policy").contains("SCHED_FIFO"),
+        fact("stress_rt_policy"),
+    );
+    let hotplug: Vec<u64> = fact("stress_hotplug")
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    expect(
+        "CPUs went offline and online at least 10 times each during the stress, without a failed write",
+        matches!(hotplug[..], [off, on, 0] if off >= 10 && on >= 10),
+        fact("stress_hotplug"),
+    );
+    expect(
+        "every CPU online after the stress",
+        fact("stress_cpus_online") == "0-15",
+        fact("stress_cpus_online"),
+    );
+    expect(
+        "stress-ng's processes moved between cgroups at least 20 times",
+        fact("stress_cgroup_moves")
+            .parse::<u64>()
+            .is_ok_and(|n| n >= 20),
+        fact("stress_cgroup_moves"),
+    );
     problems.extend(no_ejection_problems(&report, "partial"));
     problems.extend(no_ejection_problems(&report, "stress"));
     problems.extend(kernel_problems(&outcome.console_log));
