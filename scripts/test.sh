@@ -71,17 +71,18 @@ if ! $host_only; then
 	step "VM suite (QEMU guests, software emulation)"
 	cargo build -p scx_nest -p nest-load -p nest
 	rm -rf "${CARGO_TARGET_DIR:-target}"/debug/verifier
-	cargo test -p nest-vm -p vm-tests --no-fail-fast -- --ignored --test-threads=1
 	failed=
+	cargo test -p nest-vm -p vm-tests --no-fail-fast -- --ignored --test-threads=1 ||
+		failed=" the newest kernel"
 	for series in $matrix; do
 		step "VM tests on Linux $series: lifecycle, robustness, fairness, partial mode"
 		NEST_GUEST_KERNEL=$(scripts/guest-kernel.sh --cached --version "$series" | tail -n 1) \
 			cargo test -p vm-tests --test scx_nest --test sched --test partial \
-			--no-fail-fast -- --ignored --test-threads=1 || failed="$failed $series"
+			--no-fail-fast -- --ignored --test-threads=1 || failed="$failed, $series"
 	done
 	step "instructions the verifier processed to load scx_nest, per kernel and program"
 	cat "${CARGO_TARGET_DIR:-target}"/debug/verifier/*.tsv 2>/dev/null || echo "(none: the lifecycle tests did not get that far)"
-	[ -z "$failed" ] || { echo "VM tests failed on Linux$failed" >&2; exit 1; }
+	[ -z "$failed" ] || { echo "VM tests failed on${failed#,}" >&2; exit 1; }
 fi
 
 step "all tests passed in $((SECONDS - started)) s"
