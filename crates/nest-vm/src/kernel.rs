@@ -38,33 +38,6 @@ pub fn default_kernel_dir() -> PathBuf {
         .unwrap_or_else(|| cache_dir().join("kernel").join("current"))
 }
 
-/// The newest complete cached kernel of `series` (`6.12`, `7.2`), if any.
-pub fn cached_kernel_of(series: &str) -> Option<PathBuf> {
-    let prefix = format!("{series}.");
-    let entries = fs::read_dir(cache_dir().join("kernel")).ok()?;
-    entries
-        .filter_map(|entry| entry.ok())
-        .map(|entry| {
-            (
-                entry.file_name().to_string_lossy().into_owned(),
-                entry.path(),
-            )
-        })
-        .filter(|(release, dir)| release.starts_with(&prefix) && dir.join(".complete").is_file())
-        .max_by(|(a, _), (b, _)| compare_releases(a, b))
-        .map(|(_, dir)| dir)
-}
-
-/// Orders kernel releases by their numbers (`6.18.9` before `6.18.15`).
-fn compare_releases(a: &str, b: &str) -> std::cmp::Ordering {
-    let numbers = |s: &str| -> Vec<u64> {
-        s.split(|c: char| !c.is_ascii_digit())
-            .filter_map(|n| n.parse().ok())
-            .collect()
-    };
-    numbers(a).cmp(&numbers(b))
-}
-
 /// Where `scripts/guest-kernel.sh --linux-5.10` caches Debian 11's kernel,
 /// the reference for the simulator's `linux-5.10` model (no sched_ext).
 pub fn linux_510_kernel_dir() -> PathBuf {
@@ -128,16 +101,6 @@ fn read_release(dir: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn releases_order_by_number() {
-        use std::cmp::Ordering::Less;
-        assert_eq!(
-            compare_releases("6.18.9+deb13-amd64", "6.18.15+deb13-amd64"),
-            Less
-        );
-        assert_eq!(compare_releases("6.12.9-nest", "6.12.118-nest"), Less);
-    }
 
     #[test]
     fn missing_dir_says_what_to_do() {

@@ -21,9 +21,7 @@ mod spec;
 
 pub use console::{ConsoleIssue, IssueKind, classify, scan_console};
 pub use initramfs::build as build_initramfs;
-pub use kernel::{
-    GuestKernel, cache_dir, cached_kernel_of, default_kernel_dir, linux_510_kernel_dir,
-};
+pub use kernel::{GuestKernel, cache_dir, default_kernel_dir, linux_510_kernel_dir};
 pub use qemu::{BootFiles, find_qemu, kernel_cmdline, qemu_args};
 pub use runner::{VmOutcome, output_dir, run, shell_join, shell_quote};
 pub use spec::{DEFAULT_CPU_MODEL, GuestClock, MAX_CPUS, MAX_ICOUNT_SHIFT, VmSpec};

@@ -9,8 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use nest_policy::duration_within;
 use nest_vm::{
-    GuestKernel, VmOutcome, VmSpec, cached_kernel_of, default_kernel_dir, linux_510_kernel_dir,
-    shell_join,
+    GuestKernel, VmOutcome, VmSpec, default_kernel_dir, linux_510_kernel_dir, shell_join,
 };
 
 #[derive(Debug, Args)]
@@ -165,11 +164,12 @@ fn guest_kernel_script() -> Result<Command> {
 
 /// The directory of the guest kernel `which`, fetched or built first by
 /// scripts/guest-kernel.sh, whose progress goes to stderr, if none is
-/// cached or `refresh` is given.
+/// cached or `refresh` is given. Which cached kernel of a series is the
+/// newest is the script's to say (it answers from the cache).
 pub(crate) fn ensure_kernel(refresh: bool, which: &KernelChoice) -> Result<PathBuf> {
     let cached = match which {
         KernelChoice::Newest => Some(default_kernel_dir()),
-        KernelChoice::Series(series) => cached_kernel_of(series),
+        KernelChoice::Series(_) => None,
         KernelChoice::Linux510 => Some(linux_510_kernel_dir()),
     };
     if let Some(dir) = &cached
