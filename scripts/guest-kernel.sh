@@ -7,8 +7,9 @@
 #
 # A series Debian packages only without sched_ext (6.12, the first release
 # with it) is built from Debian's linux-source-<series> package with a small
-# guest config (scripts/guest-kernel.config): ten to thirty minutes on two
-# cores, once; the build's progress goes to stderr, its log to the cache.
+# guest config (scripts/guest-kernel.config): about eight minutes on two
+# idle cores, once; the build's progress goes to stderr, its log to the
+# cache.
 #
 # Uses a private apt configuration (own sources list, lists and cache
 # directories under the cache dir); the system's apt setup is never changed
@@ -335,11 +336,18 @@ configure_build() {
 	[ -z "$missing" ] || { say "the kernel config dropped: $missing"; return 1; }
 }
 
-# One progress line per hundred build steps; the whole log in build.log.
+# make in the kernel tree $1, for the release <version>-nest.
+make_kernel() {
+	tree=$1
+	shift
+	make -C "$tree" LOCALVERSION=-nest "$@"
+}
+
+# One progress line per hundred build steps; the whole log in $1.log.
 compile() {
 	log=$1.log jobs=$(nproc)
 	say "compiling with $jobs jobs (log: $log)"
-	(make -C "$1" -j"$jobs" LOCALVERSION=-nest bzImage modules 2>&1; echo "exit $?") |
+	(make_kernel "$1" -j"$jobs" bzImage modules 2>&1; echo "exit $?") |
 		tee "$log" | awk '/^  [A-Z]/ { if (++n % 100 == 0) print "guest-kernel: build step " n ": " $2 > "/dev/stderr" }'
 	tail -n 1 "$log" | grep -qx 'exit 0' && return 0
 	tail -n 30 "$log" >&2
@@ -348,10 +356,10 @@ compile() {
 }
 
 install_build() {
-	release=$(make -C "$1" -s LOCALVERSION=-nest kernelrelease)
+	release=$(make_kernel "$1" -s kernelrelease)
 	stage=$1.stage
 	rm -rf "$stage"
-	make -C "$1" -s LOCALVERSION=-nest INSTALL_MOD_PATH="$stage" modules_install >&2 ||
+	make_kernel "$1" -s INSTALL_MOD_PATH="$stage" modules_install >&2 ||
 		{ say "modules_install failed"; return 1; }
 	dest=$KERNELS/$release
 	rm -rf "$dest" && mkdir -p "$dest" &&
