@@ -65,6 +65,14 @@
 #define NEST_QUEUE_NONE (-1)
 #define NEST_QUEUE_PINNED (-2)
 #define NEST_QUEUE_FRONT (NEST_QUEUE_PINNED - NEST_MAX_CPUS)
+/*
+ * How a task that a woken task preempted resumes (nest_woken_preempts()):
+ * queued as any other task, on its CPU's local queue right after a pinned
+ * task, or in its CPU's front queue.
+ */
+#define NEST_RESUME_QUEUED 0
+#define NEST_RESUME_LOCAL 1
+#define NEST_RESUME_FRONT 2
 /* Weight of a nice-0 task in sched_ext's scale (p->scx.weight). */
 #define NEST_WEIGHT_DFL 100
 /*
@@ -323,11 +331,11 @@ struct nest_cpu {
 	u64 curr_ran_since_wake;
 	u32 curr_weight;
 	/*
-	 * The task running here was preempted by a pinned task put at the
-	 * head of this CPU's local queue: it resumes here after it
-	 * (nest_pinned_preempts()). Cleared when the next task starts.
+	 * How the task running here, preempted by a woken task, resumes
+	 * (enum nest_resume, nest_woken_preempts()). Cleared when the next
+	 * task starts.
 	 */
-	u32 resume_after_pinned;
+	u32 resume;
 	/*
 	 * When the CPU's pinned queue, and its front queue, are next swept
 	 * for starving tasks.

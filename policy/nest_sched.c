@@ -33,8 +33,9 @@
  *     CPU's front task (its own LLC's first), as the fair scheduler's
  *     idle balance pulls a waiting task.
  *   - Balance and work conservation. A CPU takes from another LLC's queue
- *     when its own is empty (nearest LLC first), or when the other queue is
- *     longer by more than one task and a quarter, per CPU (a load
+ *     when its own is empty (nearest LLC first), when the other queue is
+ *     longer by more than one task and a quarter, per CPU, or when it has
+ *     nothing waiting for it and every CPU of the other LLC has (a load
  *     balance).
  *     Idle CPUs are woken when a task is queued, and at every tick of a CPU
  *     whose LLC queue holds waiting tasks (as the fair scheduler's
@@ -263,21 +264,22 @@ static u32 nest_queue_llc(const struct nest_ctx *ctx, s32 prev_cpu)
 /*
  * The queue a task queued on @cpu waits in: @cpu's queue of pinned tasks
  * if it may run there only (@pinned), else @cpu's front queue if that is
- * free or if the task preempts @cpu's (@preempts: nest_wakeup_preempts(),
- * it is to run next there), else @cpu's LLC queue. The host queues tasks
- * of @cpu under @cpu's lock, so the front holds one task but for those
- * that preempt, and tasks moved there by others. An offline CPU never
- * dispatches: its tasks wait in the LLC queue.
+ * free or if the task belongs there whatever waits there (@front: it
+ * preempts @cpu's task, nest_wakeup_preempts(), and is to run next there;
+ * or a woken task preempted it there, NEST_RESUME_FRONT), else @cpu's LLC
+ * queue. The host queues tasks of @cpu under @cpu's lock, so the front
+ * holds one task but for those, and tasks moved there by others. An
+ * offline CPU never dispatches: its tasks wait in the LLC queue.
  */
 static s32 nest_queue_of(const struct nest_ctx *ctx, s32 cpu, bool pinned,
-			 bool preempts)
+			 bool front)
 {
 	u64 head;
 
 	if (pinned)
 		return NEST_QUEUE_PINNED - cpu;
 	if (!cpu_offline(ctx->st, cpu) &&
-	    (preempts ||
+	    (front ||
 	     !plat_queue_head(ctx->env, NEST_QUEUE_FRONT - cpu, &head)))
 		return NEST_QUEUE_FRONT - cpu;
 	return nest_queue_llc(ctx, cpu);
@@ -355,7 +357,7 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 	t->run_start = ctx->now;
 	if (!c)
 		return;
-	WRITE_ONCE(c->resume_after_pinned, 0);
+	WRITE_ONCE(c->resume, NEST_RESUME_QUEUED);
 	WRITE_ONCE(c->curr_vtime, t->vtime);
 	WRITE_ONCE(c->curr_started, ctx->now);
 	WRITE_ONCE(c->curr_ran_since_wake, t->run_since_wake);
@@ -480,39 +482,49 @@ static bool nest_woken_runs_next(const struct nest_ctx *ctx, s32 cpu,
 }
 
 /*
- * A task pinned to @cpu goes to the head of @cpu's local queue and
- * preempts the task running there (nest_woken_runs_next()). That task
- * then resumes on @cpu, right after the pinned one, instead of joining its
- * LLC's queue, where an idle CPU would take it: the fair scheduler leaves
- * a task preempted by a per-CPU kernel thread (ksoftirqd, a kworker) on
+ * A woken task preempts the task running on @cpu (nest_wakeup_preempts()):
+ * how does that task resume? Right after it on @cpu if the woken task is
+ * pinned (@pinned: it went to the head of @cpu's local queue), else first
+ * in line in @cpu's front queue, beside any task already there. Either
+ * way it stays on @cpu, as the fair scheduler leaves a preempted task on
  * its runqueue, where idle balancing does not take it while it is cache
- * hot (task_hot(), sysctl_sched_migration_cost). Such threads run for
- * microseconds, and moving the task cost a migration each time (half the
- * moves of the placement test's fork/wait chain). It waits at most the
- * pinned task's slice. Not after a task that may run elsewhere: that one
- * may run a whole slice, and the task it preempted waits in a queue other
- * CPUs take from.
+ * hot (task_hot(), sysctl_sched_migration_cost). Joining the LLC's queue
+ * instead, it was taken by the next CPU of the LLC whose front task was
+ * more than two slices later, and that CPU's own task, put back, became
+ * the next to move: with every CPU busy, each wake-up of a kworker or
+ * ksoftirqd beside CPU hogs started such a chain of migrations. A pinned
+ * task runs for microseconds, so its victim may skip the queue: it waits
+ * at most that task's slice. One that may run elsewhere may run a whole
+ * slice, so its victim waits in the front queue, from which an idle CPU
+ * takes it (nest_front_to_steal()) and where the LLC's earlier tasks
+ * still go first (nest_llc_next()).
  */
-static void nest_pinned_preempts(const struct nest_ctx *ctx, s32 cpu)
+static void nest_woken_preempts(const struct nest_ctx *ctx, s32 cpu,
+				bool pinned)
 {
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 
-	if (c)
-		WRITE_ONCE(c->resume_after_pinned, READ_ONCE(c->curr_weight) != 0);
+	if (c && READ_ONCE(c->curr_weight))
+		WRITE_ONCE(c->resume, pinned ? NEST_RESUME_LOCAL :
+					       NEST_RESUME_FRONT);
 }
 
 /*
- * Is the task being queued from @cpu, not woken, the one a pinned task
- * preempted there (nest_pinned_preempts())? Answers yes once.
+ * How does the task being queued from @cpu, not woken, resume: is it the
+ * one a woken task preempted there (nest_woken_preempts())? Answers
+ * NEST_RESUME_LOCAL or NEST_RESUME_FRONT once, else NEST_RESUME_QUEUED.
  */
-static bool nest_resumes_after_pinned(const struct nest_ctx *ctx, s32 cpu)
+static u32 nest_preempted_resumes(const struct nest_ctx *ctx, s32 cpu)
 {
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
+	u32 resume;
 
-	if (!c || !READ_ONCE(c->resume_after_pinned))
-		return false;
-	WRITE_ONCE(c->resume_after_pinned, 0);
-	return true;
+	if (!c)
+		return NEST_RESUME_QUEUED;
+	resume = READ_ONCE(c->resume);
+	if (resume != NEST_RESUME_QUEUED)
+		WRITE_ONCE(c->resume, NEST_RESUME_QUEUED);
+	return resume;
 }
 
 /*
@@ -527,6 +539,23 @@ static bool llc_overloaded(const struct nest_config *cfg, u32 llc, u32 nr,
 	u64 own_cpus = cfg->llc_nr_cpus[llc_index(own)];
 
 	return (u64)nr * own_cpus > ((u64)nr_own + 1 + nr_own / 4) * cpus;
+}
+
+/*
+ * Does every CPU of LLC @llc have a task waiting in its front queue? Then
+ * a task waiting in @llc's queue is one more than its CPUs' share: a CPU
+ * of another LLC with nothing waiting for it, neither in its front queue
+ * nor in its LLC's, takes it (nest_queue_to_consume()), even at the end
+ * of its running task's slice. Without that, 17 CPU hogs on one 8-CPU
+ * LLC and 15 on the other stayed so, the one task more than two per CPU
+ * passing from CPU to CPU of its LLC (the locality bound of
+ * nest_llc_next()), a migration every few slices. The move cannot come
+ * back: it leaves @llc's CPUs a front task each.
+ */
+static bool llc_fronts_full(const struct nest_ctx *ctx, u32 llc)
+{
+	return READ_ONCE(ctx->st->llc_fronts[llc_index(llc)]) >=
+	       (s32)ctx->cfg->llc_nr_cpus[llc_index(llc)];
 }
 
 /*
@@ -568,9 +597,11 @@ static s32 nest_front_to_steal(const struct nest_ctx *ctx, s32 cpu)
 /*
  * @cpu is out of work: which queue should it take its next task from? Its
  * queue of pinned tasks if that one's first task is earliest, another
- * LLC's queue if that one is overloaded (nearest first), what it takes
- * from its own LLC (nest_llc_next()), another front task of its LLC, the
- * nearest non-empty LLC queue, or another LLC's front task. Returns an LLC
+ * LLC's queue if that one is overloaded (nearest first) or, with nothing
+ * waiting for @cpu, holds more than its CPUs' front queues
+ * (llc_fronts_full()), what it takes from its own LLC (nest_llc_next()),
+ * another front task of its LLC, the nearest non-empty LLC queue, or
+ * another LLC's front task. Returns an LLC
  * index, a CPU's queue (NEST_QUEUE_PINNED - cpu, NEST_QUEUE_FRONT - cpu)
  * or NEST_QUEUE_NONE.
  */
@@ -595,7 +626,8 @@ static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
 
 		if (!nr)
 			continue;
-		if (llc_overloaded(cfg, llc, nr, own, nr_own))
+		if (llc_overloaded(cfg, llc, nr, own, nr_own) ||
+		    (next == NEST_QUEUE_NONE && llc_fronts_full(ctx, llc)))
 			return llc;
 		if (nearest == NEST_QUEUE_NONE)
 			nearest = llc;

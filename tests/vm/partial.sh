@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Guest side of the partial-mode and migration-disabled stress test
-# (crates/vm-tests/tests/partial.rs, issue 10). Reports facts and a trace:
+# (crates/vm-tests/tests/partial.rs). Reports facts and a trace:
 #   1. partial mode: `scx_nest --partial OPTIONS`; fair-class CPU hogs
 #      pinned one per CPU on CPUs 0..N/2-1 (at most HOG_S seconds each);
 #      with them running, `nest run -- nest-load churn` (a SCHED_EXT

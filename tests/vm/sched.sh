@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Guest side of the scheduler-quality test (crates/vm-tests/tests/sched.rs,
-# issue 10). Runs the same phases under the kernel's default scheduler
+# Guest side of the scheduler-quality test (crates/vm-tests/tests/sched.rs).
+# Runs the same phases under the kernel's default scheduler
 # (facts prefixed default_) and then under `scx_nest OPTIONS` (prefixed
 # nest_), and reports facts and traces for the host to judge:
 #   1. weights: three pairs of CPU hogs, each pair pinned to one CPU: nice 0

@@ -193,11 +193,11 @@ void nest_native_task_queued(struct nest_state *st,
 }
 
 s32 nest_native_queue_of(struct nest_state *st, const struct nest_config *cfg,
-			 nest_env_t env, s32 cpu, bool pinned, bool preempts)
+			 nest_env_t env, s32 cpu, bool pinned, bool front)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
 
-	return nest_queue_of(&ctx, cpu, pinned, preempts);
+	return nest_queue_of(&ctx, cpu, pinned, front);
 }
 
 void nest_native_task_woken(struct nest_state *st,
@@ -264,20 +264,21 @@ bool nest_native_woken_runs_next(struct nest_state *st,
 	return nest_woken_runs_next(&ctx, cpu, vtime);
 }
 
-void nest_native_pinned_preempts(struct nest_state *st,
-				 const struct nest_config *cfg, s32 cpu)
+void nest_native_woken_preempts(struct nest_state *st,
+				const struct nest_config *cfg, s32 cpu,
+				bool pinned)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg };
 
-	nest_pinned_preempts(&ctx, cpu);
+	nest_woken_preempts(&ctx, cpu, pinned);
 }
 
-bool nest_native_resumes_after_pinned(struct nest_state *st,
-				      const struct nest_config *cfg, s32 cpu)
+u32 nest_native_preempted_resumes(struct nest_state *st,
+				  const struct nest_config *cfg, s32 cpu)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg };
 
-	return nest_resumes_after_pinned(&ctx, cpu);
+	return nest_preempted_resumes(&ctx, cpu);
 }
 
 s32 nest_native_queue_to_consume(struct nest_state *st,

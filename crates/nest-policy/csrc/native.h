@@ -67,7 +67,7 @@ void nest_native_task_queued(struct nest_state *st,
 			     const struct nest_config *cfg, struct nest_task *t,
 			     s32 queue);
 s32 nest_native_queue_of(struct nest_state *st, const struct nest_config *cfg,
-			 nest_env_t env, s32 cpu, bool pinned, bool preempts);
+			 nest_env_t env, s32 cpu, bool pinned, bool front);
 void nest_native_task_woken(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
 			    u64 now, struct nest_task *t, s32 queue, u32 weight);
@@ -90,10 +90,11 @@ bool nest_native_wakeup_preempts(struct nest_state *st,
 bool nest_native_woken_runs_next(struct nest_state *st,
 				  const struct nest_config *cfg, nest_env_t env,
 				  s32 cpu, u64 vtime);
-void nest_native_pinned_preempts(struct nest_state *st,
-				 const struct nest_config *cfg, s32 cpu);
-bool nest_native_resumes_after_pinned(struct nest_state *st,
-				      const struct nest_config *cfg, s32 cpu);
+void nest_native_woken_preempts(struct nest_state *st,
+				const struct nest_config *cfg, s32 cpu,
+				bool pinned);
+u32 nest_native_preempted_resumes(struct nest_state *st,
+				  const struct nest_config *cfg, s32 cpu);
 s32 nest_native_queue_to_consume(struct nest_state *st,
 				 const struct nest_config *cfg,
 				 nest_env_t env, s32 cpu);

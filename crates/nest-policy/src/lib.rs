@@ -83,6 +83,18 @@ pub trait Platform {
     }
 }
 
+/// How a task that a woken task preempted resumes
+/// ([`NestPolicy::woken_preempts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// Not preempted by a wake-up: queued as any other task.
+    Queued,
+    /// On its CPU's local queue, right after the pinned task that preempted it.
+    Local,
+    /// First in line in its CPU's front queue.
+    Front,
+}
+
 /// A run queue of the scheduler around the placement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Queue {
@@ -792,15 +804,10 @@ impl NestPolicy {
 
     /// The queue a task queued on `cpu` waits in: `cpu`'s queue of pinned
     /// tasks if it may run there only (`pinned`), else `cpu`'s front queue
-    /// if free or if the task preempts `cpu`'s (`preempts`), else `cpu`'s
-    /// LLC queue.
-    pub fn queue_of(
-        &self,
-        plat: &mut dyn Platform,
-        cpu: u32,
-        pinned: bool,
-        preempts: bool,
-    ) -> Queue {
+    /// if free or if the task belongs there anyway (`front`: it preempts
+    /// `cpu`'s task, or a woken task preempted it there), else `cpu`'s LLC
+    /// queue.
+    pub fn queue_of(&self, plat: &mut dyn Platform, cpu: u32, pinned: bool, front: bool) -> Queue {
         let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         let queue = unsafe {
@@ -810,7 +817,7 @@ impl NestPolicy {
                 Self::env_ptr(&mut env),
                 cpu as i32,
                 pinned,
-                preempts,
+                front,
             )
         };
         Queue::from_c(queue).expect("a task always has a queue")
@@ -949,18 +956,24 @@ impl NestPolicy {
         }
     }
 
-    /// A task pinned to `cpu` goes to the head of its local queue and
-    /// preempts the task running there, which is to resume on `cpu`.
-    pub fn pinned_preempts(&self, cpu: u32) {
+    /// A woken task (`pinned` or not) preempts the task running on `cpu`,
+    /// which is to resume on `cpu`.
+    pub fn woken_preempts(&self, cpu: u32, pinned: bool) {
         // SAFETY: valid pointers; see select_cpu.
-        unsafe { ffi::nest_native_pinned_preempts(self.state_ptr(), &*self.cfg, cpu as i32) }
+        unsafe { ffi::nest_native_woken_preempts(self.state_ptr(), &*self.cfg, cpu as i32, pinned) }
     }
 
-    /// Is the task being queued from `cpu` the one a pinned task preempted
-    /// there (once)?
-    pub fn resumes_after_pinned(&self, cpu: u32) -> bool {
+    /// How the task being queued from `cpu` resumes: the one a woken task
+    /// preempted there resumes there (answered once).
+    pub fn preempted_resumes(&self, cpu: u32) -> Resume {
         // SAFETY: valid pointers; see select_cpu.
-        unsafe { ffi::nest_native_resumes_after_pinned(self.state_ptr(), &*self.cfg, cpu as i32) }
+        match unsafe {
+            ffi::nest_native_preempted_resumes(self.state_ptr(), &*self.cfg, cpu as i32)
+        } {
+            ffi::NEST_RESUME_LOCAL => Resume::Local,
+            ffi::NEST_RESUME_FRONT => Resume::Front,
+            _ => Resume::Queued,
+        }
     }
 
     /// `cpu` is out of work: the queue to take its next task from.

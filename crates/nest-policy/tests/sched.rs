@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use nest_policy::{NestPolicy, Params, Platform, Queue, TaskState, task_weight};
+use nest_policy::{NestPolicy, Params, Platform, Queue, Resume, TaskState, task_weight};
 use nest_topology::Topology;
 
 const US: u64 = 1_000;
@@ -222,31 +222,49 @@ fn a_woken_task_preempts_a_task_far_ahead_in_virtual_time_only() {
 }
 
 #[test]
-fn a_task_preempted_by_a_pinned_task_resumes_on_its_cpu_once() {
+fn a_task_preempted_by_a_woken_task_resumes_on_its_cpu_once() {
     let p = policy();
     let mut plat = Queues::default();
     let mut task = TaskState::new();
-    let mut pinned = TaskState::new();
+    let mut woken = TaskState::new();
     p.task_woken(&mut plat, &mut task, Queue::Llc(0), NICE_0, 0);
     p.sched_running(&mut plat, &mut task, 2, NICE_0, 0);
     // Nothing preempted it yet: it is queued as any other task.
-    assert!(!p.resumes_after_pinned(2));
-    p.pinned_preempts(2);
+    assert_eq!(p.preempted_resumes(2), Resume::Queued);
+    p.woken_preempts(2, true);
     // Another CPU's tasks are not concerned.
-    assert!(!p.resumes_after_pinned(3));
+    assert_eq!(p.preempted_resumes(3), Resume::Queued);
     // The task queued from CPU 2 next, the preempted one, stays; once.
-    assert!(p.resumes_after_pinned(2));
-    assert!(!p.resumes_after_pinned(2));
+    assert_eq!(p.preempted_resumes(2), Resume::Local);
+    assert_eq!(p.preempted_resumes(2), Resume::Queued);
+    // After a task that may run elsewhere, it waits in CPU 2's front queue.
+    p.woken_preempts(2, false);
+    assert_eq!(p.preempted_resumes(2), Resume::Front);
+    assert_eq!(p.preempted_resumes(2), Resume::Queued);
     // Left unused (the preempted task went to sleep instead), the mark
-    // goes when the pinned task starts.
-    p.pinned_preempts(2);
+    // goes when the woken task starts.
+    p.woken_preempts(2, true);
     p.sched_stopping(&mut task, 2, NICE_0, SLICE);
-    p.sched_running(&mut plat, &mut pinned, 2, NICE_0, SLICE);
-    assert!(!p.resumes_after_pinned(2));
+    p.sched_running(&mut plat, &mut woken, 2, NICE_0, SLICE);
+    assert_eq!(p.preempted_resumes(2), Resume::Queued);
     // A CPU that runs nothing of ours has nothing to resume.
-    p.sched_stopping(&mut pinned, 2, NICE_0, 2 * SLICE);
-    p.pinned_preempts(2);
-    assert!(!p.resumes_after_pinned(2));
+    p.sched_stopping(&mut woken, 2, NICE_0, 2 * SLICE);
+    p.woken_preempts(2, false);
+    assert_eq!(p.preempted_resumes(2), Resume::Queued);
+}
+
+#[test]
+fn a_task_preempted_by_a_woken_task_waits_in_its_front_queue_even_if_taken() {
+    let p = policy();
+    let mut plat = Queues::default();
+    plat.heads.insert(Queue::Front(2), 100);
+    // Another task waits in CPU 2's front queue: the next joins the LLC's.
+    assert_eq!(p.queue_of(&mut plat, 2, false, false), Queue::Llc(0));
+    // One that belongs there (it preempts, or a woken task preempted it)
+    // joins the front queue anyway.
+    assert_eq!(p.queue_of(&mut plat, 2, false, true), Queue::Front(2));
+    // A pinned task waits in its CPU's queue of pinned tasks.
+    assert_eq!(p.queue_of(&mut plat, 2, true, true), Queue::Pinned(2));
 }
 
 #[test]
@@ -273,6 +291,41 @@ fn a_cpu_takes_its_own_llc_then_steals_from_the_nearest_or_an_overloaded_one() {
         p.queue_to_consume(&mut plat, 0),
         Some(Queue::Llc(1)),
         "balance"
+    );
+}
+
+#[test]
+fn a_cpu_with_nothing_waiting_for_it_takes_the_task_beyond_another_llcs_fronts() {
+    let p = policy();
+    let mut plat = Queues::default();
+    // CPU 2 of LLC 0 has a front task; LLC 1 (CPUs 4-7 and 12-15) has
+    // one task waiting in its queue.
+    let mut front = TaskState::new();
+    p.task_queued(&mut front, Queue::Front(2));
+    plat.heads.insert(Queue::Front(2), 0);
+    plat.queued.insert(1, 1);
+    plat.heads.insert(Queue::Llc(1), 0);
+    let mut fronts: Vec<TaskState> = (0..7).map(|_| TaskState::new()).collect();
+    for (cpu, task) in [4, 5, 6, 7, 12, 13, 14].into_iter().zip(fronts.iter_mut()) {
+        p.task_queued(task, Queue::Front(cpu));
+    }
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Front(2)),
+        "a CPU of LLC 1 has no front task: that one takes LLC 1's"
+    );
+    let mut last = TaskState::new();
+    p.task_queued(&mut last, Queue::Front(15));
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Llc(1)),
+        "every CPU of LLC 1 has a front task: CPU 0 takes the one more"
+    );
+    plat.heads.insert(Queue::Front(0), 5);
+    assert_eq!(
+        p.queue_to_consume(&mut plat, 0),
+        Some(Queue::Front(0)),
+        "a task waits for CPU 0"
     );
 }
 

@@ -16,32 +16,24 @@
 //! - 32 CPU hogs (`nest-load hogs`) on the 16 vCPUs for 5 s, from the
 //!   trace: while all 32 are alive (the overload's steady state), the hogs
 //!   migrate at most at a tenth of their preemptions (a regression bound:
-//!   the one shared FIFO queue moved a task at nearly every preemption);
-//!   and the bound, at most 2x as often as the default scheduler's
-//!   or 2% of their preemptions if that is more (some boots' default
-//!   hardly migrates). Printed, not asserted, at first: met once
-//!   (0.9% of preemptions) and once (183 against
-//!   the default's 121), not in two runs with host hogs (269
-//!   of 4765 preemptions against the default's 44, 236 of 7812 against
-//!   24): 230 of those 236 moved a hog within its LLC while a hog that
-//!   last ran on the CPU waited in the queue, and at the end the hogs'
-//!   last CPUs were spread 0-5 per CPU instead of 2 (docs/design/scheduler.md).
-//!   Met in five of five runs with two host hogs (Nest 56,
-//!   56, 29, 139 and 78 migrations in 7293-14153 preemptions, at most
-//!   1.1%, against the default's 32, 159, 144, 122 and 14); and no CPU
-//!   idle for more than 12 ms (two 4 ms ticks and one for the emulated
-//!   vCPU's wake-up, `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`, or 1.5x the default
-//!   scheduler's longest in the same boot, or twice that if such periods
-//!   add up to no more than the default's: `work_conservation_problems`)
-//!   while one of the hogs waited; and scx_nest's own process used at
-//!   most 2% of a CPU meanwhile (`MAX_OWN_CPU_SHARE`: its loop spun in
-//!   crossbeam's channel and took 62% of a vCPU on a busy host, in runs
-//!   of up to 478 ms that displaced the hogs; since fixed).
-//!   Migrations over the whole run are printed: most of Nest's come when
-//!   the first hogs exit and the LLC's shared queue reshuffles the rest
-//!   (in one run: 731 in all, 161 of 17142 preemptions in the steady
-//!   state; default 166 and 151 of 19974; the one shared FIFO queue
-//!   before had 7076 against 135);
+//!   one shared FIFO queue moved a task at nearly every preemption), and
+//!   at most 2x as often as the default scheduler's or 2% of their
+//!   preemptions if that is more (some boots' default hardly migrates).
+//!   Two per CPU, each CPU's pair alternates between the CPU and its front
+//!   queue and nothing moves; what moves is a task more than two per CPU
+//!   in one LLC (passed from CPU to CPU every few slices, unless a CPU of
+//!   the other LLC with one task takes it) and a task preempted by a
+//!   wake-up (it resumes in its CPU's front queue); see
+//!   docs/design/scheduler.md, "Which queue a CPU takes from". Also: no
+//!   CPU idle for more than 12 ms (two 4 ms ticks and one for the emulated
+//!   vCPU's wake-up, `vm_tests::placement::MAX_IDLE_WHILE_WAITING_NS`, or
+//!   1.5x the default scheduler's longest in the same boot, or twice that
+//!   if such periods add up to no more than the default's:
+//!   `work_conservation_problems`) while one of the hogs waited; and
+//!   scx_nest's own process used at most 2% of a CPU meanwhile
+//!   (`MAX_OWN_CPU_SHARE`: a user-space loop that spins displaces the
+//!   hogs). Migrations over the whole run are printed: most come when the
+//!   first hogs exit and the rest spread over the CPUs left;
 //! - hackbench (rt-tests, processes, 2 groups of 5 fds, 200 loops: small,
 //!   emulation is slow), median of 3: throughput at least 90% of the
 //!   default's is printed, not asserted: it is a speed, and the host's

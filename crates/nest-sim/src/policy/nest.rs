@@ -18,7 +18,8 @@
 //! uses instead of the engine's PELT-like utilisation.
 
 use nest_policy::{
-    Mechanism, NestPolicy, PERF_ONE, Params, Platform, Queue, Stat, TaskState, WEIGHT_NICE_0,
+    Mechanism, NestPolicy, PERF_ONE, Params, Platform, Queue, Resume, Stat, TaskState,
+    WEIGHT_NICE_0,
 };
 use nest_trace::{Cpu, Nest as NestKind, PrevState};
 
@@ -464,12 +465,20 @@ impl Nest {
     }
 
     /// `queue_task()`: `task` joins the queue the policy names
-    /// (`nest_queue_of()`) with its virtual time. A woken task may preempt
-    /// `cpu`'s (one that `cpu` would take next goes straight to `cpu`:
-    /// `nest_woken_runs_next()`, and a pinned one has the task it
-    /// preempted resume there); otherwise `cpu` (pinned) or an idle CPU
+    /// (`nest_queue_of()`; `cpu`'s front queue if `home`: a woken task
+    /// preempted it there) with its virtual time. A woken task may preempt
+    /// `cpu`'s, which then resumes there (`nest_woken_preempts()`; one that
+    /// `cpu` would take next goes straight to `cpu`:
+    /// `nest_woken_runs_next()`); otherwise `cpu` (pinned) or an idle CPU
     /// near it is kicked to take it.
-    fn queue_task(&mut self, cx: &mut Ctx, task: TaskId, cpu: Cpu, woken: bool) -> Queued {
+    fn queue_task(
+        &mut self,
+        cx: &mut Ctx,
+        task: TaskId,
+        cpu: Cpu,
+        woken: bool,
+        home: bool,
+    ) -> Queued {
         let pinned = cx.task_pinned(task);
         let frame = self.frame_of(cx, task, cpu);
         let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
@@ -483,17 +492,18 @@ impl Nest {
         }
         let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, Some(task), cpu);
         if preempt && self.policy.woken_runs_next(&mut plat, cpu, vtime) {
-            if pinned {
-                self.policy.pinned_preempts(cpu);
-            }
+            self.policy.woken_preempts(cpu, pinned);
             cx.kick(cpu, true);
             return Queued::OnCpu(cpu);
         }
-        let queue = self.policy.queue_of(&mut plat, cpu, pinned, preempt);
+        let queue = self
+            .policy
+            .queue_of(&mut plat, cpu, pinned, preempt || home);
         self.queues.insert(dsq(queue), task, vtime);
         self.policy
             .task_queued(task_state(&mut self.tasks, task), queue);
         if preempt {
+            self.policy.woken_preempts(cpu, false);
             cx.kick(cpu, true);
         } else if pinned {
             // kick_pinned_cpu(): an idle `cpu` takes it.
@@ -647,7 +657,7 @@ impl Policy for Nest {
     }
 
     /// `nest_enqueue()`: a pinned task waits in its CPU's queue; a task
-    /// that a pinned one preempted resumes on its CPU; a task leaving a
+    /// that a woken one preempted resumes on its CPU; a task leaving a
     /// shared core takes an idle CPU if there is one; the last task of a
     /// CPU stays there; every other waits in its LLC queue. Only a woken
     /// task is one (`SCX_ENQ_WAKEUP`): a new one neither asks to preempt
@@ -656,10 +666,15 @@ impl Policy for Nest {
         let unpair = std::mem::take(&mut hosted(&mut self.hosted, task).unpair);
         let woken = why == Enqueue::Wakeup;
         if cx.task_pinned(task) {
-            return self.queue_task(cx, task, cpu, woken);
+            return self.queue_task(cx, task, cpu, woken, false);
         }
-        // resumes_after_pinned()
-        if !woken && cx.task_allowed(task, cpu) && self.policy.resumes_after_pinned(cpu) {
+        // preempted_resumes()
+        let resume = if !woken && cx.task_allowed(task, cpu) {
+            self.policy.preempted_resumes(cpu)
+        } else {
+            Resume::Queued
+        };
+        if resume == Resume::Local {
             return Queued::OnCpu(cpu);
         }
         if unpair
@@ -671,7 +686,7 @@ impl Policy for Nest {
         if why == Enqueue::Last {
             return Queued::OnCpu(cpu);
         }
-        self.queue_task(cx, task, cpu, woken)
+        self.queue_task(cx, task, cpu, woken, resume == Resume::Front)
     }
 
     /// `nest_dispatch()`: the queue the policy names, else `prev` keeps

@@ -866,22 +866,25 @@ static void kick_pinned_cpu(s32 cpu)
 
 /*
  * Queue @p, whose CPU is @cpu, with its virtual time, in the queue the
- * policy names (nest_queue_of()): @cpu's queue of pinned tasks if
- * @pinned, else @cpu's front queue or its LLC's. A woken task may preempt
- * the task running on @cpu (one that @cpu would take next goes straight
- * to its local queue: nest_woken_runs_next()); otherwise an idle CPU is kicked
- * (the placement found none a moment ago, but one may have gone idle
- * since). Any other task (preempted, or moved here by an affinity change
- * or a migration) wakes an idle CPU too, its own first: waiting for the
- * busy CPU to take it back kept CPUs idle for 8-14 ms beside waiting
- * threads under overload, and a task moved onto an idle CPU, pinned
- * there, would wait for the watchdog.
+ * policy names (nest_queue_of()): @cpu's queue of pinned tasks if @p may
+ * run there only, else @cpu's front queue (always if @home: a woken task
+ * preempted @p there) or its LLC's. A woken task may preempt the task
+ * running on @cpu, which then resumes there (nest_woken_preempts()); one
+ * that @cpu would take next goes straight to its local queue
+ * (nest_woken_runs_next()); otherwise an idle CPU is kicked (the
+ * placement found none a moment ago, but one may have gone idle since).
+ * Any other task (preempted, or moved here by an affinity change or a
+ * migration) wakes an idle CPU too, its own first: waiting for the busy
+ * CPU to take it back kept CPUs idle for 8-14 ms beside waiting threads
+ * under overload, and a task moved onto an idle CPU, pinned there, would
+ * wait for the watchdog.
  */
-static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
+static void queue_task(struct task_struct *p, struct task_ctx *t, bool home,
 		       s32 cpu, u64 enq_flags)
 {
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx pctx = policy_ctx(&env);
+	bool pinned = task_pinned(p);
 	u32 llc = nest_queue_llc(&pctx, cpu);
 	/* Its CPU's queues are in its LLC's frame. */
 	s32 frame = pinned ? NEST_QUEUE_PINNED - cpu : (s32)llc;
@@ -897,12 +900,11 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 		/* In ops.enqueue(), SCX_DSQ_LOCAL is @p's CPU's: @cpu's. */
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, nest_slice(&pctx, llc),
 				   enq_flags | SCX_ENQ_HEAD | SCX_ENQ_PREEMPT);
-		if (pinned)
-			nest_pinned_preempts(&pctx, cpu);
+		nest_woken_preempts(&pctx, cpu, pinned);
 		count_event(NEST_EV_PREEMPTED, 1);
 		return;
 	}
-	queue = nest_queue_of(&pctx, cpu, pinned, preempt);
+	queue = nest_queue_of(&pctx, cpu, pinned, preempt || home);
 	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
 				 vtime, enq_flags);
 	nest_task_queued(&pctx, &t->nest, queue);
@@ -914,6 +916,7 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 		return;
 	}
 	if (preempt) {
+		nest_woken_preempts(&pctx, cpu, false);
 		kick_cpu(cpu, SCX_KICK_PREEMPT);
 		count_event(NEST_EV_PREEMPTED, 1);
 	} else if (pinned) {
@@ -924,22 +927,23 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool pinned,
 }
 
 /*
- * Is @p, running on @cpu a moment ago, being queued because a pinned task
- * preempted it there (nest_pinned_preempts())? Then it stays on @cpu, in
- * its local queue behind that task. The rule reads only @cpu's mark: no
- * clock read on this path, which every queued task takes. Neither a woken
- * task nor one the kernel re-enqueues (SCX_ENQ_REENQ: a higher class took
- * @cpu, ops.cpu_release()) is that task: the latter must leave @cpu, and
- * taking the mark would keep it there.
+ * How does @p, running on @cpu a moment ago, resume: is it being queued
+ * because a woken task preempted it there (nest_woken_preempts())? The
+ * rule reads only @cpu's mark: no clock read on this path, which every
+ * queued task takes. Neither a woken task nor one the kernel re-enqueues
+ * (SCX_ENQ_REENQ: a higher class took @cpu, ops.cpu_release()) is that
+ * task: the latter must leave @cpu, and taking the mark would keep it
+ * there.
  */
-static bool resumes_after_pinned(struct task_struct *p, s32 cpu, u64 enq_flags)
+static u32 preempted_resumes(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	struct nest_bpf_env env = { .p = p };
 	struct nest_ctx pctx = policy_ctx_at(&env, 0);
 
-	return !(enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)) &&
-	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
-	       nest_resumes_after_pinned(&pctx, cpu);
+	if ((enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)) ||
+	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+		return NEST_RESUME_QUEUED;
+	return nest_preempted_resumes(&pctx, cpu);
 }
 
 void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
@@ -947,6 +951,7 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 	struct task_ctx *t = lookup_task(p);
 	s32 cpu = scx_bpf_task_cpu(p);
 	bool unpair = t && t->unpair;
+	u32 resume;
 
 	if (t)
 		t->unpair = 0;
@@ -957,11 +962,12 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 	if (task_pinned(p)) {
-		queue_task(p, t, true, cpu, enq_flags);
+		queue_task(p, t, false, cpu, enq_flags);
 		count_event(NEST_EV_PINNED, 1);
 		return;
 	}
-	if (resumes_after_pinned(p, cpu, enq_flags)) {
+	resume = preempted_resumes(p, cpu, enq_flags);
+	if (resume == NEST_RESUME_LOCAL) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_on(cpu), enq_flags);
 		count_event(NEST_EV_RESUMED, 1);
 		return;
@@ -991,7 +997,7 @@ void BPF_STRUCT_OPS(nest_enqueue, struct task_struct *p, u64 enq_flags)
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_on(cpu), enq_flags);
 		return;
 	}
-	queue_task(p, t, false, cpu, enq_flags);
+	queue_task(p, t, resume == NEST_RESUME_FRONT, cpu, enq_flags);
 	count_event(NEST_EV_QUEUED, 1);
 }
 
@@ -1354,9 +1360,9 @@ void BPF_STRUCT_OPS(nest_dump_cpu, struct scx_dump_ctx *dctx, s32 cpu, bool idle
 		     pinned, front, cpu_llc(&nest_cfg, cpu), READ_ONCE(c->running),
 		     READ_ONCE(c->offline), READ_ONCE(c->idle_since),
 		     READ_ONCE(c->spin_until), READ_ONCE(c->kept_since));
-	scx_bpf_dump(" curr_vtime=%llu curr_weight=%u resume_after_pinned=%u",
+	scx_bpf_dump(" curr_vtime=%llu curr_weight=%u resume=%u",
 		     READ_ONCE(c->curr_vtime), READ_ONCE(c->curr_weight),
-		     READ_ONCE(c->resume_after_pinned));
+		     READ_ONCE(c->resume));
 }
 
 void BPF_STRUCT_OPS(nest_dump_task, struct scx_dump_ctx *dctx, struct task_struct *p)
