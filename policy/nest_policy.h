@@ -332,7 +332,7 @@ struct nest_cpu {
 	u32 curr_weight;
 	/*
 	 * How the task running here, preempted by a woken task, resumes
-	 * (enum nest_resume, nest_woken_preempts()). Cleared when the next
+	 * (NEST_RESUME_*, nest_woken_preempts()). Cleared when the next
 	 * task starts.
 	 */
 	u32 resume;

@@ -34,9 +34,9 @@
  *     idle balance pulls a waiting task.
  *   - Balance and work conservation. A CPU takes from another LLC's queue
  *     when its own is empty (nearest LLC first), when the other queue is
- *     longer by more than one task and a quarter, per CPU, or when it has
- *     nothing waiting for it and every CPU of the other LLC has (a load
- *     balance).
+ *     longer by more than one task and a quarter, per CPU, or when
+ *     nothing waits for it and every CPU of the other LLC has a front
+ *     task (a load balance).
  *     Idle CPUs are woken when a task is queued, and at every tick of a CPU
  *     whose LLC queue holds waiting tasks (as the fair scheduler's
  *     nohz_balancer_kick()).
