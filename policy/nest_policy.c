@@ -1146,7 +1146,7 @@ static void nest_task_init(struct nest_task *t)
 	t->vtime = 0;
 	t->run_start = 0;
 	t->vtime_llc = NEST_LLC_NONE;
-	t->front_cpu = -1;
+	t->queue = NEST_QUEUE_NONE;
 	t->kept_cpu = -1;
 	t->traits = 0;
 	t->kept_at = 0;

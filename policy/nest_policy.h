@@ -347,6 +347,9 @@ struct nest_cpu {
 	 * here (0: kept for no task).
 	 */
 	u64 kept_since;
+	/* How many tasks wait in its front and pinned queues (as llc_queued). */
+	s32 front_queued;
+	s32 pinned_queued;
 };
 
 /* The last CPU of an LLC that went idle after its task exited. */
@@ -375,11 +378,12 @@ struct nest_state {
 	/* When each LLC queue is next swept for starving tasks. */
 	u64 starve_sweep_at[NEST_MAX_LLCS];
 	/*
-	 * How many tasks wait in the front queues of each LLC's CPUs
-	 * (nest_task_queued()), so that a CPU out of work looks into other
-	 * CPUs' front queues only when there is something to find.
+	 * How many tasks wait in the front queues of each LLC's CPUs, and in
+	 * each LLC's queue (nest_task_queued()), so that a CPU out of work
+	 * looks into a queue only when there is something to find.
 	 */
 	s32 llc_fronts[NEST_MAX_LLCS];
+	s32 llc_queued[NEST_MAX_LLCS];
 	/* Frequency requests (nest_perf.c). */
 	struct nest_perf_cpu perf[NEST_MAX_CPUS];
 };
@@ -409,8 +413,8 @@ struct nest_task {
 	 */
 	u64 run_since_wake;
 	u32 vtime_llc;
-	/* The CPU whose front queue the task waits in (-1: none). */
-	s32 front_cpu;
+	/* The queue the task waits in (NEST_QUEUE_NONE: none), as counted. */
+	s32 queue;
 	/* Kept CPU: the CPU kept for this task while it sleeps (-1: none). */
 	s32 kept_cpu;
 	/*

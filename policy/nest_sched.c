@@ -49,13 +49,14 @@
  * what to do; it answers through the platform interface of nest_policy.h:
  *
  *   u32 plat_llc_queued(nest_env_t env, u32 llc);
- *	Number of tasks waiting in LLC @llc's queue.
+ *	Number of tasks waiting in LLC @llc's queue (asked at ticks only:
+ *	the policy counts the queues' tasks, "Queue counts" below).
  *   bool plat_queue_head(nest_env_t env, s32 queue, u64 *vtime);
  *	Virtual time of the first task of @queue (an LLC index,
  *	NEST_QUEUE_PINNED - cpu for CPU cpu's queue of pinned tasks or
  *	NEST_QUEUE_FRONT - cpu for its front queue); false if empty. Asked
- *	at every switch: a host answers without taking the queue's lock
- *	where it can.
+ *	at most switches where the count says a task may wait: a host
+ *	answers without taking the queue's lock where it can.
  *
  * Included after nest_policy.c.
  */
@@ -106,12 +107,106 @@ static u64 llc_vtime(const struct nest_ctx *ctx, u32 llc)
 	return READ_ONCE(ctx->st->llc_vtime[llc_index(llc)]);
 }
 
+/* Is @queue a CPU's queue of pinned tasks (NEST_QUEUE_PINNED - cpu)? */
+static bool queue_is_pinned(s32 queue)
+{
+	return queue <= NEST_QUEUE_PINNED && queue > NEST_QUEUE_FRONT;
+}
+
+/* The CPU of @queue, a CPU's pinned or front queue. */
+static s32 queue_cpu(s32 queue)
+{
+	return queue_is_pinned(queue) ? NEST_QUEUE_PINNED - queue :
+					NEST_QUEUE_FRONT - queue;
+}
+
+/*
+ * Queue counts
+ * ------------
+ * The policy counts the tasks of each queue as the host reports them
+ * (nest_task_queued()): counted when the host puts a task into a queue,
+ * uncounted when the task starts running or is put into another queue.
+ * A look into a queue is a lookup by its id in the host (a hash table in
+ * sched_ext, a few hundred instructions), asked at nearly every switch;
+ * a count of zero answers without it. A count is never below the
+ * queue's length: a task is counted before the host's insertion takes
+ * effect and uncounted after it left. It may be above for a moment (a
+ * task moved out to run, not started yet), which costs a look. The
+ * tick's look for waiting work (nest_tick_kick()) asks the host itself.
+ */
+
+/* The count of @queue's tasks. */
+static s32 *queue_count(const struct nest_ctx *ctx, s32 queue)
+{
+	struct nest_cpu *c;
+
+	if (queue >= 0)
+		return &ctx->st->llc_queued[llc_index(queue)];
+	c = nest_cpu(ctx->st, queue_cpu(queue));
+	if (!c)
+		return NULL;
+	return queue_is_pinned(queue) ? &c->pinned_queued : &c->front_queued;
+}
+
+/* Count @delta tasks into or out of @queue (NEST_QUEUE_NONE: none). */
+static void count_queued(const struct nest_ctx *ctx, s32 queue, s32 delta)
+{
+	s32 *count;
+
+	if (queue == NEST_QUEUE_NONE)
+		return;
+	count = queue_count(ctx, queue);
+	if (count)
+		__sync_fetch_and_add(count, delta);
+	if (queue <= NEST_QUEUE_FRONT)
+		__sync_fetch_and_add(&ctx->st->llc_fronts[llc_index(
+					     cpu_llc(ctx->cfg, queue_cpu(queue)))],
+				     delta);
+}
+
+/*
+ * The host put @t into @queue, or @t left its queue to run
+ * (NEST_QUEUE_NONE). A task leaves a queue to run, to be queued again (a
+ * dequeue for an affinity or priority change), or to leave the scheduler
+ * (a change of scheduling class), so nothing else uncounts it.
+ */
+static void nest_task_queued(const struct nest_ctx *ctx, struct nest_task *t,
+			     s32 queue)
+{
+	if (t->queue == queue)
+		return;
+	count_queued(ctx, t->queue, -1);
+	count_queued(ctx, queue, 1);
+	t->queue = queue;
+}
+
+/* How many tasks wait in LLC @llc's queue, as counted. */
+static u32 llc_waiting(const struct nest_ctx *ctx, u32 llc)
+{
+	s32 nr = READ_ONCE(ctx->st->llc_queued[llc_index(llc)]);
+
+	return nr > 0 ? nr : 0;
+}
+
+/*
+ * The virtual time of @queue's first task; false if it is empty. The
+ * host is asked only when the count says a task may be there.
+ */
+static bool queue_head(const struct nest_ctx *ctx, s32 queue, u64 *vtime)
+{
+	s32 *count = queue_count(ctx, queue);
+
+	if (count && READ_ONCE(*count) <= 0)
+		return false;
+	return plat_queue_head(ctx->env, queue, vtime);
+}
+
 /* Lower *@ref to the virtual time of @queue's first task, if earlier. */
 static void earliest_of(const struct nest_ctx *ctx, s32 queue, u64 *ref)
 {
 	u64 head;
 
-	if (plat_queue_head(ctx->env, queue, &head) && vtime_before(head, *ref))
+	if (queue_head(ctx, queue, &head) && vtime_before(head, *ref))
 		*ref = head;
 }
 
@@ -174,19 +269,6 @@ static void rebase_vtime(const struct nest_ctx *ctx, struct nest_task *t,
 	t->vtime_llc = llc;
 }
 
-/* Is @queue a CPU's queue of pinned tasks (NEST_QUEUE_PINNED - cpu)? */
-static bool queue_is_pinned(s32 queue)
-{
-	return queue <= NEST_QUEUE_PINNED && queue > NEST_QUEUE_FRONT;
-}
-
-/* The CPU of @queue, a CPU's pinned or front queue. */
-static s32 queue_cpu(s32 queue)
-{
-	return queue_is_pinned(queue) ? NEST_QUEUE_PINNED - queue :
-					NEST_QUEUE_FRONT - queue;
-}
-
 /*
  * The LLC whose frame the virtual times of @queue are in: a CPU's queues
  * are in its LLC's.
@@ -217,7 +299,8 @@ static u32 queue_frame(const struct nest_ctx *ctx, s32 queue)
  * low-weight task, charged many times what it ran, would otherwise wake
  * seconds ahead of its frame, and run only out of turn.
  * Only at wakeups and frame changes: a task preempted or at the end of
- * its slice keeps its virtual time, or weights would not hold.
+ * its slice keeps its virtual time, or weights would not hold. Reads no
+ * clock (ctx->now may be 0): hosts call it at every wake-up.
  */
 static void nest_task_woken(const struct nest_ctx *ctx, struct nest_task *t,
 			    s32 queue, u32 weight)
@@ -280,35 +363,9 @@ static s32 nest_queue_of(const struct nest_ctx *ctx, s32 cpu, bool pinned,
 		return NEST_QUEUE_PINNED - cpu;
 	if (!cpu_offline(ctx->st, cpu) &&
 	    (front ||
-	     !plat_queue_head(ctx->env, NEST_QUEUE_FRONT - cpu, &head)))
+	     !queue_head(ctx, NEST_QUEUE_FRONT - cpu, &head)))
 		return NEST_QUEUE_FRONT - cpu;
 	return nest_queue_llc(ctx, cpu);
-}
-
-/* Count @delta tasks into or out of @cpu's front queue (-1: none). */
-static void count_front(const struct nest_ctx *ctx, s32 cpu, s32 delta)
-{
-	if (cpu >= 0)
-		__sync_fetch_and_add(&ctx->st->llc_fronts[llc_index(
-					     cpu_llc(ctx->cfg, cpu))], delta);
-}
-
-/*
- * The host put @t into @queue, or @t left its queue to run
- * (NEST_QUEUE_NONE): keep the count of each LLC's front tasks. A task
- * leaves a queue to run, or to be queued again (a dequeue for an affinity
- * or priority change), so nothing else takes it out of the count.
- */
-static void nest_task_queued(const struct nest_ctx *ctx, struct nest_task *t,
-			     s32 queue)
-{
-	s32 front = queue <= NEST_QUEUE_FRONT ? queue_cpu(queue) : -1;
-
-	if (t->front_cpu == front)
-		return;
-	count_front(ctx, t->front_cpu, -1);
-	count_front(ctx, front, 1);
-	t->front_cpu = front;
 }
 
 /*
@@ -319,7 +376,7 @@ static u64 nest_slice(const struct nest_ctx *ctx, u32 llc)
 {
 	const struct nest_config *cfg = ctx->cfg;
 	u64 nr_cpus = cfg->llc_nr_cpus[llc_index(llc)];
-	u64 waiting = plat_llc_queued(ctx->env, llc);
+	u64 waiting = llc_waiting(ctx, llc);
 	u64 slice = cfg->slice_ns;
 
 	if (nr_cpus && waiting)
@@ -343,7 +400,7 @@ static void nest_sched_running(const struct nest_ctx *ctx, struct nest_task *t,
 	struct nest_cpu *c = nest_cpu(ctx->st, cpu);
 	u64 ref = llc_vtime(ctx, llc), frontier, head = 0;
 	/* One look at the queue (at every switch): frame_ref() and the cap. */
-	bool waiting = plat_queue_head(ctx->env, llc, &head);
+	bool waiting = queue_head(ctx, llc, &head);
 
 	if (waiting && vtime_before(head, ref))
 		ref = head;
@@ -440,9 +497,8 @@ static s32 nest_llc_next(const struct nest_ctx *ctx, s32 cpu, u64 *vtime)
 {
 	u32 own = llc_index(cpu_llc(ctx->cfg, cpu));
 	u64 front = 0, head = 0;
-	bool has_front = plat_queue_head(ctx->env, NEST_QUEUE_FRONT - cpu,
-					 &front);
-	bool has_head = plat_queue_head(ctx->env, own, &head);
+	bool has_front = queue_head(ctx, NEST_QUEUE_FRONT - cpu, &front);
+	bool has_head = queue_head(ctx, own, &head);
 
 	if (has_front &&
 	    (!has_head || !vtime_before(head + NEST_LOCALITY_SLICES *
@@ -474,7 +530,7 @@ static bool nest_woken_runs_next(const struct nest_ctx *ctx, s32 cpu,
 {
 	u64 head;
 
-	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &head) &&
+	if (queue_head(ctx, NEST_QUEUE_PINNED - cpu, &head) &&
 	    !vtime_before(vtime, head))
 		return false;
 	return nest_llc_next(ctx, cpu, &head) == NEST_QUEUE_NONE ||
@@ -558,15 +614,30 @@ static bool llc_fronts_full(const struct nest_ctx *ctx, u32 llc)
 	       (s32)ctx->cfg->llc_nr_cpus[llc_index(llc)];
 }
 
+/* Does any front queue hold a task? One look per LLC, not per CPU. */
+static bool any_front_task(const struct nest_ctx *ctx)
+{
+	u32 nr_llcs = ctx->cfg->nr_llcs, llc;
+
+	if (nr_llcs > NEST_MAX_LLCS)
+		nr_llcs = NEST_MAX_LLCS;
+	bpf_for(llc, 0, nr_llcs) {
+		if (READ_ONCE(ctx->st->llc_fronts[llc_index(llc)]) > 0)
+			return true;
+	}
+	return false;
+}
+
 /*
  * A front task for @cpu, which has nothing else to run, to take from
  * another CPU, as the fair scheduler's idle balance pulls a waiting task
  * (sched_balance_newidle() in kernel/sched/fair.c):
  * the earliest of @cpu's LLC, else the first of another LLC's. Returns
  * NEST_QUEUE_FRONT - cpu of that CPU, or NEST_QUEUE_NONE. Only a CPU that
- * would otherwise go idle looks, and only at the CPUs of LLCs whose front
- * queues hold tasks: a look into a queue is a lookup by its id, and CPUs
- * go idle at most switches of a ping-pong.
+ * would otherwise go idle looks, only when some front queue holds a task,
+ * and only into the front queues counted non-empty: CPUs go idle at most
+ * switches of a ping-pong, and a walk over every CPU costs as much as a
+ * few lookups.
  */
 static s32 nest_front_to_steal(const struct nest_ctx *ctx, s32 cpu)
 {
@@ -575,12 +646,13 @@ static s32 nest_front_to_steal(const struct nest_ctx *ctx, s32 cpu)
 	s32 best = NEST_QUEUE_NONE, other = NEST_QUEUE_NONE;
 	u64 best_vtime = 0, vtime;
 
+	if (!any_front_task(ctx))
+		return NEST_QUEUE_NONE;
 	if (nr_cpus > NEST_MAX_CPUS)
 		nr_cpus = NEST_MAX_CPUS;
 	bpf_for(c, 0, nr_cpus) {
 		if ((s32)c == cpu ||
-		    READ_ONCE(ctx->st->llc_fronts[llc_index(cpu_llc(cfg, c))]) <= 0 ||
-		    !plat_queue_head(ctx->env, NEST_QUEUE_FRONT - (s32)c, &vtime))
+		    !queue_head(ctx, NEST_QUEUE_FRONT - (s32)c, &vtime))
 			continue;
 		if (cpu_llc(cfg, c) != own) {
 			if (other == NEST_QUEUE_NONE)
@@ -603,26 +675,27 @@ static s32 nest_front_to_steal(const struct nest_ctx *ctx, s32 cpu)
  * another front task of its LLC, the nearest non-empty LLC queue, or
  * another LLC's front task. Returns an LLC
  * index, a CPU's queue (NEST_QUEUE_PINNED - cpu, NEST_QUEUE_FRONT - cpu)
- * or NEST_QUEUE_NONE.
+ * or NEST_QUEUE_NONE. Reads no clock (ctx->now may be 0): hosts ask at
+ * every switch, and most find nothing to take.
  */
 static s32 nest_queue_to_consume(const struct nest_ctx *ctx, s32 cpu)
 {
 	const struct nest_config *cfg = ctx->cfg;
 	u32 own = llc_index(cpu_llc(cfg, cpu));
-	u32 nr_own = plat_llc_queued(ctx->env, own);
+	u32 nr_own = llc_waiting(ctx, own);
 	u64 pinned_vtime, next_vtime;
 	s32 next = nest_llc_next(ctx, cpu, &next_vtime);
 	s32 nearest = NEST_QUEUE_NONE, stolen;
 	u32 i, nr_llcs = cfg->nr_llcs;
 
-	if (plat_queue_head(ctx->env, NEST_QUEUE_PINNED - cpu, &pinned_vtime) &&
+	if (queue_head(ctx, NEST_QUEUE_PINNED - cpu, &pinned_vtime) &&
 	    (next == NEST_QUEUE_NONE || !vtime_before(next_vtime, pinned_vtime)))
 		return NEST_QUEUE_PINNED - cpu;
 	if (nr_llcs > NEST_MAX_LLCS)
 		nr_llcs = NEST_MAX_LLCS;
 	bpf_for(i, 1, nr_llcs) {
 		u32 llc = llc_index(cfg->llc_order[own][llc_index(i)]);
-		u32 nr = plat_llc_queued(ctx->env, llc);
+		u32 nr = llc_waiting(ctx, llc);
 
 		if (!nr)
 			continue;
@@ -664,7 +737,7 @@ nest_prev_keeps_cpu(const struct nest_ctx *ctx, s32 cpu,
 		return true;
 	if (queue >= 0 && queue != (s32)nest_queue_llc(ctx, cpu))
 		return false;
-	if (!plat_queue_head(ctx->env, queue, &head))
+	if (!queue_head(ctx, queue, &head))
 		return false;
 	if (ctx->now > t->run_start)
 		vtime += scale_by_weight(ctx->now - t->run_start, weight);
@@ -723,7 +796,9 @@ static void nest_starve_rescued(const struct nest_ctx *ctx, u64 *sweep_at)
 /*
  * A tick on @cpu: should the host wake an idle CPU to take a task waiting
  * in @cpu's LLC queue or front queue? (Nothing else wakes an idle CPU for
- * a task that was preempted rather than woken, after its queueing.)
+ * a task that was preempted rather than woken, after its queueing.) The
+ * host's queues themselves, not the counts: a count left above its
+ * queue's length must not wake idle CPUs at every tick.
  */
 static bool nest_tick_kick(const struct nest_ctx *ctx, s32 cpu)
 {

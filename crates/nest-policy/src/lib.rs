@@ -793,13 +793,20 @@ impl NestPolicy {
         unsafe { ffi::nest_native_queue_llc(&*self.cfg, prev_cpu as i32) }
     }
 
-    /// The host put `task` into `queue`: the policy counts the tasks
-    /// waiting in front queues (a task leaves its queue when it runs).
+    /// The host put `task` into `queue`: the policy counts the tasks of
+    /// each queue (a task leaves its queue when it runs).
     pub fn task_queued(&self, task: &mut TaskState, queue: Queue) {
+        self.report_queue(task, queue.to_c());
+    }
+
+    /// `task` left its queue other than to run (it left the scheduler).
+    pub fn task_dequeued(&self, task: &mut TaskState) {
+        self.report_queue(task, ffi::NEST_QUEUE_NONE);
+    }
+
+    fn report_queue(&self, task: &mut TaskState, queue: i32) {
         // SAFETY: valid pointers; see select_cpu.
-        unsafe {
-            ffi::nest_native_task_queued(self.state_ptr(), &*self.cfg, &mut task.0, queue.to_c())
-        }
+        unsafe { ffi::nest_native_task_queued(self.state_ptr(), &*self.cfg, &mut task.0, queue) }
     }
 
     /// The queue a task queued on `cpu` waits in: `cpu`'s queue of pinned

@@ -15,11 +15,67 @@ const SLICE: u64 = 4 * MS;
 const NICE_0: u32 = 100;
 const NICE_10: u32 = 11;
 
-/// Queues with a length and the virtual time of their first task.
+/// Queues with a length and the virtual time of their first task, and
+/// stand-ins for their tasks, reported to the policy as a host reports the
+/// tasks it queues (`task_queued()`): the policy looks only into queues
+/// that it counts tasks in.
 #[derive(Default)]
 struct Queues {
     queued: HashMap<u32, u32>,
     heads: HashMap<Queue, u64>,
+    counted: HashMap<Queue, Vec<TaskState>>,
+}
+
+impl Queues {
+    /// The first task of `queue` has virtual time `vtime`.
+    fn set_head(&mut self, p: &NestPolicy, queue: Queue, vtime: u64) {
+        self.heads.insert(queue, vtime);
+        if let Queue::Llc(llc) = queue {
+            let len = self.queued.entry(llc).or_insert(0);
+            *len = (*len).max(1);
+        }
+        self.report(p, queue);
+    }
+
+    /// `len` tasks wait in LLC `llc`'s queue.
+    fn set_len(&mut self, p: &NestPolicy, llc: u32, len: u32) {
+        self.queued.insert(llc, len);
+        self.report(p, Queue::Llc(llc));
+    }
+
+    /// Nothing waits in `queue`.
+    fn empty(&mut self, p: &NestPolicy, queue: Queue) {
+        self.heads.remove(&queue);
+        if let Queue::Llc(llc) = queue {
+            self.queued.remove(&llc);
+        }
+        self.report(p, queue);
+    }
+
+    /// Nothing waits anywhere.
+    fn clear(&mut self, p: &NestPolicy) {
+        let queues: Vec<Queue> = self.counted.keys().copied().collect();
+        for queue in queues {
+            self.empty(p, queue);
+        }
+    }
+
+    /// Report as many tasks in `queue` to the policy as it holds.
+    fn report(&mut self, p: &NestPolicy, queue: Queue) {
+        let len = match queue {
+            Queue::Llc(llc) => self.queued.get(&llc).copied().unwrap_or(0),
+            _ => u32::from(self.heads.contains_key(&queue)),
+        } as usize;
+        let tasks = self.counted.entry(queue).or_default();
+        while tasks.len() < len {
+            let mut task = TaskState::new();
+            p.task_queued(&mut task, queue);
+            tasks.push(task);
+        }
+        for mut task in tasks.split_off(len.min(tasks.len())) {
+            p.task_dequeued(&mut task);
+        }
+    }
 }
 
 impl Platform for Queues {
@@ -79,7 +135,7 @@ fn cpu_shares_follow_the_weights() {
     }
     let mut now = 0;
     for _ in 0..2000 {
-        plat.heads.insert(Queue::Pinned(1), tasks[1].0.vtime());
+        plat.set_head(&p, Queue::Pinned(1), tasks[1].0.vtime());
         let next = if p.prev_keeps_cpu(&mut plat, 1, &tasks[0].0, NICE_0, Queue::Pinned(1), now) {
             0
         } else {
@@ -92,7 +148,7 @@ fn cpu_shares_follow_the_weights() {
         // Back in the CPU's queue, behind or before the other one: a
         // task at the end of its slice keeps its virtual time.
         let other = tasks[1 - next].0.vtime();
-        plat.heads.insert(Queue::Pinned(1), other);
+        plat.set_head(&p, Queue::Pinned(1), other);
         let (task, weight, _) = &mut tasks[next];
         let kept = task.vtime();
         assert_eq!(
@@ -171,8 +227,8 @@ fn a_sleeper_is_placed_against_the_earliest_waiting_task() {
     p.task_woken(&mut plat, &mut hog, Queue::Llc(0), NICE_0, 0);
     run(&p, &mut hog, 0, NICE_0, 0, 100 * SLICE);
     // Tasks wait in LLC 0 far behind the queue's virtual time.
-    plat.queued.insert(0, 3);
-    plat.heads.insert(Queue::Llc(0), 10 * SLICE);
+    plat.set_len(&p, 0, 3);
+    plat.set_head(&p, Queue::Llc(0), 10 * SLICE);
     let mut sleeper = TaskState::new();
     p.task_woken(&mut plat, &mut sleeper, Queue::Llc(0), NICE_0, 0);
     let vtime = sleeper.vtime();
@@ -257,7 +313,7 @@ fn a_task_preempted_by_a_woken_task_resumes_on_its_cpu_once() {
 fn a_task_preempted_by_a_woken_task_waits_in_its_front_queue_even_if_taken() {
     let p = policy();
     let mut plat = Queues::default();
-    plat.heads.insert(Queue::Front(2), 100);
+    plat.set_head(&p, Queue::Front(2), 100);
     // Another task waits in CPU 2's front queue: the next joins the LLC's.
     assert_eq!(p.queue_of(&mut plat, 2, false, false), Queue::Llc(0));
     // One that belongs there (it preempts, or a woken task preempted it)
@@ -272,21 +328,21 @@ fn a_cpu_takes_its_own_llc_then_steals_from_the_nearest_or_an_overloaded_one() {
     let p = policy();
     let mut plat = Queues::default();
     assert_eq!(p.queue_to_consume(&mut plat, 0), None);
-    plat.queued.insert(1, 2);
-    plat.heads.insert(Queue::Llc(1), 0);
+    plat.set_len(&p, 1, 2);
+    plat.set_head(&p, Queue::Llc(1), 0);
     assert_eq!(
         p.queue_to_consume(&mut plat, 0),
         Some(Queue::Llc(1)),
         "steal when empty"
     );
-    plat.queued.insert(0, 2);
-    plat.heads.insert(Queue::Llc(0), 0);
+    plat.set_len(&p, 0, 2);
+    plat.set_head(&p, Queue::Llc(0), 0);
     assert_eq!(
         p.queue_to_consume(&mut plat, 0),
         Some(Queue::Llc(0)),
         "own first"
     );
-    plat.queued.insert(1, 5);
+    plat.set_len(&p, 1, 5);
     assert_eq!(
         p.queue_to_consume(&mut plat, 0),
         Some(Queue::Llc(1)),
@@ -302,9 +358,9 @@ fn a_cpu_with_nothing_waiting_for_it_takes_the_task_beyond_another_llcs_fronts()
     // one task waiting in its queue.
     let mut front = TaskState::new();
     p.task_queued(&mut front, Queue::Front(2));
-    plat.heads.insert(Queue::Front(2), 0);
-    plat.queued.insert(1, 1);
-    plat.heads.insert(Queue::Llc(1), 0);
+    plat.set_head(&p, Queue::Front(2), 0);
+    plat.set_len(&p, 1, 1);
+    plat.set_head(&p, Queue::Llc(1), 0);
     let mut fronts: Vec<TaskState> = (0..7).map(|_| TaskState::new()).collect();
     for (cpu, task) in [4, 5, 6, 7, 12, 13, 14].into_iter().zip(fronts.iter_mut()) {
         p.task_queued(task, Queue::Front(cpu));
@@ -321,7 +377,7 @@ fn a_cpu_with_nothing_waiting_for_it_takes_the_task_beyond_another_llcs_fronts()
         Some(Queue::Llc(1)),
         "every CPU of LLC 1 has a front task: CPU 0 takes the one more"
     );
-    plat.heads.insert(Queue::Front(0), 5);
+    plat.set_head(&p, Queue::Front(0), 5);
     assert_eq!(
         p.queue_to_consume(&mut plat, 0),
         Some(Queue::Front(0)),
@@ -334,8 +390,8 @@ fn a_woken_pinned_task_runs_next_only_if_no_queued_task_is_earlier() {
     let p = policy();
     let mut plat = Queues::default();
     assert!(p.woken_runs_next(&mut plat, 2, 100), "nothing waits");
-    plat.queued.insert(0, 1);
-    plat.heads.insert(Queue::Llc(0), 100);
+    plat.set_len(&p, 0, 1);
+    plat.set_head(&p, Queue::Llc(0), 100);
     assert!(
         p.woken_runs_next(&mut plat, 2, 100),
         "the LLC's first is as late"
@@ -344,16 +400,16 @@ fn a_woken_pinned_task_runs_next_only_if_no_queued_task_is_earlier() {
         !p.woken_runs_next(&mut plat, 2, 101),
         "the LLC's first is earlier"
     );
-    plat.heads.insert(Queue::Pinned(2), 50);
+    plat.set_head(&p, Queue::Pinned(2), 50);
     assert!(p.woken_runs_next(&mut plat, 2, 40), "earlier than both");
     assert!(
         !p.woken_runs_next(&mut plat, 2, 50),
         "its own queue's first came first"
     );
     // Another CPU's pinned queue and another LLC's queue do not count.
-    plat.heads.insert(Queue::Pinned(3), 10);
-    plat.queued.insert(1, 1);
-    plat.heads.insert(Queue::Llc(1), 10);
+    plat.set_head(&p, Queue::Pinned(3), 10);
+    plat.set_len(&p, 1, 1);
+    plat.set_head(&p, Queue::Llc(1), 10);
     assert!(p.woken_runs_next(&mut plat, 2, 40));
 }
 
@@ -361,11 +417,11 @@ fn a_woken_pinned_task_runs_next_only_if_no_queued_task_is_earlier() {
 fn pinned_tasks_compete_with_the_llc_queue_on_virtual_time() {
     let p = policy();
     let mut plat = Queues::default();
-    plat.queued.insert(0, 1);
-    plat.heads.insert(Queue::Llc(0), 100);
-    plat.heads.insert(Queue::Pinned(2), 200);
+    plat.set_len(&p, 0, 1);
+    plat.set_head(&p, Queue::Llc(0), 100);
+    plat.set_head(&p, Queue::Pinned(2), 200);
     assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Llc(0)));
-    plat.heads.insert(Queue::Pinned(2), 50);
+    plat.set_head(&p, Queue::Pinned(2), 50);
     assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Pinned(2)));
     // CPU 3's queue is CPU 3's only.
     assert_eq!(p.queue_to_consume(&mut plat, 3), Some(Queue::Llc(0)));
@@ -377,7 +433,7 @@ fn a_task_queued_on_a_cpu_waits_in_its_front_queue_when_free() {
     let mut plat = Queues::default();
     assert_eq!(p.queue_of(&mut plat, 2, false, false), Queue::Front(2));
     assert_eq!(p.queue_of(&mut plat, 2, true, false), Queue::Pinned(2));
-    plat.heads.insert(Queue::Front(2), 100);
+    plat.set_head(&p, Queue::Front(2), 100);
     assert_eq!(
         p.queue_of(&mut plat, 2, false, false),
         Queue::Llc(0),
@@ -396,29 +452,29 @@ fn a_task_queued_on_a_cpu_waits_in_its_front_queue_when_free() {
 fn a_cpu_takes_its_front_task_unless_the_llc_queue_s_first_is_far_earlier() {
     let p = policy();
     let mut plat = Queues::default();
-    plat.heads.insert(Queue::Front(2), 100 * SLICE);
+    plat.set_head(&p, Queue::Front(2), 100 * SLICE);
     assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Front(2)));
-    plat.queued.insert(0, 1);
-    plat.heads.insert(Queue::Llc(0), 98 * SLICE);
+    plat.set_len(&p, 0, 1);
+    plat.set_head(&p, Queue::Llc(0), 98 * SLICE);
     assert_eq!(
         p.queue_to_consume(&mut plat, 2),
         Some(Queue::Front(2)),
         "two slices later is within the locality window"
     );
-    plat.heads.insert(Queue::Llc(0), 98 * SLICE - 1);
+    plat.set_head(&p, Queue::Llc(0), 98 * SLICE - 1);
     assert_eq!(
         p.queue_to_consume(&mut plat, 2),
         Some(Queue::Llc(0)),
         "fairness first beyond it"
     );
-    plat.heads.insert(Queue::Pinned(2), 98 * SLICE - 2);
+    plat.set_head(&p, Queue::Pinned(2), 98 * SLICE - 2);
     assert_eq!(
         p.queue_to_consume(&mut plat, 2),
         Some(Queue::Pinned(2)),
         "a pinned task earlier than what the CPU would take"
     );
-    plat.heads.insert(Queue::Llc(0), 200 * SLICE);
-    plat.heads.insert(Queue::Pinned(2), 150 * SLICE);
+    plat.set_head(&p, Queue::Llc(0), 200 * SLICE);
+    plat.set_head(&p, Queue::Pinned(2), 150 * SLICE);
     assert_eq!(
         p.queue_to_consume(&mut plat, 2),
         Some(Queue::Front(2)),
@@ -459,10 +515,10 @@ fn a_cpu_out_of_work_takes_another_cpu_s_front_task_its_own_llc_s_first() {
         "its own LLC's, earliest first"
     );
     assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Front(2)));
-    plat.heads.remove(&Queue::Front(2));
-    plat.heads.remove(&Queue::Front(3));
-    plat.queued.insert(1, 1);
-    plat.heads.insert(Queue::Llc(1), 10);
+    plat.empty(&p, Queue::Front(2));
+    plat.empty(&p, Queue::Front(3));
+    plat.set_len(&p, 1, 1);
+    plat.set_head(&p, Queue::Llc(1), 10);
     assert_eq!(
         p.queue_to_consume(&mut plat, 0),
         Some(Queue::Llc(1)),
@@ -481,25 +537,25 @@ fn a_running_task_keeps_its_cpu_against_later_tasks_and_other_cpus_front_tasks()
     p.sched_running(&mut plat, &mut task, 2, NICE_0, 3 * SLICE);
     let now = 4 * SLICE;
     let vtime = task.vtime() + SLICE;
-    plat.heads.insert(Queue::Front(2), vtime);
+    plat.set_head(&p, Queue::Front(2), vtime);
     assert!(p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Front(2), now));
-    plat.heads.insert(Queue::Front(2), vtime - 1);
+    plat.set_head(&p, Queue::Front(2), vtime - 1);
     assert!(
         !p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Front(2), now),
         "its front task is earlier"
     );
-    plat.heads.insert(Queue::Front(3), 0);
+    plat.set_head(&p, Queue::Front(3), 0);
     assert!(
         p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Front(3), now),
         "another CPU's front task runs at its own CPU's next switch"
     );
-    plat.queued.insert(1, 1);
-    plat.heads.insert(Queue::Llc(1), u64::MAX / 2);
+    plat.set_len(&p, 1, 1);
+    plat.set_head(&p, Queue::Llc(1), u64::MAX / 2);
     assert!(
         !p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Llc(1), now),
         "a load balance from another LLC"
     );
-    plat.heads.insert(Queue::Llc(0), vtime + SLICE);
+    plat.set_head(&p, Queue::Llc(0), vtime + SLICE);
     assert!(p.prev_keeps_cpu(&mut plat, 2, &task, NICE_0, Queue::Llc(0), now));
 }
 
@@ -508,13 +564,13 @@ fn slices_shrink_as_tasks_wait_down_to_a_quarter() {
     let p = policy();
     let mut plat = Queues::default();
     assert_eq!(p.slice(&mut plat, 0), SLICE);
-    plat.queued.insert(0, 8);
+    plat.set_len(&p, 0, 8);
     assert_eq!(p.slice(&mut plat, 0), SLICE / 2, "8 CPUs, 8 waiting");
-    plat.queued.insert(0, 100);
+    plat.set_len(&p, 0, 100);
     assert_eq!(p.slice(&mut plat, 0), SLICE / 4);
     assert!(p.tick_kick(&mut plat, 1), "tasks wait in CPU 1's LLC");
     assert!(!p.tick_kick(&mut plat, 4), "LLC 1 is empty");
-    plat.heads.insert(Queue::Front(4), 0);
+    plat.set_head(&p, Queue::Front(4), 0);
     assert!(
         p.tick_kick(&mut plat, 4),
         "a task waits in CPU 4's front queue"
@@ -588,8 +644,8 @@ fn a_woken_tasks_debt_is_bounded_too() {
         run(&p, &mut nice10, 1, NICE_10, i * SLICE, SLICE);
     }
     // It sleeps and wakes up while the hog waits at its old time.
-    plat.queued.insert(0, 1);
-    plat.heads.insert(Queue::Llc(0), hog.vtime());
+    plat.set_len(&p, 0, 1);
+    plat.set_head(&p, Queue::Llc(0), hog.vtime());
     p.task_woken(&mut plat, &mut nice10, Queue::Llc(0), NICE_10, 0);
     let bound = 2 * SLICE * 100 / NICE_10 as u64;
     assert_eq!(nice10.vtime(), hog.vtime() + bound);
@@ -604,13 +660,12 @@ fn a_task_run_out_of_turn_does_not_drag_its_llcs_time_ahead() {
     p.task_woken(&mut plat, &mut late, Queue::Llc(0), 1, 0);
     run(&p, &mut late, 1, 1, 0, 50 * SLICE);
     // `late`, far ahead, runs again (an idle CPU) while `waiting` waits.
-    plat.queued.insert(0, 1);
-    plat.heads.insert(Queue::Llc(0), waiting.vtime());
+    plat.set_len(&p, 0, 1);
+    plat.set_head(&p, Queue::Llc(0), waiting.vtime());
     p.sched_running(&mut plat, &mut late, 2, 1, 50 * SLICE);
     // The queue empties; a new task starts at the LLC's time: not after
     // the task that waited.
-    plat.queued.clear();
-    plat.heads.clear();
+    plat.clear(&p);
     p.task_woken(&mut plat, &mut new, Queue::Llc(0), NICE_0, 0);
     assert!(!before(waiting.vtime(), new.vtime()));
 }
@@ -696,4 +751,43 @@ fn a_queue_is_swept_for_starving_tasks_once_per_100ms_and_again_after_a_rescue()
         "a sweep that found a starving task is followed by another at once"
     );
     assert_eq!(sweep_at, now + 201 * MS);
+}
+
+#[test]
+fn the_policy_looks_only_into_queues_it_counts_tasks_in() {
+    // The host's queues hold tasks the policy was not told of: it does
+    // not look (a look is a lookup by id in sched_ext), and sizes slices
+    // by its own counts.
+    let p = policy();
+    let mut plat = Queues::default();
+    for queue in [Queue::Llc(0), Queue::Pinned(2), Queue::Front(2)] {
+        plat.heads.insert(queue, 0);
+    }
+    plat.queued.insert(0, 8);
+    assert_eq!(p.queue_to_consume(&mut plat, 2), None);
+    assert_eq!(p.slice(&mut plat, 0), SLICE);
+    // Each task counted in as the host queues it, and out as it runs.
+    let mut tasks = [TaskState::new(), TaskState::new(), TaskState::new()];
+    p.task_queued(&mut tasks[0], Queue::Llc(0));
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Llc(0)));
+    p.task_queued(&mut tasks[1], Queue::Front(2));
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Front(2)));
+    p.task_queued(&mut tasks[2], Queue::Pinned(2));
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Pinned(2)));
+    p.sched_running(&mut plat, &mut tasks[2], 2, NICE_0, 0);
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Front(2)));
+    // Moved to another queue: counted there only; out of the scheduler:
+    // counted nowhere.
+    p.task_queued(&mut tasks[1], Queue::Llc(1));
+    plat.heads.insert(Queue::Llc(1), 0);
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Llc(0)));
+    p.task_dequeued(&mut tasks[0]);
+    assert_eq!(p.queue_to_consume(&mut plat, 2), Some(Queue::Llc(1)));
+    p.task_dequeued(&mut tasks[1]);
+    assert_eq!(p.queue_to_consume(&mut plat, 2), None);
+    // The tick asks the host, whatever the counts.
+    assert!(
+        p.tick_kick(&mut plat, 1),
+        "the host's LLC 0 queue holds tasks"
+    );
 }

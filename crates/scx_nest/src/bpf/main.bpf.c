@@ -343,7 +343,8 @@ static bool task_pinned(const struct task_struct *p);
 void BPF_STRUCT_OPS(nest_runnable, struct task_struct *p, u64 enq_flags)
 {
 	struct nest_bpf_env env = { .p = p };
-	struct nest_ctx pctx = policy_ctx(&env);
+	/* nest_task_woken() reads no clock: none read at every wake-up. */
+	struct nest_ctx pctx = policy_ctx_at(&env, 0);
 	struct task_ctx *t = lookup_task(p);
 	s32 cpu = scx_bpf_task_cpu(p);
 	struct cgrp_ctx *c;
@@ -402,11 +403,14 @@ void BPF_STRUCT_OPS(nest_cgroup_set_weight, struct cgroup *cgrp, u32 weight)
 		WRITE_ONCE(c->weight, weight);
 }
 
-/* The slice of a task about to run on @cpu (policy/nest_sched.c). */
+/*
+ * The slice of a task about to run on @cpu (policy/nest_sched.c): from the
+ * policy's counts, with no clock read.
+ */
 static u64 slice_on(s32 cpu)
 {
 	struct nest_bpf_env env = {};
-	struct nest_ctx pctx = policy_ctx(&env);
+	struct nest_ctx pctx = policy_ctx_at(&env, 0);
 
 	return nest_slice(&pctx, nest_queue_llc(&pctx, cpu));
 }
@@ -1102,12 +1106,14 @@ u32 verifier_blind;
 static bool consume(s32 cpu, struct task_struct *prev)
 {
 	struct nest_bpf_env env = {};
-	struct nest_ctx pctx = policy_ctx(&env);
+	/* The choice of queue reads no clock; what follows it does. */
+	struct nest_ctx pctx = policy_ctx_at(&env, 0);
 	s32 queue = nest_queue_to_consume(&pctx, cpu) | verifier_blind;
 	u32 own = nest_queue_llc(&pctx, cpu);
 
 	if (queue == NEST_QUEUE_NONE)
 		return false;
+	pctx.now = scx_bpf_now();
 	if (consume_starving_near(&pctx, cpu, own))
 		return true;
 	if (prev_keeps_cpu(&pctx, prev, cpu, queue))
@@ -1156,6 +1162,8 @@ void BPF_STRUCT_OPS(nest_dispatch, s32 cpu, struct task_struct *prev)
 			scx_bpf_task_set_slice(prev, slice_on(cpu));
 		return;
 	}
+	if (!nest_cpu_spinning(&nest_state, cpu))
+		return;
 	pctx = policy_ctx(&env);
 	if (nest_spin_continue(&pctx, cpu))
 		keep_spinning(cpu);
@@ -1222,6 +1230,21 @@ void BPF_STRUCT_OPS(nest_stopping, struct task_struct *p, bool runnable)
 }
 
 /*
+ * @p leaves the scheduler (a change of scheduling class, in partial mode
+ * or to real time; its exit): if it left one of the queues for that, it
+ * is no longer counted there (policy/nest_sched.c, "Queue counts").
+ */
+void BPF_STRUCT_OPS(nest_disable, struct task_struct *p)
+{
+	struct nest_bpf_env env = { .p = p };
+	struct nest_ctx pctx = policy_ctx_at(&env, 0);
+	struct task_ctx *t = lookup_task(p);
+
+	if (t)
+		nest_task_queued(&pctx, &t->nest, NEST_QUEUE_NONE);
+}
+
+/*
  * Only the idle transition matters to the policy in full mode: a CPU
  * counts as busy from the moment a task runs there (ops.running()). In
  * partial mode a CPU leaving idle (and not warm spinning) may be taken by
@@ -1233,11 +1256,11 @@ void BPF_STRUCT_OPS(nest_update_idle, s32 cpu, bool idle)
 	struct nest_bpf_env env = {};
 	struct nest_ctx pctx;
 
-	if (policy_kind != POLICY_NEST)
+	if (policy_kind != POLICY_NEST || (!idle && !switch_partial))
 		return;
 	pctx = policy_ctx(&env);
 	if (!idle) {
-		if (switch_partial && !nest_cpu_spinning(&nest_state, cpu))
+		if (!nest_cpu_spinning(&nest_state, cpu))
 			nest_cpu_busy(&pctx, cpu);
 	} else if (nest_cpu_idle(&pctx, cpu)) {
 		keep_spinning(cpu);
@@ -1326,8 +1349,9 @@ void BPF_STRUCT_OPS(nest_dump, struct scx_dump_ctx *dctx)
 	}
 	scx_bpf_dump("\n");
 	bpf_for(llc, 0, nest_cfg.nr_llcs)
-		scx_bpf_dump("scx_nest: LLC %u queue: %d tasks, front queues: %d tasks, llc_vtime=%llu\n",
+		scx_bpf_dump("scx_nest: LLC %u queue: %d tasks (counted %d), front queues: %d tasks, llc_vtime=%llu\n",
 			     llc, scx_bpf_dsq_nr_queued(LLC_DSQ_BASE + llc),
+			     READ_ONCE(nest_state.llc_queued[llc_index(llc)]),
 			     READ_ONCE(nest_state.llc_fronts[llc_index(llc)]),
 			     READ_ONCE(nest_state.llc_vtime[llc_index(llc)]));
 	if (stall_comm[0])
@@ -1360,9 +1384,10 @@ void BPF_STRUCT_OPS(nest_dump_cpu, struct scx_dump_ctx *dctx, s32 cpu, bool idle
 		     pinned, front, cpu_llc(&nest_cfg, cpu), READ_ONCE(c->running),
 		     READ_ONCE(c->offline), READ_ONCE(c->idle_since),
 		     READ_ONCE(c->spin_until), READ_ONCE(c->kept_since));
-	scx_bpf_dump(" curr_vtime=%llu curr_weight=%u resume=%u",
+	scx_bpf_dump(" curr_vtime=%llu curr_weight=%u resume=%u counted: front %d pinned %d",
 		     READ_ONCE(c->curr_vtime), READ_ONCE(c->curr_weight),
-		     READ_ONCE(c->resume));
+		     READ_ONCE(c->resume), READ_ONCE(c->front_queued),
+		     READ_ONCE(c->pinned_queued));
 }
 
 void BPF_STRUCT_OPS(nest_dump_task, struct scx_dump_ctx *dctx, struct task_struct *p)
@@ -1377,8 +1402,8 @@ void BPF_STRUCT_OPS(nest_dump_task, struct scx_dump_ctx *dctx, struct task_struc
 		     t->weight, t->nest.vtime, t->nest.vtime_llc,
 		     t->nest.recent_cpu[0], t->nest.recent_cpu[1],
 		     t->nest.prev_misses, t->nest.kept_cpu);
-	scx_bpf_dump(" queued_ns=%llu front_cpu=%d unpair=%u pinned=%u stall=%u",
-		     t->queued_ns, t->nest.front_cpu, t->unpair, task_pinned(p),
+	scx_bpf_dump(" queued_ns=%llu queue=%d unpair=%u pinned=%u stall=%u",
+		     t->queued_ns, t->nest.queue, t->unpair, task_pinned(p),
 		     is_stall_target(p));
 }
 
@@ -1490,6 +1515,7 @@ SCX_OPS_DEFINE(nest_ops,
 	       .running = (void *)nest_running,
 	       .stopping = (void *)nest_stopping,
 	       .quiescent = (void *)nest_quiescent,
+	       .disable = (void *)nest_disable,
 	       .update_idle = (void *)nest_update_idle,
 	       .cpu_release = (void *)nest_cpu_release,
 	       .cpu_online = (void *)nest_cpu_online_op,
