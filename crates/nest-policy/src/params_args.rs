@@ -47,9 +47,11 @@ pub struct ParamsArgs {
     /// frequencies follow schedutil's usual rule); nest (util, but CPUs of
     /// the primary nest ask for the maximum, so the cores Nest keeps warm
     /// also run fast); max (no requests: the kernel's default, every CPU
-    /// at full speed under schedutil).
-    #[arg(long, default_value = "util", value_name = "MODE", value_parser = PerfMode::parse)]
-    pub perf: PerfMode,
+    /// at full speed under schedutil). Default: util; scx_nest makes none
+    /// when no CPU's cpufreq governor is schedutil, the one that reads
+    /// them, unless this option asks for them.
+    #[arg(long, value_name = "MODE", value_parser = PerfMode::parse)]
+    pub perf: Option<PerfMode>,
 
     /// S_move: how long a task may wait on the waker's CPU before it moves
     /// to the default CPU (D; 1us to 100ms).
@@ -68,7 +70,7 @@ impl ParamsArgs {
             r_impatient: self.r_impatient,
             disabled: self.disable.clone(),
             smove_delay_ns: self.smove_delay,
-            perf: self.perf,
+            perf: self.perf.unwrap_or_default(),
             ..Params::default()
         }
     }

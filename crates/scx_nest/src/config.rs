@@ -206,6 +206,40 @@ pub struct SchedConfig {
     trace_placements: bool,
     /// Warm spinning was switched off because this is a virtual machine.
     spin_off_in_vm: bool,
+    /// Frequency requests were switched off because no governor reads them.
+    perf_off_unread: bool,
+}
+
+/// What the machine scx_nest runs on decides about its defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct Host {
+    /// A virtual machine ([`in_virtual_machine`]): no warm spinning.
+    pub in_vm: bool,
+    /// Some CPU's cpufreq governor is schedutil ([`schedutil_governs`]):
+    /// frequency requests are read.
+    pub schedutil: bool,
+}
+
+impl Host {
+    pub fn probe() -> Self {
+        Self {
+            in_vm: in_virtual_machine(),
+            schedutil: schedutil_governs(),
+        }
+    }
+}
+
+/// Is schedutil the cpufreq governor of some CPU? It is the one governor
+/// that reads sched_ext's performance targets (sugov_get_util() ->
+/// scx_cpuperf_target()); under any other, or with no cpufreq driver (most
+/// virtual machines), a request is work for nothing at every switch.
+pub fn schedutil_governs() -> bool {
+    std::fs::read_dir("/sys/devices/system/cpu/cpufreq").is_ok_and(|policies| {
+        policies.flatten().any(|policy| {
+            std::fs::read_to_string(policy.path().join("scaling_governor"))
+                .is_ok_and(|governor| governor.trim() == "schedutil")
+        })
+    })
 }
 
 /// Is this a virtual machine? The CPU says so (the `hypervisor` flag of
@@ -219,21 +253,28 @@ pub fn in_virtual_machine() -> bool {
 }
 
 impl SchedConfig {
-    /// The configuration of `opts`; `in_vm`: running in a virtual machine
-    /// (see [`in_virtual_machine`]), where warm spinning is off unless
-    /// `--warm-spin-in-vm` asks for it.
-    pub fn from_opts(opts: &Opts, in_vm: bool) -> Self {
+    /// The configuration of `opts` on `host`: in a virtual machine warm
+    /// spinning is off unless `--warm-spin-in-vm` asks for it, and where
+    /// no governor reads frequency requests none are made unless `--perf`
+    /// asks for them.
+    pub fn from_opts(opts: &Opts, host: &Host) -> Self {
         let mut params = Params {
             slice_ns: opts.slice,
             ..opts.nest.params()
         };
-        let spin_off_in_vm =
-            in_vm && !opts.warm_spin_in_vm && !params.disabled.contains(&Mechanism::WarmSpin);
+        let spin_off_in_vm = host.in_vm
+            && !opts.warm_spin_in_vm
+            && !params.disabled.contains(&Mechanism::WarmSpin);
         if spin_off_in_vm {
             params = params.in_virtual_machine();
         }
+        let perf_off_unread = !host.schedutil && opts.nest.perf.is_none();
+        if perf_off_unread {
+            params.perf = PerfMode::Max;
+        }
         Self {
             spin_off_in_vm,
+            perf_off_unread,
             policy: opts.policy,
             params,
             partial: opts.partial,
@@ -259,7 +300,7 @@ impl SchedConfig {
         let disabled: Vec<&str> = self.params.disabled.iter().map(|m| m.name()).collect();
         format!(
             "policy {:?}{}, P_remove {} us, S_max {} us, R_max {}, R_impatient {}, slice {} us, \
-             frequency requests {}, {}{}{}",
+             frequency requests {}, {}{}{}{}",
             self.policy,
             if self.policy == Policy::Smove {
                 format!(" (D {} us)", self.params.smove_delay_ns / 1000)
@@ -284,6 +325,11 @@ impl SchedConfig {
             },
             if self.spin_off_in_vm {
                 " (warm-spin off in a virtual machine; --warm-spin-in-vm keeps it)"
+            } else {
+                ""
+            },
+            if self.perf_off_unread {
+                " (no frequency requests: no CPU's governor is schedutil; --perf util makes them)"
             } else {
                 ""
             }
@@ -493,9 +539,20 @@ fn current_cpu() -> i32 {
 mod tests {
     use super::*;
 
+    /// A machine with schedutil, not virtual.
+    const BARE_METAL: Host = Host {
+        in_vm: false,
+        schedutil: true,
+    };
+    /// A virtual machine with no cpufreq.
+    const VM: Host = Host {
+        in_vm: true,
+        schedutil: false,
+    };
+
     fn config(args: &[&str]) -> Result<SchedConfig, clap::Error> {
         let argv = std::iter::once("scx_nest").chain(args.iter().copied());
-        Ok(SchedConfig::from_opts(&Opts::try_parse_from(argv)?, false))
+        Ok(SchedConfig::from_opts(&Opts::try_parse_from(argv)?, &BARE_METAL))
     }
 
     /// The message of a refused command line; clap exits 2 for these.
@@ -506,13 +563,36 @@ mod tests {
     }
 
     #[test]
+    fn frequency_requests_are_off_where_no_governor_reads_them_unless_asked_for() {
+        let opts = |args: &[&str]| {
+            Opts::try_parse_from(std::iter::once("scx_nest").chain(args.iter().copied())).unwrap()
+        };
+        let no_schedutil = Host {
+            in_vm: false,
+            schedutil: false,
+        };
+        assert_eq!(
+            SchedConfig::from_opts(&opts(&[]), &BARE_METAL).perf_mode(),
+            PerfMode::Util
+        );
+        let unread = SchedConfig::from_opts(&opts(&[]), &no_schedutil);
+        assert_eq!(unread.perf_mode(), PerfMode::Max);
+        assert!(unread.describe().contains("no CPU's governor is schedutil"));
+        for mode in [PerfMode::Util, PerfMode::Nest] {
+            let asked = SchedConfig::from_opts(&opts(&["--perf", mode.name()]), &no_schedutil);
+            assert_eq!(asked.perf_mode(), mode);
+            assert!(!asked.describe().contains("schedutil"));
+        }
+    }
+
+    #[test]
     fn warm_spinning_is_off_in_a_virtual_machine_unless_asked_for() {
         let opts = |args: &[&str]| {
             Opts::try_parse_from(std::iter::once("scx_nest").chain(args.iter().copied())).unwrap()
         };
         let spinning = |cfg: &SchedConfig| !cfg.params.disabled.contains(&Mechanism::WarmSpin);
-        assert!(spinning(&SchedConfig::from_opts(&opts(&[]), false)));
-        let vm = SchedConfig::from_opts(&opts(&[]), true);
+        assert!(spinning(&SchedConfig::from_opts(&opts(&[]), &BARE_METAL)));
+        let vm = SchedConfig::from_opts(&opts(&[]), &VM);
         assert!(!spinning(&vm));
         assert!(
             vm.describe()
@@ -520,10 +600,10 @@ mod tests {
         );
         assert!(spinning(&SchedConfig::from_opts(
             &opts(&["--warm-spin-in-vm"]),
-            true
+            &VM
         )));
         // Switched off by hand: nothing to say about the machine.
-        let by_hand = SchedConfig::from_opts(&opts(&["--disable", "warm-spin"]), true);
+        let by_hand = SchedConfig::from_opts(&opts(&["--disable", "warm-spin"]), &VM);
         assert!(!spinning(&by_hand));
         assert!(!by_hand.describe().contains("virtual machine"));
     }
@@ -593,7 +673,7 @@ mod tests {
         let opts = Opts::try_parse_from(["scx_nest", "--stats", "500ms", "--watchdog", "2s"]);
         let opts = opts.unwrap();
         assert_eq!(opts.stats, Some(Duration::from_millis(500)));
-        assert_eq!(SchedConfig::from_opts(&opts, false).watchdog_ms, Some(2000));
+        assert_eq!(SchedConfig::from_opts(&opts, &BARE_METAL).watchdog_ms, Some(2000));
         // Bare seconds, as scx's schedulers take them.
         let opts = Opts::try_parse_from(["scx_nest", "--stats", "1"]).unwrap();
         assert_eq!(opts.stats, Some(Duration::from_secs(1)));
@@ -650,7 +730,7 @@ mod tests {
     fn exit_dump_len_and_verbose_are_taken() {
         let opts = Opts::try_parse_from(["scx_nest", "-v", "--exit-dump-len", "65536"]).unwrap();
         assert!(opts.verbose);
-        assert_eq!(SchedConfig::from_opts(&opts, false).exit_dump_len, 65536);
+        assert_eq!(SchedConfig::from_opts(&opts, &BARE_METAL).exit_dump_len, 65536);
         assert!(!Opts::try_parse_from(["scx_nest"]).unwrap().verbose);
     }
 

@@ -305,7 +305,7 @@ fn run(opts: Opts) -> Result<()> {
     }
 
     // Everything that can be refused is checked before anything is loaded.
-    let cfg = SchedConfig::from_opts(&opts, config::in_virtual_machine());
+    let cfg = SchedConfig::from_opts(&opts, &config::Host::probe());
     preflight::check(cfg.policy == config::Policy::Smove)?;
     if let Some(interval) = opts.stats {
         spawn_monitor(interval, shutdown.clone());
