@@ -262,9 +262,8 @@ impl SchedConfig {
             slice_ns: opts.slice,
             ..opts.nest.params()
         };
-        let spin_off_in_vm = host.in_vm
-            && !opts.warm_spin_in_vm
-            && !params.disabled.contains(&Mechanism::WarmSpin);
+        let spin_off_in_vm =
+            host.in_vm && !opts.warm_spin_in_vm && !params.disabled.contains(&Mechanism::WarmSpin);
         if spin_off_in_vm {
             params = params.in_virtual_machine();
         }
@@ -552,7 +551,10 @@ mod tests {
 
     fn config(args: &[&str]) -> Result<SchedConfig, clap::Error> {
         let argv = std::iter::once("scx_nest").chain(args.iter().copied());
-        Ok(SchedConfig::from_opts(&Opts::try_parse_from(argv)?, &BARE_METAL))
+        Ok(SchedConfig::from_opts(
+            &Opts::try_parse_from(argv)?,
+            &BARE_METAL,
+        ))
     }
 
     /// The message of a refused command line; clap exits 2 for these.
@@ -673,7 +675,10 @@ mod tests {
         let opts = Opts::try_parse_from(["scx_nest", "--stats", "500ms", "--watchdog", "2s"]);
         let opts = opts.unwrap();
         assert_eq!(opts.stats, Some(Duration::from_millis(500)));
-        assert_eq!(SchedConfig::from_opts(&opts, &BARE_METAL).watchdog_ms, Some(2000));
+        assert_eq!(
+            SchedConfig::from_opts(&opts, &BARE_METAL).watchdog_ms,
+            Some(2000)
+        );
         // Bare seconds, as scx's schedulers take them.
         let opts = Opts::try_parse_from(["scx_nest", "--stats", "1"]).unwrap();
         assert_eq!(opts.stats, Some(Duration::from_secs(1)));
@@ -730,7 +735,10 @@ mod tests {
     fn exit_dump_len_and_verbose_are_taken() {
         let opts = Opts::try_parse_from(["scx_nest", "-v", "--exit-dump-len", "65536"]).unwrap();
         assert!(opts.verbose);
-        assert_eq!(SchedConfig::from_opts(&opts, &BARE_METAL).exit_dump_len, 65536);
+        assert_eq!(
+            SchedConfig::from_opts(&opts, &BARE_METAL).exit_dump_len,
+            65536
+        );
         assert!(!Opts::try_parse_from(["scx_nest"]).unwrap().verbose);
     }
 
