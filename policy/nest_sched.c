@@ -55,7 +55,7 @@
  *	Virtual time of the first task of @queue (an LLC index,
  *	NEST_QUEUE_PINNED - cpu for CPU cpu's queue of pinned tasks or
  *	NEST_QUEUE_FRONT - cpu for its front queue); false if empty. Asked
- *	at most switches where the count says a task may wait: a host
+ *	whenever the queue's count says a task may wait there: a host
  *	answers without taking the queue's lock where it can.
  *
  * Included after nest_policy.c.
@@ -127,8 +127,8 @@ static s32 queue_cpu(s32 queue)
  * (nest_task_queued()): counted when the host puts a task into a queue,
  * uncounted when the task starts running or is put into another queue.
  * A look into a queue is a lookup by its id in the host (a hash table in
- * sched_ext, a few hundred instructions), asked at nearly every switch;
- * a count of zero answers without it. A count is never below the
+ * sched_ext, about 200 instructions), asked at nearly every switch; a
+ * count of zero answers without it. A count is never below the
  * queue's length: a task is counted before the host's insertion takes
  * effect and uncounted after it left. It may be above for a moment (a
  * task moved out to run, not started yet), which costs a look. The
@@ -165,10 +165,10 @@ static void count_queued(const struct nest_ctx *ctx, s32 queue, s32 delta)
 }
 
 /*
- * The host put @t into @queue, or @t left its queue to run
- * (NEST_QUEUE_NONE). A task leaves a queue to run, to be queued again (a
- * dequeue for an affinity or priority change), or to leave the scheduler
- * (a change of scheduling class), so nothing else uncounts it.
+ * The host put @t into @queue, or @t left its queue (NEST_QUEUE_NONE: to
+ * run, or to leave the scheduler for another scheduling class). A task
+ * dequeued for an affinity or priority change is queued again, which
+ * moves its count.
  */
 static void nest_task_queued(const struct nest_ctx *ctx, struct nest_task *t,
 			     s32 queue)
