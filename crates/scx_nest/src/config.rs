@@ -549,12 +549,16 @@ mod tests {
         schedutil: false,
     };
 
+    fn try_opts(args: &[&str]) -> Result<Opts, clap::Error> {
+        Opts::try_parse_from(std::iter::once("scx_nest").chain(args.iter().copied()))
+    }
+
+    fn opts(args: &[&str]) -> Opts {
+        try_opts(args).unwrap()
+    }
+
     fn config(args: &[&str]) -> Result<SchedConfig, clap::Error> {
-        let argv = std::iter::once("scx_nest").chain(args.iter().copied());
-        Ok(SchedConfig::from_opts(
-            &Opts::try_parse_from(argv)?,
-            &BARE_METAL,
-        ))
+        Ok(SchedConfig::from_opts(&try_opts(args)?, &BARE_METAL))
     }
 
     /// The message of a refused command line; clap exits 2 for these.
@@ -566,9 +570,6 @@ mod tests {
 
     #[test]
     fn frequency_requests_are_off_where_no_governor_reads_them_unless_asked_for() {
-        let opts = |args: &[&str]| {
-            Opts::try_parse_from(std::iter::once("scx_nest").chain(args.iter().copied())).unwrap()
-        };
         let no_schedutil = Host {
             in_vm: false,
             schedutil: false,
@@ -589,9 +590,6 @@ mod tests {
 
     #[test]
     fn warm_spinning_is_off_in_a_virtual_machine_unless_asked_for() {
-        let opts = |args: &[&str]| {
-            Opts::try_parse_from(std::iter::once("scx_nest").chain(args.iter().copied())).unwrap()
-        };
         let spinning = |cfg: &SchedConfig| !cfg.params.disabled.contains(&Mechanism::WarmSpin);
         assert!(spinning(&SchedConfig::from_opts(&opts(&[]), &BARE_METAL)));
         let vm = SchedConfig::from_opts(&opts(&[]), &VM);
