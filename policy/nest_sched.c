@@ -180,12 +180,19 @@ static void nest_task_queued(const struct nest_ctx *ctx, struct nest_task *t,
 	t->queue = queue;
 }
 
+/* How many tasks wait in @queue, as counted. */
+static u32 queue_waiting(const struct nest_ctx *ctx, s32 queue)
+{
+	s32 *count = queue_count(ctx, queue);
+	s32 nr = count ? READ_ONCE(*count) : 0;
+
+	return nr > 0 ? nr : 0;
+}
+
 /* How many tasks wait in LLC @llc's queue, as counted. */
 static u32 llc_waiting(const struct nest_ctx *ctx, u32 llc)
 {
-	s32 nr = READ_ONCE(ctx->st->llc_queued[llc_index(llc)]);
-
-	return nr > 0 ? nr : 0;
+	return queue_waiting(ctx, llc);
 }
 
 /*
@@ -369,14 +376,23 @@ static s32 nest_queue_of(const struct nest_ctx *ctx, s32 cpu, bool pinned,
 }
 
 /*
- * The slice of a task starting on a CPU of LLC @llc: shorter as more tasks
- * wait there (slice x CPUs / (CPUs + waiting)), never below slice_min_ns.
+ * The slice of a task starting on @cpu: shorter as more tasks wait for
+ * @cpu's LLC (slice x CPUs / (CPUs + waiting)), never below slice_min_ns.
+ * A task of @cpu's pinned queue waits for @cpu alone, so it counts once
+ * per CPU of the LLC: tasks piled on one CPU by their affinity (stress-ng's
+ * affinity stressor pins dozens) take turns of the shortest slice, as
+ * tasks piled in the LLC's queue do, rather than of whole slices.
+ *
+ * Inlined: as a call of its own, it took ops.select_cpu() past BPF's 512
+ * bytes of stack for a chain of calls.
  */
-static u64 nest_slice(const struct nest_ctx *ctx, u32 llc)
+static __always_inline u64 nest_slice(const struct nest_ctx *ctx, s32 cpu)
 {
 	const struct nest_config *cfg = ctx->cfg;
+	u32 llc = nest_queue_llc(ctx, cpu);
 	u64 nr_cpus = cfg->llc_nr_cpus[llc_index(llc)];
-	u64 waiting = llc_waiting(ctx, llc);
+	u64 waiting = llc_waiting(ctx, llc) +
+		      nr_cpus * queue_waiting(ctx, NEST_QUEUE_PINNED - cpu);
 	u64 slice = cfg->slice_ns;
 
 	if (nr_cpus && waiting)

@@ -219,11 +219,11 @@ u64 nest_native_queue_vtime(struct nest_state *st,
 }
 
 u64 nest_native_slice(struct nest_state *st, const struct nest_config *cfg,
-		      nest_env_t env, u32 llc)
+		      nest_env_t env, s32 cpu)
 {
 	struct nest_ctx ctx = { .st = st, .cfg = cfg, .env = env };
 
-	return nest_slice(&ctx, llc);
+	return nest_slice(&ctx, cpu);
 }
 
 void nest_native_sched_running(struct nest_state *st,

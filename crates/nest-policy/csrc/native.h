@@ -75,7 +75,7 @@ u64 nest_native_queue_vtime(struct nest_state *st,
 			    const struct nest_config *cfg, nest_env_t env,
 			    struct nest_task *t, s32 queue, u32 weight);
 u64 nest_native_slice(struct nest_state *st, const struct nest_config *cfg,
-		      nest_env_t env, u32 llc);
+		      nest_env_t env, s32 cpu);
 void nest_native_sched_running(struct nest_state *st,
 			       const struct nest_config *cfg, nest_env_t env,
 			       u64 now, struct nest_task *t, s32 cpu,

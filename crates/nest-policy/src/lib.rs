@@ -879,12 +879,17 @@ impl NestPolicy {
         }
     }
 
-    /// The slice of a task starting on a CPU of LLC `llc`.
-    pub fn slice(&self, plat: &mut dyn Platform, llc: u32) -> u64 {
+    /// The slice of a task starting on `cpu`.
+    pub fn slice(&self, plat: &mut dyn Platform, cpu: u32) -> u64 {
         let mut env = self.env(Some(plat));
         // SAFETY: valid pointers; see select_cpu.
         unsafe {
-            ffi::nest_native_slice(self.state_ptr(), &*self.cfg, Self::env_ptr(&mut env), llc)
+            ffi::nest_native_slice(
+                self.state_ptr(),
+                &*self.cfg,
+                Self::env_ptr(&mut env),
+                cpu as i32,
+            )
         }
     }
 

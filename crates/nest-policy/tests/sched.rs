@@ -579,6 +579,22 @@ fn slices_shrink_as_tasks_wait_down_to_a_quarter() {
 }
 
 #[test]
+fn a_task_pinned_to_a_cpu_shortens_that_cpus_slices_as_one_per_cpu_of_its_llc() {
+    let p = policy();
+    let mut plat = Queues::default();
+    let mut pinned = TaskState::new();
+    p.task_queued(&mut pinned, Queue::Pinned(2));
+    assert_eq!(
+        p.slice(&mut plat, 2),
+        SLICE / 2,
+        "one task waiting for CPU 2 alone weighs as 8 waiting for LLC 0's 8 CPUs"
+    );
+    assert_eq!(p.slice(&mut plat, 3), SLICE, "nothing is pinned to CPU 3");
+    p.task_dequeued(&mut pinned);
+    assert_eq!(p.slice(&mut plat, 2), SLICE);
+}
+
+#[test]
 fn virtual_time_keeps_its_lag_when_a_task_changes_llc() {
     let p = policy();
     let mut plat = Queues::default();

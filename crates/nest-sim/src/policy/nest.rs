@@ -705,9 +705,8 @@ impl Policy for Nest {
 
     /// `slice_on()`.
     fn slice_ns(&mut self, cx: &mut Ctx, cpu: Cpu) -> Option<u64> {
-        let llc = self.policy.queue_llc(cpu);
         let mut plat = Self::platform(&mut self.ext_idle, &self.queues, cx, None, cpu);
-        Some(self.policy.slice(&mut plat, llc))
+        Some(self.policy.slice(&mut plat, cpu))
     }
 
     fn cpu_idle(&mut self, cx: &mut Ctx, cpu: Cpu) -> Option<Spin> {

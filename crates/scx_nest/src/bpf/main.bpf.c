@@ -412,7 +412,7 @@ static u64 slice_on(s32 cpu)
 	struct nest_bpf_env env = {};
 	struct nest_ctx pctx = policy_ctx_at(&env, 0);
 
-	return nest_slice(&pctx, nest_queue_llc(&pctx, cpu));
+	return nest_slice(&pctx, cpu);
 }
 
 /*
@@ -902,14 +902,14 @@ static void queue_task(struct task_struct *p, struct task_ctx *t, bool home,
 		t->queued_ns = pctx.now ? pctx.now : 1;
 	if (preempt && nest_woken_runs_next(&pctx, cpu, vtime)) {
 		/* In ops.enqueue(), SCX_DSQ_LOCAL is @p's CPU's: @cpu's. */
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, nest_slice(&pctx, llc),
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, nest_slice(&pctx, cpu),
 				   enq_flags | SCX_ENQ_HEAD | SCX_ENQ_PREEMPT);
 		nest_woken_preempts(&pctx, cpu, pinned);
 		count_event(NEST_EV_PREEMPTED, 1);
 		return;
 	}
 	queue = nest_queue_of(&pctx, cpu, pinned, preempt || home);
-	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, llc),
+	scx_bpf_dsq_insert_vtime(p, queue_dsq(queue), nest_slice(&pctx, cpu),
 				 vtime, enq_flags);
 	nest_task_queued(&pctx, &t->nest, queue);
 	if (!woken) {
