@@ -16,7 +16,9 @@
 #      between two cgroups of different cpu.weight every half second;
 #      sched_ext's state sampled every second, its enable_seq and event
 #      counters before and after, the loads' exit statuses, the hotplug
-#      and move counts, scx_nest's statistics every 5 s.
+#      and move counts, scx_nest's statistics every 5 s; stress-ng
+#      recorded into OUT/stress.nest.jsonl (its exit status in the
+#      trace's meta).
 #
 # Usage: partial.sh OUTDIR [SCX_NEST_OPTIONS...]
 set -u
@@ -80,7 +82,10 @@ cgroup_moves() {
 # count: tasks that waited over a second).
 attach_scx_nest stress --stats 5s "$@"
 fact stress_events_before "$(events)"
-stress-ng --temp-path /tmp --seccomp 2 --switch 2 --race-sched 2 --affinity 2 --yield 2 \
+# Recorded, so that the host can see how long each task waited (the
+# wake-flags probe is left out: it would trap every wake-up).
+"$bin/nest" trace record --no-wake-flags --buffer-kb 16384 --out "$out/stress.nest.jsonl" -- \
+	stress-ng --temp-path /tmp --seccomp 2 --switch 2 --race-sched 2 --affinity 2 --yield 2 \
 	--timeout "${stress_s}s" --metrics-brief >/tmp/stress.out 2>&1 &
 stress=$!
 "$bin/nest-load" affinity --seconds "$stress_s" >/tmp/affinity.out 2>&1 &
@@ -109,7 +114,7 @@ for _ in $(seq 1 "$stress_s"); do
 	fact stress_sample "$(state)"
 done
 wait $stress
-fact stress_ng_exit $?
+fact stress_record_exit $?
 for load in affinity rt; do
 	eval "wait \$$load"
 	fact "stress_${load}_exit" $?

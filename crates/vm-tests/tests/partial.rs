@@ -32,6 +32,11 @@
 //!   (`SCX_EV_ENQ_SKIP_MIGRATION_DISABLED` 0: scx_nest sets
 //!   `SCX_OPS_ENQ_MIGRATION_DISABLED`). The event counters are printed,
 //!   and how many tasks scx_nest's starvation guard ran (waited over 1 s).
+//!   stress-ng runs under `nest trace record`: no task of the machine
+//!   waits, runnable but not running, longer than
+//!   `vm_tests::sched::STRESS_LONGEST_WAIT_NS` (10 s: a stall, not the
+//!   guard's second, which emulation stretches, see there); the five
+//!   longest waits are printed.
 //!   On a failure the scheduler's whole log (the kernel's dump of every
 //!   CPU's tasks if it was ejected) is printed.
 //!
@@ -45,7 +50,8 @@ use nest_trace::timeline::Timeline;
 use nest_vm::{VmSpec, shell_quote};
 use vm_tests::compare::{Comparison, guest_bin};
 use vm_tests::sched::{
-    BusyPlacements, event_problems, no_ejection_problems, tree_placement, tree_rows,
+    BusyPlacements, STRESS_LONGEST_WAIT_NS, describe_wait, event_problems, longest_waits,
+    no_ejection_problems, tree_placement, tree_rows, wait_problems,
 };
 use vm_tests::trace::{Workload, columns};
 use vm_tests::{Report, kernel_problems, repo_root, run_ok, stat_total};
@@ -115,7 +121,11 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
         samples.iter().all(|s| *s == "enabled"),
         format!("{} samples: {}", samples.len(), samples.join(",")),
     );
-    for key in ["stress_ng_exit", "stress_affinity_exit", "stress_rt_exit"] {
+    for key in [
+        "stress_record_exit",
+        "stress_affinity_exit",
+        "stress_rt_exit",
+    ] {
         expect(&format!("{key} 0"), fact(key) == "0", fact(key));
     }
     expect(
@@ -172,14 +182,32 @@ fn partial_nest_avoids_fair_busy_cpus_and_survives_migration_disabled_stress() {
     );
 
     let trace = cmp.trace("partial");
-    for key in ["lost_events", "overrun_events"] {
-        if trace.meta_get(key) != Some("0") {
-            problems.push(format!(
-                "partial.nest.jsonl: {key} {:?}",
-                trace.meta_get(key)
-            ));
+    let stress = cmp.trace("stress");
+    for (name, recorded) in [("partial", &trace), ("stress", &stress)] {
+        for key in ["lost_events", "overrun_events"] {
+            if recorded.meta_get(key) != Some("0") {
+                problems.push(format!(
+                    "{name}.nest.jsonl: {key} {:?}",
+                    recorded.meta_get(key)
+                ));
+            }
         }
     }
+    if stress.meta_get("exit_status") != Some("exit status: 0") {
+        problems.push(format!(
+            "stress-ng exits 0 (got {:?})",
+            stress.meta_get("exit_status")
+        ));
+    }
+    let stress_tl = Timeline::build(&stress);
+    eprintln!(
+        "the longest waits (runnable, not running) of the stress, limit {} s:",
+        STRESS_LONGEST_WAIT_NS / 1_000_000_000
+    );
+    for w in longest_waits(&stress_tl, 5) {
+        eprintln!("  {}", describe_wait(&stress_tl, &w));
+    }
+    problems.extend(wait_problems(&stress_tl));
     let tl = Timeline::build(&trace);
     let chain = Workload::find(&trace).expect("the trace names its command");
     let pids = trace.descendants(chain.pid);
