@@ -480,7 +480,9 @@ const CPUPERF_ONE: u64 = 1024;
 /// still counts as the minimum frequency, from cpufreq's cpuinfo_min_freq
 /// and cpuinfo_max_freq, plus 1/32 of the scale for measurement noise
 /// (the level is measured over the last tick). 0 where cpufreq says
-/// nothing: such CPUs count as above their minimum.
+/// nothing: such CPUs count as above their minimum. The hardware's range,
+/// not scx_utils' `Topology` frequencies, which are the policy's
+/// `scaling_min_freq`/`scaling_max_freq` that an administrator may narrow.
 fn fill_min_perf(min_perf: &mut [u32]) {
     let mut unknown = 0;
     for (cpu, slot) in min_perf.iter_mut().enumerate() {

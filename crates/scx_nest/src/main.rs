@@ -219,7 +219,8 @@ fn init_logging() -> Result<()> {
 
 /// libbpf's messages go to stderr: with --verbose all of them, otherwise
 /// its warnings only (its notes on struct_ops members this kernel lacks
-/// are informational).
+/// are informational), less one it gives on every start (below), which
+/// scx_utils' `init_libbpf_logging()` would pass on.
 fn init_libbpf_messages(verbose: bool) {
     let print: (libbpf_rs::PrintLevel, libbpf_rs::PrintCallback) = if verbose {
         (libbpf_rs::PrintLevel::Debug, |_, message| {
