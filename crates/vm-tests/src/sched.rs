@@ -645,9 +645,14 @@ pub fn describe_wait(tl: &Timeline, w: &Wait) -> String {
 /// The waits of the mixed stress (replayed as `tl`) longer than
 /// [`STRESS_LONGEST_WAIT_NS`], the five longest.
 pub fn wait_problems(tl: &Timeline) -> Vec<String> {
-    longest_waits(tl, 5)
+    let mut over: Vec<&Wait> = tl
+        .waits
         .iter()
         .filter(|w| w.end - w.start > STRESS_LONGEST_WAIT_NS)
+        .collect();
+    over.sort_by_key(|w| std::cmp::Reverse(w.end - w.start));
+    over.iter()
+        .take(5)
         .map(|w| {
             format!(
                 "a task waited over {} s: {}",
